@@ -1,0 +1,25 @@
+"""The closed vocabularies scenarios draw from: models and precisions."""
+
+# scenario name -> row title used in the tables (the seed's wording)
+MODELS = {
+    "retinanet": "RetinaNet",
+    "faster_rcnn": "Faster R-CNN w/ FPN",
+    "mask_rcnn": "Mask R-CNN w/ FPN",
+    "efficientdet_d0": "EfficientDet-D0",
+}
+
+# scenario name -> table title part
+PRECISIONS = {
+    "fp32": "FP32",
+    "tf32": "TF32",
+    "fp16": "FP16",
+    "bf16": "BF16",
+}
+
+
+def model_title(name):
+    return MODELS.get(name, name)
+
+
+def precision_title(name):
+    return PRECISIONS.get(name, name.upper())

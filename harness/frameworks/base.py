@@ -1,0 +1,45 @@
+"""What every framework adapter declares."""
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
+
+# where a framework can run
+RUNS_HERE = "runs here"
+NEEDS_GPU = "needs a GPU"
+CONTAINER_ONLY = "container only"
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """Everything an adapter needs to build one trial's command line."""
+    framework: str
+    model: str
+    precision: str
+    gpus: int
+    nodes: int
+    batch_per_gpu: int
+    input_size: Tuple[int, int]
+    iterations: int             # warmup + measured
+    data: Optional[dict]        # None for synthetic, else {"annotations": .., "images": ..}
+    extra_args: Tuple[str, ...] = ()
+    options: Dict[str, object] = field(default_factory=dict)  # framework-specific scenario options
+    python: str = sys.executable
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str
+    title: str                                   # column heading in tables
+    scraper: str                                 # key of harness.scrapers.SCRAPERS
+    models: FrozenSet[str]
+    precisions: FrozenSet[str]
+    status: str                                  # RUNS_HERE, NEEDS_GPU or CONTAINER_ONLY
+    why: str                                     # one line: why that status
+    figures: str                                 # what its logged times mean
+    command: Callable[[TrialContext], List[str]]
+    settings: Callable[[TrialContext], dict]     # normalized settings for like-for-like checks
+    pins: Dict[str, str] = field(default_factory=dict)
+
+    def supports(self, model, precision):
+        return model in self.models and precision in self.precisions

@@ -1,0 +1,1 @@
+"""Reports: tables built from the store (or published figures) and their renderers."""

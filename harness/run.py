@@ -1,0 +1,169 @@
+"""A benchmark run: plan the trials of a scenario, execute them, resume what was left.
+
+Repeats are interleaved across cells (A1 B1 C1 A2 B2 C2 ...) so that drift and heat do
+not favour whichever cell runs first; each trial is a fresh process. Every finished
+trial is committed to the store before the next one starts, so an interrupted or killed
+run loses at most the trial in flight, and `--resume RUN_ID` runs exactly what is left.
+"""
+import json
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from typing import List
+
+from harness import frameworks, ingest, platforms
+from harness import scenario as scenario_mod
+from harness.errors import UserError
+from harness.frameworks.base import TrialContext
+from harness.launchers import LAUNCHERS
+from harness.store import Store, new_run_id
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    seq: int
+    cell: scenario_mod.Cell
+    repeat: int
+    argv: List[str]
+
+
+def images_per_iteration(sc, cell):
+    return sc.batch_per_gpu * cell.gpus * cell.nodes
+
+
+def context(sc, cell, python=sys.executable):
+    data = None
+    if isinstance(sc.data, scenario_mod.CocoData):
+        data = {"annotations": sc.data.annotations, "images": sc.data.images}
+    return TrialContext(
+        framework=cell.framework, model=cell.model, precision=cell.precision, gpus=cell.gpus,
+        nodes=cell.nodes, batch_per_gpu=sc.batch_per_gpu, input_size=tuple(sc.input_size),
+        iterations=sc.iterations, data=data, extra_args=tuple(sc.extra_args.get(cell.framework, ())),
+        options=sc.framework_options(cell.framework), python=python, seed=sc.seed)
+
+
+def schedule(sc, planned_cells):
+    """Trials in run order: repeat 1 of every cell, then repeat 2 of every cell, ..."""
+    runnable = [p.cell for p in planned_cells if p.excluded is None]
+    argvs = {c: frameworks.FRAMEWORKS[c.framework].command(context(sc, c)) for c in runnable}
+    trials = []
+    for repeat in range(1, sc.repeats + 1):
+        for cell in runnable:
+            trials.append(PlannedTrial(len(trials) + 1, cell, repeat, argvs[cell]))
+    return trials
+
+
+def cell_rows(sc, planned_cells):
+    return [dict(cell_key=p.cell.key, framework=p.cell.framework, model=p.cell.model,
+                 precision=p.cell.precision, platform=p.cell.platform, gpus=p.cell.gpus,
+                 nodes=p.cell.nodes, batch_per_gpu=sc.batch_per_gpu,
+                 images_per_iteration=images_per_iteration(sc, p.cell), excluded=p.excluded)
+            for p in planned_cells]
+
+
+class Progress:
+    """Plain progress lines (one per trial), fit for terminals and CI logs alike."""
+
+    def __init__(self, total, out=sys.stdout):
+        self.total = total
+        self.out = out
+        self.done = 0
+        self.started = time.monotonic()
+
+    def start(self, trial, cell_key, repeat):
+        self.out.write("[%d/%d] %s repeat %d ... " % (self.done + 1, self.total, cell_key, repeat))
+        self.out.flush()
+
+    def finish(self, row):
+        self.done += 1
+        elapsed = time.monotonic() - self.started
+        eta = elapsed / self.done * (self.total - self.done)
+        if row["status"] == "done":
+            text = "%.2f images/s (%.1f ms/iter)" % (row["throughput"], row["iteration_time_s"] * 1000)
+        else:
+            text = "FAILED: %s" % row["reason"]
+        self.out.write("%s  [eta %ds]\n" % (text, round(eta)))
+        self.out.flush()
+
+
+def start(scenario_path, results_dir, backend=None, dry_run=False, out=sys.stdout):
+    sc = scenario_mod.load(scenario_path)
+    backend = backend or sc.backend
+    if backend not in LAUNCHERS:
+        raise UserError("unknown backend %r (known: %s)" % (backend, ", ".join(sorted(LAUNCHERS))))
+    planned_cells = scenario_mod.plan(sc)
+    trials = schedule(sc, planned_cells)
+    if dry_run:
+        out.write("# %s: %d cells, %d trials, backend %s\n" % (sc.name, len(planned_cells), len(trials), backend))
+        for p in planned_cells:
+            if p.excluded:
+                out.write("# NA %s: %s\n" % (p.cell.key, p.excluded))
+        for t in trials:
+            out.write("%d %s repeat %d: %s\n" % (t.seq, t.cell.key, t.repeat, " ".join(map(_quote, t.argv))))
+        return None
+    store = Store(results_dir)
+    run_id = new_run_id()
+    host = platforms.detect_local().model_dump()
+    store.create_run(run_id, sc.name, str(scenario_path), sc.model_dump_json(), backend, host,
+                     cell_rows(sc, planned_cells),
+                     [(t.seq, t.cell.key, t.repeat, t.argv) for t in trials])
+    out.write("run %s: %d trials of %s on backend %s -> %s\n" % (run_id, len(trials), sc.name, backend, results_dir))
+    execute(store, run_id, out)
+    return run_id
+
+
+def resume(run_id, results_dir, out=sys.stdout):
+    store = Store(results_dir, create=False)
+    run_id = store.run(run_id)["id"]
+    execute(store, run_id, out)
+    return run_id
+
+
+def execute(store, run_id, out=sys.stdout):
+    run = store.run(run_id)
+    sc = scenario_mod.Scenario.model_validate_json(run["scenario_json"])
+    launcher = LAUNCHERS[run["backend"]]()
+    launcher.prepare(sc)
+    todo = store.unfinished_trials(run_id)
+    progress = Progress(len(todo), out)
+    if not todo:
+        out.write("run %s has nothing left to do\n" % run_id)
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        for trial in todo:
+            cell = scenario_mod.Cell.from_key(trial["cell_key"])
+            fw = frameworks.FRAMEWORKS[cell.framework]
+            ctx = context(sc, cell)
+            trial_dir = store.trial_dir(trial["id"])
+            progress.start(trial, cell.key, trial["repeat"])
+            store.mark_running(trial["id"])
+            try:
+                launcher.run(trial_dir, json.loads(trial["argv_json"]), sc.env, sc.timeout_s)
+            except KeyboardInterrupt:
+                store.mark_pending(trial["id"])
+                raise
+            row, iterations = ingest.analyse(str(trial_dir), fw.scraper, sc.warmup, sc.measure,
+                                             images_per_iteration(sc, cell))
+            row["settings_json"] = json.dumps(fw.settings(ctx), sort_keys=True)
+            store.finish_trial(trial["id"], row, iterations)
+            progress.finish(row)
+    except KeyboardInterrupt:
+        launcher.cleanup()
+        out.write("\ninterrupted; finished trials are kept. Continue with: "
+                  "detbench run --resume %s --results %s\n" % (run_id, store.root))
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    failed = sum(1 for t in store.trials(run_id) if t["status"] == "failed")
+    out.write("run %s finished: %d trials, %d failed\n" % (run_id, len(store.trials(run_id)), failed))
+
+
+def _raise_interrupt(signum, _frame):
+    raise KeyboardInterrupt("signal %d" % signum)
+
+
+def _quote(arg):
+    import shlex
+    return shlex.quote(arg)

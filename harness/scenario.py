@@ -1,0 +1,220 @@
+"""Scenario files: typed, strict, and expanded into the cells of a benchmark matrix.
+
+A scenario names a matrix over framework x model x precision x platform x gpus x nodes
+plus the settings every cell shares. Loading it either returns a valid Scenario or
+raises UserError pointing at the file, line and field that is wrong.
+"""
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Union
+
+from pydantic import Field, ValidationError, field_validator
+
+from harness import catalog, frameworks, platforms, yamlfile
+from harness.errors import UserError, located
+from harness.strict import Strict
+
+BACKENDS = ("local",)  # later: docker, slurm
+MATRIX_AXES = ("framework", "model", "precision", "platform", "gpus", "nodes")
+
+
+class Matrix(Strict):
+    framework: List[str] = Field(min_length=1)
+    model: List[str] = Field(min_length=1)
+    precision: List[str] = Field(default=["fp32"], min_length=1)
+    platform: List[str] = Field(default=[platforms.LOCAL], min_length=1)
+    gpus: List[int] = Field(default=[1], min_length=1)
+    nodes: List[int] = Field(default=[1], min_length=1)
+
+    @field_validator("gpus", "nodes")
+    @classmethod
+    def _positive(cls, values):
+        for v in values:
+            if v < 1:
+                raise ValueError("must be at least 1, got %d" % v)
+        return values
+
+
+class Exclude(Strict):
+    reason: str = Field(min_length=1)
+    framework: Optional[str] = None
+    model: Optional[str] = None
+    precision: Optional[str] = None
+    platform: Optional[str] = None
+    gpus: Optional[int] = None
+    nodes: Optional[int] = None
+
+    def matches(self, cell):
+        return all(getattr(self, axis) is None or getattr(self, axis) == getattr(cell, axis)
+                   for axis in MATRIX_AXES)
+
+
+class CocoData(Strict):
+    annotations: str
+    images: str
+
+
+class CalibrateOptions(Strict):
+    iteration_ms: float = Field(default=50.0, gt=0)
+    data_ms: float = Field(default=5.0, ge=0)
+    lines_per_iteration: int = Field(default=0, ge=0)
+    busy_threads: int = Field(default=0, ge=0)
+
+
+class Scenario(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str = ""
+    backend: str = "local"
+    matrix: Matrix
+    batch_per_gpu: int = Field(default=2, ge=1)
+    input_size: List[int] = Field(default=[800, 1333], min_length=2, max_length=2)
+    data: Union[CocoData, str] = "synthetic"
+    warmup: int = Field(default=20, ge=0)
+    measure: int = Field(default=100, ge=1)
+    repeats: int = Field(default=7, ge=1)
+    timeout_s: float = Field(default=3600.0, gt=0)
+    seed: int = 0
+    env: Dict[str, str] = {}
+    extra_args: Dict[str, List[str]] = {}
+    calibrate: CalibrateOptions = CalibrateOptions()
+    options: Dict[str, Dict[str, Union[str, int, float, bool]]] = {}
+    exclude: List[Exclude] = []
+
+    @field_validator("input_size")
+    @classmethod
+    def _size(cls, values):
+        if min(values) < 32:
+            raise ValueError("both sides must be at least 32 pixels")
+        return values
+
+    @field_validator("data")
+    @classmethod
+    def _data(cls, value):
+        if isinstance(value, str) and value != "synthetic":
+            raise ValueError("data is 'synthetic' or {annotations: FILE, images: DIR}")
+        return value
+
+    @property
+    def iterations(self):
+        return self.warmup + self.measure
+
+    def framework_options(self, framework):
+        if framework == "calibrate":
+            return self.calibrate.model_dump()
+        return dict(self.options.get(framework, {}))
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    framework: str
+    model: str
+    precision: str
+    platform: str
+    gpus: int
+    nodes: int
+
+    @property
+    def key(self):
+        return "/".join(str(getattr(self, axis)) for axis in MATRIX_AXES)
+
+    @classmethod
+    def from_key(cls, key):
+        f, m, p, pl, g, n = key.split("/")
+        return cls(f, m, p, pl, int(g), int(n))
+
+
+@dataclass(frozen=True)
+class PlannedCell:
+    cell: Cell
+    excluded: Optional[str] = None   # reason, rendered as NA
+
+
+def load(path):
+    path = Path(path)
+    data, positions = yamlfile.load(path)
+    if not isinstance(data, dict):
+        raise UserError(located(path, 1, None, "a scenario is a mapping of settings"))
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = tuple(err["loc"])
+        # drop pydantic's union-branch names from the path
+        where = tuple(p for p in where if p not in ("str", "CocoData", "function-after[_data(), union[CocoData,str]]"))
+        message = err["msg"]
+        if err["type"] == "extra_forbidden":
+            message = "unknown key"
+        raise UserError(located(path, yamlfile.line_of(positions, where),
+                                ".".join(map(str, where)) or None, message)) from None
+    check(scenario, path, positions)
+    return scenario
+
+
+def check(scenario, path, positions):
+    """Cross-field checks pydantic cannot do alone; raise UserError at the offending line."""
+    def fail(where, message):
+        raise UserError(located(path, yamlfile.line_of(positions, where), ".".join(map(str, where)), message))
+
+    if scenario.backend not in BACKENDS:
+        fail(("backend",), "unknown backend %r (known: %s)" % (scenario.backend, ", ".join(BACKENDS)))
+    known = {
+        "framework": sorted(frameworks.FRAMEWORKS),
+        "model": sorted(catalog.MODELS),
+        "precision": sorted(catalog.PRECISIONS),
+        "platform": platforms.known_names(),
+    }
+    for axis, valid in known.items():
+        for i, value in enumerate(getattr(scenario.matrix, axis)):
+            if value not in valid:
+                fail(("matrix", axis, i), "unknown %s %r (known: %s)" % (axis, value, ", ".join(valid)))
+    for axis in MATRIX_AXES:
+        values = getattr(scenario.matrix, axis)
+        if len(set(values)) != len(values):
+            fail(("matrix", axis), "lists a value twice")
+    for name in list(scenario.extra_args) + list(scenario.options):
+        section = "extra_args" if name in scenario.extra_args else "options"
+        if name not in frameworks.FRAMEWORKS:
+            fail((section, name), "unknown framework %r" % name)
+    if scenario.warmup + scenario.measure > 1_000_000:
+        fail(("measure",), "warmup + measure must stay below 1,000,000 iterations")
+    if isinstance(scenario.data, CocoData):
+        if not Path(scenario.data.annotations).is_file():
+            fail(("data", "annotations"), "no such file: %s" % scenario.data.annotations)
+        if not Path(scenario.data.images).is_dir():
+            fail(("data", "images"), "no such directory: %s" % scenario.data.images)
+    cells = [Cell(*combo) for combo in itertools.product(
+        *(getattr(scenario.matrix, axis) for axis in MATRIX_AXES))]
+    for i, rule in enumerate(scenario.exclude):
+        if not any(rule.matches(c) for c in cells):
+            fail(("exclude", i), "matches no cell of the matrix")
+    planned = plan(scenario)
+    if not any(p.excluded is None for p in planned):
+        fail(("matrix",), "every cell is excluded: nothing to run")
+    for p in planned:
+        fw = frameworks.FRAMEWORKS[p.cell.framework]
+        if p.excluded is None and not fw.supports(p.cell.model, p.cell.precision):
+            axis = "model" if p.cell.model not in fw.models else "precision"
+            index = getattr(scenario.matrix, axis).index(getattr(p.cell, axis))
+            fail(("matrix", axis, index),
+                 "%s cannot run %s %s; exclude that cell with a reason" % (
+                     fw.name, p.cell.model, p.cell.precision))
+
+
+def plan(scenario):
+    """Every cell of the matrix in a stable order, with its exclusion reason if any."""
+    out = []
+    for combo in itertools.product(*(getattr(scenario.matrix, axis) for axis in MATRIX_AXES)):
+        cell = Cell(*combo)
+        reason = next((rule.reason for rule in scenario.exclude if rule.matches(cell)), None)
+        out.append(PlannedCell(cell, reason))
+    return out
+
+
+def loads_text(text, name="<scenario>"):
+    """Validate a scenario given as text (tests, generated scenarios)."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_text(text, encoding="utf-8")
+        return load(path)

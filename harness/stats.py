@@ -1,0 +1,232 @@
+"""Statistics as pure functions: per-trial throughput estimators and per-cell summaries.
+
+Throughput of a trial is images in the measured window divided by the wall time of the
+window, never a mean of per-iteration rates. Two independent estimators:
+
+- reported: from the times the framework printed (exact where it prints every iteration,
+  honest approximations for window means, medians and global means);
+- observed: from the arrival times of the log lines themselves (runner.py's clock).
+"""
+import math
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
+
+from harness.records import GLOBAL_MEAN, ITERATION, THROUGHPUT, WINDOW_MEAN, WINDOW_MEDIAN
+
+UNSTABLE_SPREAD = 0.07      # (max - min) / min over repeats
+DATA_BOUND_SHARE = 0.10     # data time / iteration time
+DISAGREE = 0.05             # |reported - observed| / observed
+OUTLIER_Z = 3.5             # modified z-score on the MAD
+
+
+class WindowError(ValueError):
+    """The log does not cover the measured window."""
+
+
+@dataclass(frozen=True)
+class TrialEstimate:
+    throughput: float               # images / s
+    iteration_time_s: float         # mean seconds per iteration in the window
+    data_time_s: Optional[float]    # mean data seconds per iteration, None if not logged
+    exact: bool                     # True when the figure adds up exact per-iteration times
+    iterations: int                 # iterations the figure is based on
+
+
+def _covered(rec):
+    return rec.iteration - rec.span + 1, rec.iteration
+
+
+def in_window(records, warmup, measure):
+    """Records whose covered iterations lie inside (warmup, warmup + measure]."""
+    lo, hi = warmup + 1, warmup + measure
+    out = []
+    for rec in records:
+        first, last = _covered(rec)
+        if first >= lo and last <= hi:
+            out.append(rec)
+    return out
+
+
+def reported(records, warmup, measure, images_per_iteration):
+    """Throughput from the framework's own figures over the measured window."""
+    records = dedupe(records)
+    window = in_window(records, warmup, measure)
+    if not window:
+        last = max((r.iteration for r in records), default=0)
+        raise WindowError("log reaches iteration %d; the window needs %d..%d"
+                          % (last, warmup + 1, warmup + measure))
+    kind = window[0].kind
+    if kind in (ITERATION, WINDOW_MEAN):
+        timed = [r for r in window if r.time_s is not None]
+        if not timed:
+            raise WindowError("no iteration times in the window")
+        iters = sum(r.span for r in timed)
+        seconds = sum(r.time_s * r.span for r in timed)
+        images = sum(r.images if (r.images is not None and r.span == 1) else images_per_iteration * r.span
+                     for r in timed)
+        data = [r for r in timed if r.data_time_s is not None]
+        data_time = sum(r.data_time_s * r.span for r in data) / sum(r.span for r in data) if data else None
+        return TrialEstimate(images / seconds, seconds / iters, data_time, True, iters)
+    if kind == THROUGHPUT:
+        rated = [r for r in window if r.images_per_s]
+        if not rated:
+            raise WindowError("no throughput figures in the window")
+        iters = sum(r.span for r in rated)
+        seconds = sum(r.span * images_per_iteration / r.images_per_s for r in rated)
+        return TrialEstimate(iters * images_per_iteration / seconds, seconds / iters, None, False, iters)
+    # WINDOW_MEDIAN and GLOBAL_MEAN: no exact sum exists; take the median of the figures
+    times = [r.time_s for r in window if r.time_s is not None]
+    if not times:
+        raise WindowError("no iteration times in the window")
+    t = median(times)
+    datas = [r.data_time_s for r in window if r.data_time_s is not None]
+    return TrialEstimate(images_per_iteration / t, t, median(datas) if datas else None, False,
+                         max(r.iteration for r in window) - warmup)
+
+
+def observed(records, line_times, warmup, measure, images_per_iteration):
+    """Throughput from when the log lines arrived: iterations between two lines / elapsed.
+
+    `line_times[i]` is the monotonic time at which log line i arrived. The start anchor is
+    the first record at or after the end of warmup, the end anchor the last record inside
+    the window, so sparse logs (one line every N iterations) work too.
+    """
+    records = dedupe(records)
+    lo, hi = warmup, warmup + measure
+    starts = [r for r in records if r.iteration >= lo]
+    ends = [r for r in records if r.iteration <= hi]
+    if not starts or not ends:
+        raise WindowError("no log lines bracket the window")
+    a = min(starts, key=lambda r: r.iteration)
+    b = max(ends, key=lambda r: r.iteration)
+    if b.iteration <= a.iteration or a.iteration > lo + max(1, measure // 2):
+        raise WindowError("log lines bracket too little of the window (%d..%d)" % (a.iteration, b.iteration))
+    elapsed = line_times[b.line] - line_times[a.line]
+    if elapsed <= 0:
+        raise WindowError("log lines of iterations %d and %d arrived together" % (a.iteration, b.iteration))
+    iters = b.iteration - a.iteration
+    return TrialEstimate(iters * images_per_iteration / elapsed, elapsed / iters, None, True, iters)
+
+
+def dedupe(records):
+    """Keep the first record of each iteration (several ranks may print the same one)."""
+    seen = set()
+    out = []
+    for r in records:
+        if r.iteration not in seen:
+            seen.add(r.iteration)
+            out.append(r)
+    return out
+
+
+# ---------------------------------------------------------------- summaries over repeats
+
+def median(values):
+    v = sorted(values)
+    n = len(v)
+    if n == 0:
+        raise ValueError("median of nothing")
+    mid = n // 2
+    return v[mid] if n % 2 else (v[mid - 1] + v[mid]) / 2.0
+
+
+def quantile(values, q):
+    """Linear interpolation between closest ranks (numpy's default method)."""
+    v = sorted(values)
+    if not v:
+        raise ValueError("quantile of nothing")
+    pos = (len(v) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def iqr(values):
+    return quantile(values, 0.75) - quantile(values, 0.25)
+
+
+def cv(values):
+    """Coefficient of variation: sample standard deviation / mean (0 for one value)."""
+    n = len(values)
+    if n < 2:
+        return 0.0
+    mean = sum(values) / n
+    var = sum((x - mean) ** 2 for x in values) / (n - 1)
+    return math.sqrt(var) / mean if mean else float("nan")
+
+
+def spread(values):
+    """(max - min) / min."""
+    lo = min(values)
+    return (max(values) - lo) / lo if lo else float("inf")
+
+
+def bootstrap_median_ci(values, confidence=0.95, resamples=2000, seed=0):
+    """Percentile bootstrap CI of the median; deterministic for a given seed."""
+    import numpy as np
+
+    n = len(values)
+    if n == 1:
+        return values[0], values[0]
+    rng = np.random.default_rng(seed)
+    samples = np.asarray(values, dtype=float)[rng.integers(0, n, size=(resamples, n))]
+    meds = np.median(samples, axis=1)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(meds, [alpha, 1 - alpha])
+    return float(low), float(high)
+
+
+def outliers(values, threshold=OUTLIER_Z):
+    """Indexes of values whose modified z-score (0.6745 (x - median) / MAD) exceeds threshold."""
+    if len(values) < 3:
+        return []
+    med = median(values)
+    mad = median([abs(x - med) for x in values])
+    if mad == 0:
+        return []
+    return [i for i, x in enumerate(values) if abs(0.6745 * (x - med) / mad) > threshold]
+
+
+@dataclass(frozen=True)
+class CellSummary:
+    n: int
+    throughput: float            # median over repeats (reported estimator)
+    minimum: float
+    maximum: float
+    iqr: float
+    ci_low: float
+    ci_high: float
+    cv: float
+    iteration_ms: float          # images per iteration / median throughput
+    data_ms: Optional[float]     # median over repeats of mean data time
+    observed: Optional[float]    # median over repeats (observed estimator)
+    flags: List[str]
+    outliers: int
+
+
+UNSTABLE, DATA_BOUND, DISAGREEING = "unstable", "data-bound", "estimators-disagree"
+
+
+def summarize(throughputs: Sequence[float], images_per_iteration: int,
+              data_times_s: Sequence[Optional[float]] = (),
+              observed_throughputs: Sequence[Optional[float]] = (),
+              iteration_times_s: Sequence[float] = ()) -> CellSummary:
+    thr = list(throughputs)
+    med = median(thr)
+    lo, hi = bootstrap_median_ci(thr)
+    iteration_ms = images_per_iteration / med * 1000.0
+    datas = [d for d in data_times_s if d is not None]
+    data_ms = median(datas) * 1000.0 if datas else None
+    obs = [o for o in observed_throughputs if o is not None]
+    obs_med = median(obs) if obs else None
+    flags = []
+    if len(thr) > 1 and spread(thr) > UNSTABLE_SPREAD:
+        flags.append(UNSTABLE)
+    iters = [t for t in iteration_times_s if t]
+    iter_ref = median(iters) * 1000.0 if iters else iteration_ms
+    if data_ms is not None and data_ms > DATA_BOUND_SHARE * iter_ref:
+        flags.append(DATA_BOUND)
+    if obs_med is not None and abs(med - obs_med) / obs_med > DISAGREE:
+        flags.append(DISAGREEING)
+    return CellSummary(len(thr), med, min(thr), max(thr), iqr(thr), lo, hi, cv(thr), iteration_ms,
+                       data_ms, obs_med, flags, len(outliers(thr)))

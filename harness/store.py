@@ -1,0 +1,213 @@
+"""The results store: one SQLite file (WAL) plus a folder per trial.
+
+results/
+  detbench.sqlite          runs, planned cells, trials (with their per-trial estimates),
+                           iteration records
+  trials/<trial-id>/       log.txt, log.times and trial.json as runner.py wrote them
+
+Every change is one transaction, so a crash or a kill leaves the store as it was after
+the last finished trial. A file that is not a detbench store is refused, never touched.
+"""
+import json
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+
+from harness.errors import UserError
+
+SCHEMA_VERSION = 1
+APPLICATION = "detbench"
+DB_NAME = "detbench.sqlite"
+
+SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY, scenario TEXT NOT NULL, scenario_path TEXT, scenario_json TEXT NOT NULL,
+    backend TEXT NOT NULL, created REAL NOT NULL, host_json TEXT);
+CREATE TABLE cells (
+    run_id TEXT NOT NULL REFERENCES runs(id), cell_key TEXT NOT NULL,
+    framework TEXT NOT NULL, model TEXT NOT NULL, precision TEXT NOT NULL, platform TEXT NOT NULL,
+    gpus INTEGER NOT NULL, nodes INTEGER NOT NULL, batch_per_gpu INTEGER NOT NULL,
+    images_per_iteration INTEGER NOT NULL, excluded TEXT,
+    PRIMARY KEY (run_id, cell_key));
+CREATE TABLE trials (
+    id TEXT PRIMARY KEY, run_id TEXT NOT NULL REFERENCES runs(id), seq INTEGER NOT NULL,
+    cell_key TEXT NOT NULL, repeat INTEGER NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'running', 'done', 'failed')),
+    reason TEXT, started REAL, ended REAL, exit_code INTEGER,
+    argv_json TEXT, settings_json TEXT,
+    throughput REAL, observed REAL, iteration_time_s REAL, data_time_s REAL,
+    exact INTEGER, peak_mem_mb REAL, records INTEGER, scrape_errors INTEGER,
+    UNIQUE (run_id, seq));
+CREATE INDEX trials_by_cell ON trials (run_id, cell_key);
+CREATE TABLE iterations (
+    trial_id TEXT NOT NULL, iteration INTEGER NOT NULL, time_s REAL, data_time_s REAL,
+    arrived REAL, PRIMARY KEY (trial_id, iteration)) WITHOUT ROWID;
+"""
+
+
+def new_run_id():
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+class Store:
+    def __init__(self, results_dir, create=True):
+        self.root = Path(results_dir).resolve()
+        self.path = self.root / DB_NAME
+        if not self.path.exists():
+            if not create:
+                raise UserError("%s: no results store here (run `detbench run` first)" % self.root)
+            self.root.mkdir(parents=True, exist_ok=True)
+        self.db = self._connect()
+
+    # -------------------------------------------------------------- opening
+    def _connect(self):
+        try:
+            db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA busy_timeout = 60000")
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as exc:
+            raise UserError("%s: not a detbench results store (%s); refusing to touch it" % (self.path, exc)) from None
+        if not tables:
+            self._create(db)
+        elif "meta" not in tables:
+            raise UserError("%s: a SQLite file that is not a detbench results store; refusing to touch it" % self.path)
+        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("application") != APPLICATION:
+            raise UserError("%s: not a detbench results store; refusing to touch it" % self.path)
+        if int(meta.get("schema_version", 0)) != SCHEMA_VERSION:
+            raise UserError("%s: results store schema %s, this detbench reads %d"
+                            % (self.path, meta.get("schema_version"), SCHEMA_VERSION))
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+        return db
+
+    @staticmethod
+    def _create(db):
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            exists = db.execute("SELECT count(*) FROM sqlite_master WHERE name='meta'").fetchone()[0]
+            if not exists:  # another process may have created it meanwhile
+                for statement in SCHEMA.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.executemany("INSERT INTO meta VALUES (?, ?)",
+                               [("application", APPLICATION), ("schema_version", str(SCHEMA_VERSION))])
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def close(self):
+        self.db.close()
+
+    def transaction(self):
+        return _Transaction(self.db)
+
+    def trial_dir(self, trial_id):
+        return self.root / "trials" / trial_id
+
+    # -------------------------------------------------------------- writing
+    def create_run(self, run_id, scenario_name, scenario_path, scenario_json, backend, host,
+                   cells, trials):
+        """cells: dicts with cell columns; trials: (seq, cell_key, repeat, argv) in run order."""
+        with self.transaction() as db:
+            db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (run_id, scenario_name, scenario_path, scenario_json, backend, time.time(),
+                        json.dumps(host, sort_keys=True)))
+            db.executemany(
+                "INSERT INTO cells VALUES (:run_id, :cell_key, :framework, :model, :precision, :platform,"
+                " :gpus, :nodes, :batch_per_gpu, :images_per_iteration, :excluded)",
+                [dict(c, run_id=run_id) for c in cells])
+            db.executemany(
+                "INSERT INTO trials (id, run_id, seq, cell_key, repeat, status, argv_json)"
+                " VALUES (?, ?, ?, ?, ?, 'pending', ?)",
+                [("%s-%04d" % (run_id, seq), run_id, seq, key, rep, json.dumps(argv))
+                 for seq, key, rep, argv in trials])
+
+    def mark_running(self, trial_id):
+        with self.transaction() as db:
+            db.execute("UPDATE trials SET status='running', started=? WHERE id=?", (time.time(), trial_id))
+
+    def mark_pending(self, trial_id):
+        with self.transaction() as db:
+            db.execute("UPDATE trials SET status='pending', started=NULL WHERE id=?", (trial_id,))
+
+    def finish_trial(self, trial_id, result, iterations):
+        """result: column -> value for the trials row; iterations: (n, time, data, arrived)."""
+        cols = sorted(result)
+        with self.transaction() as db:
+            db.execute("UPDATE trials SET %s WHERE id=?" % ", ".join("%s=?" % c for c in cols),
+                       [result[c] for c in cols] + [trial_id])
+            db.execute("DELETE FROM iterations WHERE trial_id=?", (trial_id,))
+            db.executemany("INSERT OR REPLACE INTO iterations VALUES (?, ?, ?, ?, ?)",
+                           [(trial_id,) + tuple(it) for it in iterations])
+
+    # -------------------------------------------------------------- reading
+    def run(self, run_id):
+        if run_id == "latest":
+            row = self.db.execute("SELECT * FROM runs ORDER BY created DESC, id DESC LIMIT 1").fetchone()
+        else:
+            row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        if row is None:
+            raise UserError("no run %r in %s" % (run_id, self.path))
+        return row
+
+    def runs(self):
+        return self.db.execute("SELECT * FROM runs ORDER BY created, id").fetchall()
+
+    def unfinished_trials(self, run_id):
+        return self.db.execute(
+            "SELECT * FROM trials WHERE run_id=? AND status IN ('pending', 'running') ORDER BY seq",
+            (run_id,)).fetchall()
+
+    def trials(self, run_id):
+        return self.db.execute("SELECT * FROM trials WHERE run_id=? ORDER BY seq", (run_id,)).fetchall()
+
+    def cells(self, platform=None, run_id=None):
+        """Planned cells; for each cell key only the newest run that planned it."""
+        where, args = [], []
+        if platform:
+            where.append("c.platform = ?")
+            args.append(platform)
+        if run_id:
+            where.append("c.run_id = ?")
+            args.append(run_id)
+        sql = ("SELECT c.*, r.created FROM cells c JOIN runs r ON r.id = c.run_id"
+               + (" WHERE " + " AND ".join(where) if where else "")
+               + " ORDER BY r.created, r.id")
+        newest = {}
+        for row in self.db.execute(sql, args):
+            newest[row["cell_key"]] = row
+        return list(newest.values())
+
+    def cell_trials(self, run_id, cell_key):
+        return self.db.execute(
+            "SELECT * FROM trials WHERE run_id=? AND cell_key=? ORDER BY seq", (run_id, cell_key)).fetchall()
+
+    def iterations(self, trial_id):
+        return self.db.execute(
+            "SELECT iteration, time_s, data_time_s, arrived FROM iterations WHERE trial_id=? ORDER BY iteration",
+            (trial_id,)).fetchall()
+
+    def integrity(self):
+        return self.db.execute("PRAGMA integrity_check").fetchone()[0]
+
+
+class _Transaction:
+    def __init__(self, db):
+        self.db = db
+
+    def __enter__(self):
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.db.execute("COMMIT")
+        else:
+            self.db.execute("ROLLBACK")
+        return False
+

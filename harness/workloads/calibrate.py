@@ -1,0 +1,87 @@
+"""The calibration workload: iterations of exactly known length, logged like the trainer.
+
+    python -m harness.workloads.calibrate --iterations N --iteration-ms 50 --data-ms 5 --images 2
+
+Each iteration ends on an absolute deadline (start + k x iteration time), so the mean
+iteration time is exact however the operating system schedules the sleeps; the first
+`data-ms` of each iteration stand for waiting on the data loader. It prints the same
+`DETBENCH_ITER` lines as the bundled trainer, which lets detbench check its own accuracy
+end to end. Standard library only.
+"""
+import argparse
+import sys
+import threading
+import time
+
+from harness import jsonlog
+
+SPIN_S = 0.0015  # sleep until this close to a deadline, then spin
+
+
+def wait_until(deadline):
+    while True:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return
+        if left > SPIN_S:
+            time.sleep(left - SPIN_S)
+
+
+def burn(stop):
+    """Keep one core busy until told to stop (used to oversubscribe the CPU)."""
+    x = 0
+    while not stop.is_set():
+        x += 1
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="calibrate", description=__doc__.splitlines()[0])
+    p.add_argument("--iterations", type=int, required=True)
+    p.add_argument("--iteration-ms", type=float, required=True)
+    p.add_argument("--data-ms", type=float, default=0.0)
+    p.add_argument("--images", type=int, default=1, help="images per iteration")
+    p.add_argument("--lines-per-iteration", type=int, default=0,
+                   help="extra chatter lines printed each iteration")
+    p.add_argument("--busy-threads", type=int, default=0,
+                   help="threads that spin the whole time (CPU contention)")
+    p.add_argument("--fail-at", type=int, default=0, help="exit 1 at this iteration")
+    args = p.parse_args(argv)
+    if args.iterations < 1 or args.iteration_ms <= 0 or not 0 <= args.data_ms <= args.iteration_ms:
+        p.error("need iterations >= 1, iteration-ms > 0 and 0 <= data-ms <= iteration-ms")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    period = args.iteration_ms / 1000.0
+    data = args.data_ms / 1000.0
+    stop = threading.Event()
+    for _ in range(args.busy_threads):
+        threading.Thread(target=burn, args=(stop,), daemon=True).start()
+    out = sys.stdout
+    out.write(jsonlog.meta_line({"workload": "calibrate", "iteration_ms": args.iteration_ms,
+                                 "data_ms": args.data_ms, "images": args.images}) + "\n")
+    out.flush()
+    chatter = "".join("calibrate: filler line %d of this iteration\n" % i
+                      for i in range(args.lines_per_iteration))
+    start = prev_end = time.perf_counter()
+    for k in range(1, args.iterations + 1):
+        wait_until(start + (k - 1) * period + data)
+        data_end = time.perf_counter()
+        wait_until(start + k * period)
+        end = time.perf_counter()
+        if k == args.fail_at:
+            sys.stderr.write("calibrate: failing at iteration %d as asked\n" % k)
+            return 1
+        out.write(jsonlog.iter_line(k, end - prev_end, data_end - prev_end, args.images,
+                                    loss=1.0 / k) + "\n")
+        if chatter:
+            out.write(chatter)
+        out.flush()
+        prev_end = end
+    stop.set()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Strict YAML loading that remembers where every value came from.
+
+Documents go through PyYAML's safe composer (no tags that build Python objects), then
+are turned into plain dicts and lists here, rejecting duplicate keys and non-string
+keys, and keeping a map from each value's path to its line so that a later validation
+error can name the line of the field it is about.
+"""
+from pathlib import Path
+
+import yaml
+
+from harness.errors import UserError, located
+
+MAX_BYTES = 1 << 20  # scenario and platform files are small; refuse anything huge
+
+Positions = dict  # tuple path -> 1-based line
+
+
+def load(path):
+    """Return (data, positions) for a YAML file, or raise UserError naming file and line."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise UserError(located(path, 0, None, "cannot read: %s" % exc.strerror)) from None
+    if size > MAX_BYTES:
+        raise UserError(located(path, 0, None, "file is %d bytes; the limit is %d" % (size, MAX_BYTES)))
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise UserError(located(path, line, None, "not UTF-8 text (byte 0x%02x)" % raw[exc.start])) from None
+    return loads(text, path)
+
+
+def loads(text, path="<string>"):
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else 0
+        problem = exc.problem or str(exc)
+        if "'\\t'" in problem or "tab" in problem.lower():
+            problem = "tab characters cannot indent YAML; use spaces"
+        raise UserError(located(path, line, None, "YAML syntax error: %s" % problem)) from None
+    except yaml.YAMLError as exc:
+        raise UserError(located(path, 0, None, "YAML error: %s" % exc)) from None
+    if node is None:
+        raise UserError(located(path, 1, None, "the file is empty"))
+    positions = {}
+    data = _build(node, (), positions, path)
+    return data, positions
+
+
+def _scalar(node, path):
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_object(node, deep=True)
+    except yaml.constructor.ConstructorError as exc:
+        raise UserError(located(path, node.start_mark.line + 1, None, str(exc.problem))) from None
+    finally:
+        loader.dispose()
+
+
+def _build(node, where, positions, path):
+    positions[where] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise UserError(located(path, key_node.start_mark.line + 1, _dotted(where),
+                                        "YAML merge keys (<<) are not supported"))
+            key = _scalar(key_node, path) if isinstance(key_node, yaml.ScalarNode) else None
+            if not isinstance(key, str):
+                raise UserError(located(path, key_node.start_mark.line + 1, _dotted(where),
+                                        "keys must be strings, got %r" % (key,)))
+            if key in out:
+                raise UserError(located(path, key_node.start_mark.line + 1, _dotted(where + (key,)),
+                                        "duplicate key (first at line %d)" % positions[where + (key,)]))
+            positions[where + (key,)] = key_node.start_mark.line + 1
+            out[key] = _build(value_node, where + (key,), positions, path)
+            positions[where + (key,)] = key_node.start_mark.line + 1  # the key's line, not the value's
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_build(item, where + (i,), positions, path) for i, item in enumerate(node.value)]
+    return _scalar(node, path)
+
+
+def _dotted(where):
+    return ".".join(str(p) for p in where) if where else None
+
+
+def line_of(positions, where):
+    """Line of the deepest known ancestor of `where` (a path of keys and indexes)."""
+    where = tuple(where)
+    while where and where not in positions:
+        where = where[:-1]
+    return positions.get(where, 0)
