@@ -65,9 +65,9 @@ def cell_rows(sc, planned_cells):
 class Progress:
     """Plain progress lines (one per trial), fit for terminals and CI logs alike."""
 
-    def __init__(self, total, out=sys.stdout):
+    def __init__(self, total, out=None):
         self.total = total
-        self.out = out
+        self.out = out or sys.stdout
         self.done = 0
         self.started = time.monotonic()
 
@@ -87,7 +87,8 @@ class Progress:
         self.out.flush()
 
 
-def start(scenario_path, results_dir, backend=None, dry_run=False, out=sys.stdout):
+def start(scenario_path, results_dir, backend=None, dry_run=False, out=None):
+    out = out or sys.stdout
     sc = scenario_mod.load(scenario_path)
     backend = backend or sc.backend
     if backend not in LAUNCHERS:
@@ -113,14 +114,16 @@ def start(scenario_path, results_dir, backend=None, dry_run=False, out=sys.stdou
     return run_id
 
 
-def resume(run_id, results_dir, out=sys.stdout):
+def resume(run_id, results_dir, out=None):
+    out = out or sys.stdout
     store = Store(results_dir, create=False)
     run_id = store.run(run_id)["id"]
     execute(store, run_id, out)
     return run_id
 
 
-def execute(store, run_id, out=sys.stdout):
+def execute(store, run_id, out=None):
+    out = out or sys.stdout
     run = store.run(run_id)
     sc = scenario_mod.Scenario.model_validate_json(run["scenario_json"])
     launcher = LAUNCHERS[run["backend"]]()

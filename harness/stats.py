@@ -15,6 +15,7 @@ from harness.records import GLOBAL_MEAN, ITERATION, THROUGHPUT, WINDOW_MEAN, WIN
 
 UNSTABLE_SPREAD = 0.07      # (max - min) / min over repeats
 DATA_BOUND_SHARE = 0.10     # data time / iteration time
+RESOLUTION = 0.01           # relative error the harness measures to; thresholds are judged past it
 DISAGREE = 0.05             # |reported - observed| / observed
 OUTLIER_Z = 3.5             # modified z-score on the MAD
 
@@ -224,7 +225,7 @@ def summarize(throughputs: Sequence[float], images_per_iteration: int,
         flags.append(UNSTABLE)
     iters = [t for t in iteration_times_s if t]
     iter_ref = median(iters) * 1000.0 if iters else iteration_ms
-    if data_ms is not None and data_ms > DATA_BOUND_SHARE * iter_ref:
+    if data_ms is not None and data_ms > DATA_BOUND_SHARE * iter_ref * (1 + RESOLUTION):
         flags.append(DATA_BOUND)
     if obs_med is not None and abs(med - obs_med) / obs_med > DISAGREE:
         flags.append(DISAGREEING)

@@ -63,8 +63,14 @@ def _scalar(node, path):
         loader.dispose()
 
 
+_SAFE_TAGS = {"tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "map", "seq")}
+
+
 def _build(node, where, positions, path):
     positions[where] = node.start_mark.line + 1
+    if node.tag not in _SAFE_TAGS:
+        raise UserError(located(path, node.start_mark.line + 1, _dotted(where),
+                                "YAML tag %s is not allowed (plain data only)" % node.tag))
     if isinstance(node, yaml.MappingNode):
         out = {}
         for key_node, value_node in node.value:

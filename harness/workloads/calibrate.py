@@ -4,7 +4,7 @@
 
 Each iteration ends on an absolute deadline (start + k x iteration time), so the mean
 iteration time is exact however the operating system schedules the sleeps; the first
-`data-ms` of each iteration stand for waiting on the data loader. It prints the same
+`data-ms` after the previous iteration ended stand for waiting on the data loader. It prints the same
 `DETBENCH_ITER` lines as the bundled trainer, which lets detbench check its own accuracy
 end to end. Standard library only.
 """
@@ -15,7 +15,7 @@ import time
 
 from harness import jsonlog
 
-SPIN_S = 0.0015  # sleep until this close to a deadline, then spin
+SPIN_S = 0.004  # sleep until this close to a deadline, then spin (sleeps overshoot by up to ~2 ms)
 
 
 def wait_until(deadline):
@@ -66,7 +66,7 @@ def main(argv=None):
                       for i in range(args.lines_per_iteration))
     start = prev_end = time.perf_counter()
     for k in range(1, args.iterations + 1):
-        wait_until(start + (k - 1) * period + data)
+        wait_until(prev_end + data)
         data_end = time.perf_counter()
         wait_until(start + k * period)
         end = time.perf_counter()

@@ -1,0 +1,118 @@
+"""detectron2 logs: CommonMetricPrinter text lines (three historical formats) and
+metrics.json (JSONWriter).
+
+Text, current: `` eta: 11:02:41  iter: 39  total_loss: 1.104  <losses>  time: 0.3716
+last_time: 0.3690  data_time: 0.0132  last_data_time: 0.0095   lr: 0.00079922
+max_mem: 3189M``; v0.6 lacks last_time/last_data_time; the 2019 format is the same
+without them as well. ``iter`` is 0-based: iter 39 is the 40th iteration.
+
+Semantics (text): ``time`` is the MEAN SINCE WARMUP: IterationTimer records step
+times only from the ``warmup_iter``-th iteration (3), so at 0-based iter k it covers
+k + 2 - warmup_iter iterations -> GLOBAL_MEAN with that span. data_time is the mean of
+the last 20 data times (max over workers), not the same window. With
+``prefer="last"`` and a line that has ``last_time``, the record is instead the exact
+ITERATION figure (last_time, last_data_time). total_loss is the median of the last 20.
+
+metrics.json: one object per line, sort_keys; ``time`` and ``data_time`` are the
+MEDIAN of the last 20 recorded values -> WINDOW_MEDIAN, span = min(20, k + 2 -
+warmup_iter). Objects without ``time`` (evaluation results) are skipped.
+
+Options: prefer ("global" or "last"), warmup_iter (3), window (20).
+"""
+import json
+import re
+
+from harness.records import GLOBAL_MEAN, ITERATION, WINDOW_MEDIAN, IterationRecord
+from harness.scrapers import common
+
+RECORD_RE = re.compile(
+    r"iter: (\d+)  [^\n]*? time: (\S+)  (?:last_time: (\S+)  )?(?:data_time: (\S+)  )?"
+    r"(?:last_data_time: (\S+)  )?")
+
+
+class Detectron2Scraper(common.Scraper):
+    key = "iter: "
+    pattern = RECORD_RE
+
+    def __init__(self, prefer="global", warmup_iter=3, window=20):
+        super().__init__()
+        if prefer not in ("global", "last"):
+            raise ValueError("prefer must be 'global' or 'last'")
+        self.prefer_last = prefer == "last"
+        self.warmup_iter = warmup_iter
+        self.window = window
+
+    def feed(self, line, index):
+        if line.lstrip().startswith("{"):
+            return self.from_json(line, index)
+        return super().feed(line, index)
+
+    def fast_ok(self, chunk):
+        return '"iteration"' not in chunk
+
+    def unmatched(self, line, index):
+        if " time: " not in line:
+            return None  # before warmup there is no time to report
+        return super().unmatched(line, index)
+
+    def _timed(self, it0):
+        n = it0 + 2 - self.warmup_iter
+        return n if n > 1 else 1
+
+    def from_match(self, m, index):
+        it0 = int(m.group(1))
+        string = m.string
+        start = m.start()
+        loss = common.field_after(string, "total_loss: ", start, m.end())
+        mem = common.field_after(string, "max_mem: ", m.end())
+        mem = None if mem is None else float(mem.rstrip("M"))
+        loss = None if loss is None else float(loss)
+        last = m.group(3)
+        if self.prefer_last and last is not None:
+            data = m.group(5)
+            rec = IterationRecord(it0 + 1, index, float(last),
+                                  None if data is None else float(data), 1, ITERATION,
+                                  None, None, mem, loss)
+        else:
+            data = m.group(4)
+            rec = IterationRecord(it0 + 1, index, float(m.group(2)),
+                                  None if data is None else float(data), self._timed(it0),
+                                  GLOBAL_MEAN, None, None, mem, loss)
+        return self.accept(rec)
+
+    def from_json(self, line, index):
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            if '"iteration"' in line:
+                return common.make_error(index, "broken metrics.json line", line)
+            return None
+        if not isinstance(obj, dict) or "time" not in obj or "iteration" not in obj:
+            return None
+        try:
+            it0 = int(obj["iteration"])
+            time_s = float(obj["time"])
+            data = obj.get("data_time")
+            loss = obj.get("total_loss")
+            span = min(self.window, self._timed(it0))
+            rec = IterationRecord(it0 + 1, index, time_s, None if data is None else float(data),
+                                  span, WINDOW_MEDIAN, None, None, None,
+                                  None if loss is None else float(loss))
+        except (TypeError, ValueError):
+            return common.make_error(index, "metrics.json record lacks a readable field", line)
+        return self.accept(rec)
+
+
+def iter_scrape(lines, **options):
+    """Yield records and errors one by one (flat memory)."""
+    return common.run_lines(Detectron2Scraper(**options), lines)
+
+
+def iter_scrape_path(path, **options):
+    """Like iter_scrape over a file, with the chunked fast path."""
+    return common.run_path(Detectron2Scraper(**options), path)
+
+
+def scrape(lines, **options):
+    """Return (records, errors) for detectron2 text and metrics.json lines."""
+    return common.collect(iter_scrape(lines, **options))

@@ -1,0 +1,141 @@
+"""Each format's fixture parses to exactly the expected records."""
+import importlib
+from pathlib import Path
+
+import pytest
+
+from harness import scrapers
+from harness.scrapers import common
+from harness.records import (GLOBAL_MEAN, ITERATION, THROUGHPUT, WINDOW_MEAN,
+                             WINDOW_MEDIAN, IterationRecord)
+
+FIXTURES = Path(__file__).parent / "fixtures"
+WM, WMED, GM, IT, TP = WINDOW_MEAN, WINDOW_MEDIAN, GLOBAL_MEAN, ITERATION, THROUGHPUT
+
+
+def R(iteration, line, time_s, data_time_s, span, kind, images_per_s=None, memory_mb=None,
+      loss=None):
+    return IterationRecord(iteration, line, time_s, data_time_s, span, kind, images_per_s,
+                           None, memory_mb, loss)
+
+
+CASES = [
+    ("mmdet-v1", "mmdet_v1.log", {}, [
+        R(50, 1, 0.998, 0.071, 50, WM, memory_mb=3796.0, loss=1.8528),
+        R(100, 2, 0.801, 0.012, 50, WM, memory_mb=3811.0, loss=1.0947),
+        R(250, 3, 0.812, 0.020, 50, WM, memory_mb=3811.0, loss=0.8646)], []),
+    ("mmdet-v1", "mmdet_v1.log.json", {"iters_per_epoch": 200}, [
+        R(50, 0, 0.99812, 0.07104, 50, WM, memory_mb=3796.0, loss=1.8528),
+        R(100, 1, 0.80133, 0.01210, 50, WM, memory_mb=3811.0, loss=1.0947),
+        R(250, 3, 0.81177, 0.02003, 50, WM, memory_mb=3811.0, loss=0.8646)], []),
+    ("mmdet-v1", "mmdet_v1.log.json", {}, [
+        R(50, 0, 0.99812, 0.07104, 50, WM, memory_mb=3796.0, loss=1.8528),
+        R(100, 1, 0.80133, 0.01210, 50, WM, memory_mb=3811.0, loss=1.0947)], [3]),
+    ("mmdet-v1", "mmdet_v1.log", {"interval": 10}, [
+        R(50, 1, 0.998, 0.071, 10, WM, memory_mb=3796.0, loss=1.8528),
+        R(100, 2, 0.801, 0.012, 10, WM, memory_mb=3811.0, loss=1.0947),
+        R(250, 3, 0.812, 0.020, 10, WM, memory_mb=3811.0, loss=0.8646)], []),
+    ("mmdet-v2", "mmdet_v2.log", {}, [
+        R(50, 1, 3.412, 2.751, 50, WM, memory_mb=3375.0, loss=1.8528),
+        R(100, 2, 0.388, 0.018, 50, WM, memory_mb=3375.0, loss=1.0943),
+        R(170, 4, 2.402, 2.013, 50, WM, memory_mb=3380.0, loss=0.8620)], []),
+    ("mmdet-v2", "mmdet_v2_iter.log", {}, [
+        R(20, 0, 0.512, 0.101, 20, WM, memory_mb=2101.0, loss=1.8528),
+        R(40, 1, 0.498, 0.010, 20, WM, memory_mb=2101.0, loss=1.5011)], []),
+    ("mmdet-v2", "mmdet_v2.log.json", {}, [
+        R(50, 1, 3.41223, 2.75112, 50, WM, memory_mb=3375.0, loss=1.8528),
+        R(100, 2, 0.38812, 0.01811, 50, WM, memory_mb=3375.0, loss=1.0943)], []),
+    ("mmdet-v3", "mmdet_v3.log", {}, [
+        R(50, 1, 0.3788, 0.0175, 50, WM, memory_mb=3375.0, loss=1.8528),
+        R(100, 2, 0.3701, 0.0102, 50, WM, memory_mb=3380.0, loss=1.2001),
+        R(170, 4, 0.3650, 0.0090, 50, WM, memory_mb=3390.0, loss=1.0001)], []),
+    ("mmdet-v3", "mmdet_v3.log", {"window": 10}, [
+        R(50, 1, 0.3788, 0.0175, 10, WM, memory_mb=3375.0, loss=1.8528),
+        R(100, 2, 0.3701, 0.0102, 10, WM, memory_mb=3380.0, loss=1.2001),
+        R(170, 4, 0.3650, 0.0090, 10, WM, memory_mb=3390.0, loss=1.0001)], []),
+    ("mmdet-v3", "mmdet_v3_vis.json", {}, [
+        R(50, 0, 0.378811, 0.017512, 50, WM, memory_mb=3375.0, loss=1.8528),
+        R(100, 1, 0.370102, 0.010203, 50, WM, memory_mb=3380.0, loss=1.2001)], []),
+    ("maskrcnn-benchmark", "maskrcnn_benchmark.log", {}, [
+        R(20, 1, 0.4102, 0.0112, 20, WMED, memory_mb=3012.0, loss=1.8528),
+        R(40, 2, 0.4001, 0.0101, 20, WMED, memory_mb=3020.0, loss=1.4011)], []),
+    ("detectron2", "detectron2.log", {}, [
+        R(20, 1, 0.3716, 0.0132, 18, GM, memory_mb=3189.0, loss=1.104),
+        R(40, 2, 0.3701, 0.0121, 38, GM, memory_mb=3190.0, loss=0.9912)], []),
+    ("detectron2", "detectron2.log", {"prefer": "last"}, [
+        R(20, 1, 0.3690, 0.0095, 1, IT, memory_mb=3189.0, loss=1.104),
+        R(40, 2, 0.3650, 0.0088, 1, IT, memory_mb=3190.0, loss=0.9912)], []),
+    ("detectron2", "detectron2_v06.log", {}, [
+        R(20, 0, 0.5012, 0.0201, 18, GM, memory_mb=2811.0, loss=2.011)], []),
+    ("detectron2", "detectron2_2019.log", {}, [
+        R(20, 0, 0.6001, 0.0301, 18, GM, memory_mb=2700.0, loss=2.301)], []),
+    ("detectron2", "detectron2_metrics.json", {}, [
+        R(20, 0, 0.368012, 0.011205, 18, WMED, loss=1.104),
+        R(40, 2, 0.365001, 0.010101, 20, WMED, loss=0.9912)], []),
+    ("torchvision-ref", "torchvision_ref.log", {}, [
+        R(1, 1, 3.1022, 2.5011, 1, WM, memory_mb=1502.0, loss=5.2011),
+        R(21, 2, 0.4022, 0.0111, 20, WM, memory_mb=1533.0, loss=2.1011),
+        R(100, 3, 0.3922, 0.0101, 20, WM, memory_mb=1533.0, loss=1.1011),
+        R(101, 6, 0.7022, 0.3011, 1, WM, memory_mb=1533.0, loss=1.0011)], []),
+    ("simpledet-mxnet", "simpledet_mxnet.log", {}, [
+        R(21, 1, None, None, 20, TP, images_per_s=28.71),
+        R(41, 2, None, None, 20, TP, images_per_s=29.02)], []),
+    ("simpledet-mxnet", "simpledet_mxnet_old.log", {}, [
+        R(11, 0, None, None, 10, TP, images_per_s=31.20),
+        R(21, 1, None, None, 10, TP, images_per_s=31.90)], [3]),
+    ("simpledet-mxnet", "simpledet_mxnet_old.log", {"batches_per_epoch": 500}, [
+        R(11, 0, None, None, 10, TP, images_per_s=31.20),
+        R(21, 1, None, None, 10, TP, images_per_s=31.90),
+        R(511, 3, None, None, 10, TP, images_per_s=32.00)], []),
+    ("dllogger", "dllogger_pytorch.log", {}, [
+        R(3 * 462 + 50, 1, 0.4021739959716797, 0.0021451735496520997, 40, GM,
+          loss=1.1402839422225952),
+        R(3 * 462 + 100, 2, 0.3987, 0.0019, 90, GM, loss=1.101)], []),
+    ("dllogger", "dllogger_tf2_time_log.txt", {}, [
+        R(1201, 0, 0.21, None, 1, TP, images_per_s=2438.61),
+        R(1211, 1, 0.205, None, 10, TP, images_per_s=2497.5)], []),
+    ("effdet", "effdet.log", {}, [
+        R(1, 1, 6.821, 5.901, 1, IT, images_per_s=9.38, loss=1.923113),
+        R(51, 2, 0.412, 0.012, 1, IT, images_per_s=155.34, loss=1.402001),
+        R(3000, 3, 0.400, 0.010, 1, IT, images_per_s=160.00, loss=0.900001)], []),
+]
+
+
+@pytest.mark.parametrize("name,fixture,options,expected,error_lines", CASES,
+                         ids=["%s:%s:%s" % (c[0], c[1], sorted(c[2])) for c in CASES])
+def test_fixture_parses_exactly(name, fixture, options, expected, error_lines):
+    with open(FIXTURES / fixture, encoding="utf-8") as f:
+        records, errors = scrapers.get(name)(f, **options)
+    assert records == expected
+    assert [e.line for e in errors] == error_lines
+
+
+@pytest.mark.parametrize("module_name,fixture", [
+    ("mmdet_v1", "mmdet_v1.log"), ("mmdet_v2", "mmdet_v2.log"), ("mmdet_v3", "mmdet_v3.log"),
+    ("maskrcnn_benchmark", "maskrcnn_benchmark.log"), ("detectron2", "detectron2.log"),
+    ("torchvision_ref", "torchvision_ref.log"), ("simpledet_mxnet", "simpledet_mxnet.log"),
+    ("effdet", "effdet.log"), ("dllogger", "dllogger_pytorch.log")])
+def test_path_fast_path_equals_line_path(module_name, fixture, tmp_path, monkeypatch):
+    module = importlib.import_module("harness.scrapers." + module_name)
+    monkeypatch.setattr(common, "CHUNK_SIZE", 4096)  # many chunks, lines cut at edges
+    text = (FIXTURES / fixture).read_text(encoding="utf-8")
+    # later copies dirty some chunks (colours, a rank prefix) so both paths run
+    text = text * 40 + "\x1b[32m" + text + "[rank1]:junk\n" + text * 40
+    path = tmp_path / "big.log"
+    path.write_text(text, encoding="utf-8")
+    by_lines = list(module.iter_scrape(common.read_lines(path)))
+    by_path = list(module.iter_scrape_path(path))
+    assert by_path == by_lines
+    assert by_path
+
+
+def test_get_unknown_name_lists_valid_names():
+    with pytest.raises(KeyError) as info:
+        scrapers.get("nope")
+    assert "mmdet-v2" in str(info.value) and "detectron2" in str(info.value)
+
+
+def test_scrapers_names():
+    assert set(scrapers.SCRAPERS) == {
+        "detbench-jsonl", "mmdet-v1", "mmdet-v2", "mmdet-v3", "maskrcnn-benchmark",
+        "detectron2", "torchvision-ref", "simpledet-mxnet", "dllogger", "effdet"}

@@ -1,0 +1,121 @@
+"""Scrapers never raise, and read dirty logs the way rank 0 printed them."""
+import importlib
+import math
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness import scrapers
+from harness.records import IterationRecord, ScrapeError
+from harness.scrapers import common
+
+FIXTURES = Path(__file__).parent / "fixtures"
+MMDET_V2_LINE = ("2021-03-01 09:11:01,500 - mmdet - INFO - Epoch [1][100/120]\tlr: 3.986e-03, "
+                 "eta: 7:01:10, time: 0.388, data_time: 0.018, memory: 3375, loss: 1.0943")
+D2_LINE = ("[05/17 10:42:13] d2.utils.events INFO:  eta: 11:02:41  iter: 19  total_loss: 1.104"
+           "    time: 0.3716  last_time: 0.3690  data_time: 0.0132  last_data_time: 0.0095"
+           "   lr: 0.00079922  max_mem: 3189M")
+ALL_FIXTURE_LINES = [line for p in sorted(FIXTURES.iterdir())
+                     for line in p.read_text(encoding="utf-8").splitlines()]
+
+
+def _check(result):
+    records, errors = result
+    assert all(isinstance(r, IterationRecord) for r in records)
+    assert all(isinstance(e, ScrapeError) and len(e.text) <= 200 for e in errors)
+
+
+def test_ansi_colours_are_stripped():
+    line = "\x1b[32m" + D2_LINE.replace("iter:", "\x1b[0miter:") + "\x1b[0m"
+    records, errors = scrapers.get("detectron2")([line])
+    assert records[0].iteration == 20 and records[0].time_s == 0.3716 and not errors
+
+
+def test_carriage_return_redraw_keeps_last_segment():
+    line = "50%|#####     | 5/10\r 90%|######### | 9/10\r" + MMDET_V2_LINE + "\r\n"
+    records, errors = scrapers.get("mmdet-v2")([line])
+    assert [r.iteration for r in records] == [100] and not errors
+
+
+def test_interleaved_ranks_keep_rank_zero_only():
+    other = MMDET_V2_LINE.replace("time: 0.388", "time: 9.999")
+    lines = ["[rank1]:" + other, "[rank0]:" + MMDET_V2_LINE, "1: " + other,
+             "[default1]:" + other, "[1,1]<stdout>:" + other]
+    records, errors = scrapers.get("mmdet-v2")(lines)
+    assert [(r.line, r.time_s) for r in records] == [(1, 0.388)] and not errors
+
+
+def test_duplicate_iterations_from_unprefixed_ranks_are_dropped():
+    records, _ = scrapers.get("mmdet-v2")([MMDET_V2_LINE, MMDET_V2_LINE])
+    assert [r.line for r in records] == [0]
+
+
+def test_truncated_last_line_is_an_error_not_a_crash(tmp_path):
+    path = tmp_path / "log.txt"
+    path.write_bytes((MMDET_V2_LINE + "\n" + MMDET_V2_LINE[:-30]).encode())
+    from harness.scrapers import mmdet_v2
+    items = list(mmdet_v2.iter_scrape_path(path))
+    assert isinstance(items[0], IterationRecord)
+    assert isinstance(items[1], ScrapeError) and items[1].line == 1
+
+
+def test_nan_and_inf_values():
+    line = MMDET_V2_LINE.replace("loss: 1.0943", "loss: nan").replace("time: 0.388", "time: inf")
+    records, errors = scrapers.get("mmdet-v2")([line])
+    assert math.isinf(records[0].time_s) and math.isnan(records[0].loss) and not errors
+
+
+def test_non_numeric_value_is_an_error():
+    records, errors = scrapers.get("mmdet-v2")([MMDET_V2_LINE.replace("0.388", "0.3x8")])
+    assert not records and errors[0].line == 0
+
+
+def test_invalid_utf8_bytes(tmp_path):
+    path = tmp_path / "log.txt"
+    path.write_bytes(b"\xff\xfe garbage \xc3\x28\n" + b"\xe2\x82" + MMDET_V2_LINE.encode() + b" \xe2\x82\n")
+    lines = list(common.read_lines(path))
+    assert len(lines) == 2 and "\ufffd" in lines[0]
+    records, _ = scrapers.get("mmdet-v2")(lines)
+    assert [r.iteration for r in records] == [100]
+    records, _ = scrapers.get("mmdet-v2")([MMDET_V2_LINE.encode() + b" \xff"])
+    assert [r.iteration for r in records] == [100]
+
+
+def test_read_lines_streams_and_keeps_indices(tmp_path):
+    path = tmp_path / "log.txt"
+    path.write_bytes(b"a\r\nb\rc\n[rank1]:x\n\x1b[1mq\x1b[0m")
+    assert list(common.read_lines(path)) == ["a", "c", "", "q"]
+
+
+fixture_lines = st.lists(st.sampled_from(ALL_FIXTURE_LINES), max_size=8)
+mutations = st.lists(st.tuples(st.integers(0, 400), st.text(max_size=5)), max_size=4)
+
+
+def _mutate(line, edits):
+    for pos, text in edits:
+        pos %= len(line) + 1
+        line = line[:pos] + text + line[pos + 1:]
+    return line
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(ALL_FIXTURE_LINES), mutations), max_size=6),
+       st.lists(st.binary(max_size=80), max_size=4))
+def test_no_scraper_raises_on_mutated_lines_or_bytes(pairs, blobs):
+    lines = [_mutate(line, edits) for line, edits in pairs] + blobs
+    for name, scrape in scrapers.SCRAPERS.items():
+        if name == "detbench-jsonl":
+            continue  # owned and tested elsewhere
+        _check(scrape(lines))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.binary(max_size=3000))
+def test_no_path_scraper_raises_on_random_bytes(tmp_path_factory, blob):
+    path = tmp_path_factory.mktemp("blob") / "log.bin"
+    path.write_bytes(blob)
+    for name in ("mmdet_v1", "mmdet_v2", "mmdet_v3", "maskrcnn_benchmark", "detectron2",
+                 "torchvision_ref", "simpledet_mxnet", "dllogger", "effdet"):
+        module = importlib.import_module("harness.scrapers." + name)
+        list(module.iter_scrape_path(path))
