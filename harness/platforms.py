@@ -63,10 +63,7 @@ def load_file(path):
     try:
         return Platform.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = tuple(err["loc"])
-        raise UserError(located(path, yamlfile.line_of(positions, where),
-                                ".".join(map(str, where)) or None, err["msg"])) from None
+        raise yamlfile.validation_error(path, positions, exc) from None
 
 
 def load(name, directory=PLATFORM_DIR):

@@ -138,15 +138,7 @@ def load(path):
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = tuple(err["loc"])
-        # drop pydantic's union-branch names from the path
-        where = tuple(p for p in where if p not in ("str", "CocoData", "function-after[_data(), union[CocoData,str]]"))
-        message = err["msg"]
-        if err["type"] == "extra_forbidden":
-            message = "unknown key"
-        raise UserError(located(path, yamlfile.line_of(positions, where),
-                                ".".join(map(str, where)) or None, message)) from None
+        raise yamlfile.validation_error(path, positions, exc) from None
     check(scenario, path, positions)
     return scenario
 

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from harness.records import GLOBAL_MEAN, ITERATION, THROUGHPUT, WINDOW_MEAN, WINDOW_MEDIAN
+from harness.records import ITERATION, THROUGHPUT, WINDOW_MEAN
 
 UNSTABLE_SPREAD = 0.07      # (max - min) / min over repeats
 DATA_BOUND_SHARE = 0.10     # data time / iteration time

@@ -103,3 +103,16 @@ def line_of(positions, where):
     while where and where not in positions:
         where = where[:-1]
     return positions.get(where, 0)
+
+
+def validation_error(path, positions, exc):
+    """A UserError for the first error of a pydantic ValidationError, at its field's line."""
+    err = exc.errors()[0]
+    where = []
+    loc = tuple(err["loc"])
+    for i, part in enumerate(loc):
+        # pydantic names union branches and validators inside loc; keep only real keys
+        if i == len(loc) - 1 or tuple(where) + (part,) in positions:
+            where.append(part)
+    message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+    return UserError(located(path, line_of(positions, where), ".".join(map(str, where)) or None, message))

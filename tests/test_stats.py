@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from harness import stats
-from harness.records import GLOBAL_MEAN, ITERATION, THROUGHPUT, WINDOW_MEAN, IterationRecord
+from harness.records import GLOBAL_MEAN, THROUGHPUT, WINDOW_MEAN, IterationRecord
 
 SAMPLES = [
     [40.0],

@@ -54,10 +54,7 @@ def load(name, directory=PUBLISHED_DIR):
     try:
         pub = Published.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = tuple(err["loc"])
-        raise UserError(located(path, yamlfile.line_of(positions, where), ".".join(map(str, where)),
-                                err["msg"])) from None
+        raise yamlfile.validation_error(path, positions, exc) from None
     for t in pub.tables:
         for model, row in t.rows.items():
             for fw in row:
