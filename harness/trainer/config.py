@@ -1,0 +1,211 @@
+"""Typed trainer settings and the `--set key=value` override mechanism.
+
+A config file is plain Python: it builds a `Config` from the frozen dataclasses below and
+defines `build_detector(cfg)`, which assembles the detector from concrete module classes.
+Every section rejects unknown keys; overrides are converted to the field's declared type.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import typing
+from dataclasses import dataclass, field
+from typing import Tuple
+
+
+class ConfigError(ValueError):
+    """A bad config file or a bad override; the message names the key or the file."""
+
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+NORMS = ("frozen_bn", "gn", "syncbn", "bn")
+SOURCES = ("synthetic", "coco")
+MODELS = ("retina", "faster", "mask")
+
+
+def _check_choice(section, name, value, choices):
+    if value not in choices:
+        raise ConfigError(f"{section}.{name}={value!r} is not one of {', '.join(choices)}")
+
+
+def _check_min(section, name, value, low):
+    if value < low:
+        raise ConfigError(f"{section}.{name}={value!r} must be >= {low}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str = "faster"
+    block: str = "bottleneck"           # bottleneck | basic
+    layers: Tuple[int, ...] = (3, 4, 6, 3)
+    base_width: int = 64
+    norm: str = "frozen_bn"
+    frozen_stages: int = 1              # stem plus this many residual stages are frozen
+    num_classes: int = 80               # foreground classes
+    fpn_channels: int = 256
+    # RPN
+    rpn_pre_nms_top_n_train: int = 2000  # per FPN level and image
+    rpn_post_nms_top_n_train: int = 2000  # per image
+    rpn_nms_thresh: float = 0.7
+    rpn_batch_per_image: int = 256
+    rpn_positive_fraction: float = 0.5
+    # R-CNN
+    roi_batch_per_image: int = 512
+    roi_positive_fraction: float = 0.25
+    fc_dim: int = 1024
+    mask_max_rois_per_image: int = 128
+    mask_conv_dim: int = 256
+    # RetinaNet
+    retina_num_convs: int = 4
+
+    def __post_init__(self):
+        _check_choice("model", "name", self.name, MODELS)
+        _check_choice("model", "norm", self.norm, NORMS)
+        _check_choice("model", "block", self.block, ("bottleneck", "basic"))
+        if len(self.layers) != 4:
+            raise ConfigError("model.layers needs 4 stage depths")
+        _check_min("model", "frozen_stages", self.frozen_stages, 0)
+        if self.frozen_stages > 4:
+            raise ConfigError("model.frozen_stages must be <= 4")
+        for name in ("num_classes", "fpn_channels", "rpn_pre_nms_top_n_train",
+                     "rpn_post_nms_top_n_train", "rpn_batch_per_image", "roi_batch_per_image",
+                     "fc_dim", "mask_max_rois_per_image", "base_width"):
+            _check_min("model", name, getattr(self, name), 1)
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    source: str = "synthetic"
+    images_per_device: int = 2
+    input_size: Tuple[int, int] = (800, 1344)   # H, W: every image is fitted and padded to it
+    coco_json: str = ""
+    coco_images: str = ""
+    workers: int = 2
+    max_gt: int = 100                   # ground-truth boxes kept per image
+    synthetic_max_boxes: int = 8        # 0 gives images without boxes
+    synthetic_pool: int = 0             # >0: cycle over this many fixed images
+
+    def __post_init__(self):
+        _check_choice("data", "source", self.source, SOURCES)
+        _check_min("data", "images_per_device", self.images_per_device, 1)
+        _check_min("data", "workers", self.workers, 0)
+        _check_min("data", "max_gt", self.max_gt, 1)
+        _check_min("data", "synthetic_max_boxes", self.synthetic_max_boxes, 0)
+        _check_min("data", "synthetic_pool", self.synthetic_pool, 0)
+        if len(self.input_size) != 2 or min(self.input_size) < 32:
+            raise ConfigError(f"data.input_size={self.input_size!r} needs HxW, both >= 32")
+        if self.source == "coco" and not (self.coco_json and self.coco_images):
+            raise ConfigError("data.source=coco needs data.coco_json and data.coco_images")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    max_iter: int = 100
+    precision: str = "fp32"
+    seed: int = 0
+    lr: float = 0.02                    # for `lr_reference_batch` images, scaled linearly
+    lr_reference_batch: int = 16
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    warmup_iters: int = 500
+    warmup_factor: float = 1.0 / 3
+    channels_last: bool = False
+    compile_backbone: bool = False
+    checkpoint_backbone: bool = False
+    tf32: bool = False
+    device: str = "auto"                # auto | cpu | cuda
+    threads: int = 0                    # torch intra-op threads, 0 leaves the default
+
+    def __post_init__(self):
+        _check_choice("train", "precision", self.precision, PRECISIONS)
+        _check_choice("train", "device", self.device, ("auto", "cpu", "cuda"))
+        _check_min("train", "max_iter", self.max_iter, 1)
+        _check_min("train", "warmup_iters", self.warmup_iters, 0)
+        _check_min("train", "lr_reference_batch", self.lr_reference_batch, 1)
+        _check_min("train", "threads", self.threads, 0)
+        if not self.lr > 0:
+            raise ConfigError(f"train.lr={self.lr!r} must be > 0")
+
+
+@dataclass(frozen=True)
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _convert(key, text, hint):
+    origin = typing.get_origin(hint)
+    try:
+        if hint is bool:
+            low = text.strip().lower()
+            if low in _TRUE:
+                return True
+            if low in _FALSE:
+                return False
+            raise ValueError("expected true or false")
+        if hint is int:
+            return int(text)
+        if hint is float:
+            return float(text)
+        if hint is str:
+            return text
+        if origin in (tuple, Tuple):
+            sep = "x" if "x" in text else ","
+            return tuple(int(part) for part in text.split(sep) if part.strip())
+    except ValueError as exc:
+        raise ConfigError(f"bad value for --set {key}={text!r}: {exc}") from None
+    raise ConfigError(f"--set {key}: unsupported field type {hint!r}")
+
+
+def valid_keys(cfg: Config):
+    return [f"{sec.name}.{f.name}" for sec in dataclasses.fields(cfg)
+            for f in dataclasses.fields(getattr(cfg, sec.name))]
+
+
+def apply_overrides(cfg: Config, pairs) -> Config:
+    """Return a copy of `cfg` with each 'section.field=value' in `pairs` applied."""
+    changes = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ConfigError(f"--set expects key=value, got {pair!r}")
+        key, text = pair.split("=", 1)
+        key = key.strip()
+        section, _, name = key.partition(".")
+        sub = getattr(cfg, section, None) if section in ("model", "data", "train") else None
+        if sub is None or name not in {f.name for f in dataclasses.fields(sub)}:
+            raise ConfigError(f"unknown --set key {key!r}; valid keys: {', '.join(valid_keys(cfg))}")
+        hint = typing.get_type_hints(type(sub))[name]
+        changes.setdefault(section, {})[name] = _convert(key, text, hint)
+    try:
+        sections = {sec: dataclasses.replace(getattr(cfg, sec), **vals)
+                    for sec, vals in changes.items()}
+        return dataclasses.replace(cfg, **sections)
+    except TypeError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def load_config_module(path):
+    """Import a config file by path; it must define CONFIG and build_detector."""
+    try:
+        spec = importlib.util.spec_from_file_location("detbench_trainer_config", path)
+        if spec is None or spec.loader is None:
+            raise ConfigError(f"config {path}: not a Python file")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except ConfigError:
+        raise
+    except Exception as exc:  # the config's own code failed
+        raise ConfigError(f"config {path} does not build: {type(exc).__name__}: {exc}") from None
+    for name in ("CONFIG", "build_detector"):
+        if not hasattr(module, name):
+            raise ConfigError(f"config {path} does not build: it defines no {name}")
+    if not isinstance(module.CONFIG, Config):
+        raise ConfigError(f"config {path} does not build: CONFIG is not a trainer Config")
+    return module

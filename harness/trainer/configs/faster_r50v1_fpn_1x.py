@@ -1,0 +1,34 @@
+"""Faster R-CNN with a ResNet-50 v1 FPN backbone, 1x schedule (SimpleDet faster_r50v1_fpn_1x)."""
+from harness.trainer.backbone import ResNet
+from harness.trainer.config import Config, DataConfig, ModelConfig, TrainConfig
+from harness.trainer.detectors import FasterRCNN
+from harness.trainer.fpn import FPN
+from harness.trainer.rcnn import RoIHeads, TwoFCHead
+from harness.trainer.roi import MultiLevelRoIAlign
+from harness.trainer.rpn import RPN, RPNHead
+
+CONFIG = Config(
+    model=ModelConfig(name="faster", norm="frozen_bn", frozen_stages=1,
+                      rpn_pre_nms_top_n_train=2000, rpn_post_nms_top_n_train=2000,
+                      roi_batch_per_image=512, roi_positive_fraction=0.25),
+    data=DataConfig(images_per_device=2, input_size=(800, 1344)),
+    train=TrainConfig(lr=0.02, lr_reference_batch=16, warmup_iters=500),
+)
+
+
+def build_detector(cfg: Config):
+    m = cfg.model
+    backbone = ResNet(block=m.block, layers=m.layers, base_width=m.base_width, norm=m.norm,
+                      frozen_stages=m.frozen_stages, out_stages=(2, 3, 4, 5),
+                      checkpoint_stages=cfg.train.checkpoint_backbone)
+    neck = FPN(in_channels=backbone.channels(), out_channels=m.fpn_channels, extra="pool")
+    rpn = RPN(head=RPNHead(in_channels=m.fpn_channels, num_anchors=3),
+              pre_nms_top_n=m.rpn_pre_nms_top_n_train, post_nms_top_n=m.rpn_post_nms_top_n_train,
+              nms_thresh=m.rpn_nms_thresh, batch_per_image=m.rpn_batch_per_image,
+              positive_fraction=m.rpn_positive_fraction)
+    roi_heads = RoIHeads(
+        box_extractor=MultiLevelRoIAlign(output_size=7, strides=(4, 8, 16, 32)),
+        box_head=TwoFCHead(in_channels=m.fpn_channels, pool_size=7, fc_dim=m.fc_dim,
+                           num_classes=m.num_classes),
+        batch_per_image=m.roi_batch_per_image, positive_fraction=m.roi_positive_fraction)
+    return FasterRCNN(backbone=backbone, neck=neck, rpn=rpn, roi_heads=roi_heads)

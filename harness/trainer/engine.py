@@ -1,0 +1,114 @@
+"""The training loop: precision, optimizer, warmup, timing and per-iteration log lines."""
+import contextlib
+import math
+import resource
+import sys
+import time
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from harness import jsonlog
+
+from . import dist
+
+
+class NonFiniteLoss(RuntimeError):
+    pass
+
+
+def make_optimizer(model, cfg, world):
+    t = cfg.train
+    base_lr = t.lr * cfg.data.images_per_device * world / t.lr_reference_batch
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (no_decay if p.ndim <= 1 else decay).append(p)
+    groups = [{"params": decay, "weight_decay": t.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.SGD(groups, lr=base_lr, momentum=t.momentum), base_lr
+
+
+def lr_at(iteration, base_lr, t):
+    """Linear warmup from warmup_factor * base_lr over warmup_iters (iteration is 0-based)."""
+    if iteration >= t.warmup_iters:
+        return base_lr
+    alpha = iteration / t.warmup_iters
+    return base_lr * (t.warmup_factor * (1 - alpha) + alpha)
+
+
+def autocast_for(precision, device):
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.float16 if precision == "fp16" else torch.bfloat16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def peak_mem_mb(device):
+    if device.type == "cuda":
+        return round(torch.cuda.max_memory_allocated(device) / 2 ** 20, 1)
+    # on the CPU the device memory is host memory: peak resident set of this process
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def prepare_model(model, cfg, device, world):
+    model.to(device)
+    if cfg.train.channels_last:
+        model.to(memory_format=torch.channels_last)
+    if cfg.train.compile_backbone:
+        model.backbone = torch.compile(model.backbone)
+    if world > 1:
+        if cfg.model.norm == "syncbn":
+            model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                        broadcast_buffers=False)
+    model.train()
+    return model
+
+
+def train(model, batches, cfg, device, world, out=None):
+    out = out or sys.stdout
+    t = cfg.train
+    optimizer, base_lr = make_optimizer(model, cfg, world)
+    scaler = torch.amp.GradScaler("cuda") if t.precision == "fp16" else None
+    is_logger = dist.rank() == 0
+    images_per_iter = cfg.data.images_per_device * world
+    cuda = device.type == "cuda"
+    source = iter(batches)
+    for it in range(t.max_iter):
+        start = time.perf_counter()
+        images, targets = next(source)
+        if cuda:
+            torch.cuda.synchronize(device)
+        data_time = time.perf_counter() - start
+        if t.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        lr = lr_at(it, base_lr, t)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        with autocast_for(t.precision, device):
+            losses = model(images, targets)
+        total = sum(losses.values())
+        optimizer.zero_grad(set_to_none=True)
+        if scaler is not None:
+            scaler.scale(total).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            total.backward()
+            optimizer.step()
+        values = torch.stack([total.detach().float()] + [v.detach().float() for v in losses.values()])
+        values = dist.global_mean(values).tolist()
+        if cuda:
+            torch.cuda.synchronize(device)
+        elapsed = time.perf_counter() - start
+        if not all(math.isfinite(v) for v in values):
+            raise NonFiniteLoss(f"loss is {values[0]} (not finite) at iteration {it + 1}")
+        if is_logger:
+            named = {k: round(v, 6) for k, v in zip(losses.keys(), values[1:])}
+            line = jsonlog.iter_line(it + 1, elapsed, data_time, images_per_iter, loss=round(values[0], 6),
+                                     losses=named, lr=lr, peak_mem_mb=peak_mem_mb(device))
+            human = (f"iter {it + 1}/{t.max_iter}  loss {values[0]:.4f}  "
+                     f"time {elapsed * 1000:.0f}ms (data {data_time * 1000:.0f}ms)  "
+                     f"{images_per_iter / elapsed:.2f} img/s  lr {lr:.5f}")
+            print(line + "\n" + human, file=out, flush=True)

@@ -1,0 +1,118 @@
+"""Second stage of R-CNN: RoI sampling, the 2fc box head and the (optional) mask branch."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torchvision.ops import roi_align
+
+from .assign import match_boxes, sample_balanced, top_k_per_image
+from .boxes import BoxCoder, smooth_l1
+
+
+class TwoFCHead(nn.Module):
+    """Flattened RoI features -> two hidden fc layers -> class scores and per-class deltas."""
+
+    def __init__(self, *, in_channels=256, pool_size=7, fc_dim=1024, num_classes=80):
+        super().__init__()
+        self.fc6 = nn.Linear(in_channels * pool_size * pool_size, fc_dim)
+        self.fc7 = nn.Linear(fc_dim, fc_dim)
+        self.cls_score = nn.Linear(fc_dim, num_classes + 1)
+        self.bbox_pred = nn.Linear(fc_dim, 4 * (num_classes + 1))
+        nn.init.normal_(self.cls_score.weight, std=0.01)
+        nn.init.normal_(self.bbox_pred.weight, std=0.001)
+        nn.init.zeros_(self.cls_score.bias)
+        nn.init.zeros_(self.bbox_pred.bias)
+
+    def forward(self, x):
+        x = F.relu(self.fc6(x.flatten(1)))
+        x = F.relu(self.fc7(x))
+        return self.cls_score(x), self.bbox_pred(x).view(x.shape[0], -1, 4)
+
+
+class MaskHead(nn.Module):
+    """Four 3x3 convs, a 2x deconvolution and per-class mask logits."""
+
+    def __init__(self, *, in_channels=256, conv_dim=256, num_convs=4, num_classes=80):
+        super().__init__()
+        layers, c = [], in_channels
+        for _ in range(num_convs):
+            layers += [nn.Conv2d(c, conv_dim, 3, padding=1), nn.ReLU(inplace=True)]
+            c = conv_dim
+        layers += [nn.ConvTranspose2d(c, conv_dim, 2, 2), nn.ReLU(inplace=True)]
+        self.body = nn.Sequential(*layers)
+        self.logits = nn.Conv2d(conv_dim, num_classes + 1, 1)
+        for m in self.modules():
+            if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+                nn.init.zeros_(m.bias)
+
+    def forward(self, x):
+        return self.logits(self.body(x))
+
+
+class RoIHeads(nn.Module):
+    def __init__(self, *, box_extractor, box_head, mask_extractor=None, mask_head=None,
+                 batch_per_image=512, positive_fraction=0.25, fg_iou=0.5, bg_iou=0.5,
+                 mask_max_rois_per_image=128, mask_size=28):
+        super().__init__()
+        self.box_extractor = box_extractor
+        self.box_head = box_head
+        self.mask_extractor = mask_extractor
+        self.mask_head = mask_head
+        self.batch_per_image = batch_per_image
+        self.positive_fraction = positive_fraction
+        self.fg_iou, self.bg_iou = fg_iou, bg_iou
+        self.mask_max_rois = mask_max_rois_per_image
+        self.mask_size = mask_size
+        self.coder = BoxCoder((10.0, 10.0, 5.0, 5.0))
+
+    def forward(self, feats, proposals, valid, targets):
+        gt_boxes, gt_labels = targets["boxes"], targets["labels"]
+        gt_valid = gt_labels > 0
+        # ground truth joins the candidates, as in Detectron-style training
+        boxes = torch.cat([proposals, gt_boxes.to(proposals.dtype)], dim=1)
+        box_valid = torch.cat([valid, gt_valid], dim=1)
+        idx, labels = match_boxes(boxes, box_valid, gt_boxes, gt_valid, self.fg_iou, self.bg_iou)
+        pos, neg = sample_balanced(labels, self.batch_per_image, self.positive_fraction)
+        losses = self._box_losses(feats, boxes, idx, pos, neg, gt_boxes, gt_labels)
+        if self.mask_head is not None:
+            losses.update(self._mask_losses(feats, boxes, idx, pos, gt_labels, targets["masks"]))
+        return losses
+
+    def _box_losses(self, feats, boxes, idx, pos, neg, gt_boxes, gt_labels):
+        b, n = (pos | neg).nonzero(as_tuple=True)
+        roi_boxes = boxes[b, n]
+        matched = idx[b, n]
+        is_pos = pos[b, n]
+        cls_target = torch.where(is_pos, gt_labels[b, matched], torch.zeros_like(matched))
+        reg_target = self.coder.encode(roi_boxes, gt_boxes[b, matched].to(roi_boxes.dtype))
+        rois = torch.cat([b[:, None].to(roi_boxes.dtype), roi_boxes], dim=1)
+        cls_logits, deltas = self.box_head(self.box_extractor(feats, rois))
+        norm = max(cls_target.numel(), 1)
+        loss_cls = F.cross_entropy(cls_logits.float(), cls_target, reduction="sum") / norm
+        picked = deltas.float().gather(1, cls_target[:, None, None].expand(-1, 1, 4))[:, 0]
+        reg = smooth_l1(picked, reg_target, 1.0 / 9).sum(-1)
+        loss_box = (reg * is_pos).sum() / norm
+        return {"loss_rcnn_cls": loss_cls, "loss_rcnn_bbox": loss_box}
+
+    def _mask_losses(self, feats, boxes, idx, pos, gt_labels, gt_masks):
+        bsz, g = gt_labels.shape
+        cols, real = top_k_per_image(pos, torch.rand(pos.shape, device=pos.device), self.mask_max_rois)
+        rows = torch.arange(bsz, device=pos.device)[:, None].expand_as(cols)
+        b, n = rows[real], cols[real]
+        weight = torch.ones(b.shape[0], device=pos.device)
+        if b.numel() == 0:  # keep the branch in the graph (DDP) with zero weight
+            b, n = rows[:, :1].reshape(-1)[:1], cols[:, :1].reshape(-1)[:1]
+            weight = torch.zeros(1, device=pos.device)
+        roi_boxes = boxes[b, n]
+        matched = idx[b, n]
+        rois = torch.cat([b[:, None].to(roi_boxes.dtype), roi_boxes], dim=1)
+        logits = self.mask_head(self.mask_extractor(feats, rois))
+        label = gt_labels[b, matched]
+        logits = logits.float().gather(1, label[:, None, None, None].expand(-1, 1, *logits.shape[2:]))[:, 0]
+        # only the ground-truth masks that some RoI uses are turned into floats
+        used, which = torch.unique(b * g + matched, return_inverse=True)
+        src = gt_masks.view(bsz * g, 1, *gt_masks.shape[2:])[used]
+        mask_rois = torch.cat([which[:, None].to(roi_boxes.dtype), roi_boxes], dim=1)
+        target = roi_align(src.float(), mask_rois.float(), (self.mask_size, self.mask_size), 1.0, 2)[:, 0]
+        bce = F.binary_cross_entropy_with_logits(logits, target, reduction="none").mean((1, 2))
+        return {"loss_mask": (bce * weight).sum() / weight.sum().clamp(min=1)}
