@@ -1,0 +1,214 @@
+"""The report's figures, drawn with matplotlib's Agg backend.
+
+One function per figure; each returns a matplotlib Figure (no pyplot, no global state), and
+png_bytes() turns any of them into PNG bytes. The data arrive already computed: these
+functions only draw.
+"""
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from harness import catalog  # noqa: E402
+
+PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C",
+           "#CCB974", "#64B5CD")
+PUBLISHED_HATCH = "//"
+WIDTH_IN = 8.0
+
+
+def png_bytes(fig, dpi=110):
+    buf = io.BytesIO()
+    FigureCanvasAgg(fig)
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
+    return buf.getvalue()
+
+
+def _figure(height):
+    fig = Figure(figsize=(WIDTH_IN, height))
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _style(ax):
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.grid(axis="y", color="#dddddd", linewidth=0.8)
+    ax.set_axisbelow(True)
+
+
+def throughput_bars(table, labels=None):
+    """Grouped bars (SimpleDet paper, Figure 2): one group per model, one bar per column.
+
+    Columns whose key starts with "published:" are hatched; a cell without a figure gets a
+    zero-height bar labelled NA. Measured bars carry the 95% CI of the median as error bars.
+    labels: {row key: x label} where rows are not plain model names.
+    """
+    fig = _figure(3.2)
+    ax = fig.add_subplot(1, 1, 1)
+    models, columns = table.models, table.columns
+    labels = labels or {}
+    n = max(len(columns), 1)
+    width = 0.8 / n
+    colours = {}
+    for i, col in enumerate(columns):
+        base = col.key.split(":", 1)[-1]
+        colour = colours.setdefault(base, PALETTE[len(colours) % len(PALETTE)])
+        published = col.key.startswith("published:")
+        heights, errs, xs = [], [[], []], []
+        for m, model in enumerate(models):
+            entry = table.entries.get((model, col.key))
+            x = m - 0.4 + width * (i + 0.5)
+            value = entry.throughput if entry is not None and entry.na is None and entry.throughput else 0.0
+            ci = (entry.detail.get("ci") if entry is not None else None) or [value, value]
+            xs.append(x)
+            heights.append(value)
+            errs[0].append(max(0.0, value - ci[0]) if value else 0.0)
+            errs[1].append(max(0.0, ci[1] - value) if value else 0.0)
+            if entry is not None and not value:
+                ax.text(x, 0, "NA", ha="center", va="bottom", fontsize=8, color="#666666")
+        bars = ax.bar(xs, heights, width * 0.92, label=col.title, color=colour,
+                      hatch=PUBLISHED_HATCH if published else None,
+                      edgecolor="white" if published else colour, alpha=0.75 if published else 1.0,
+                      yerr=None if published else errs, capsize=3 if not published else 0,
+                      error_kw={"elinewidth": 1, "ecolor": "#333333"})
+        for bar, value in zip(bars, heights):
+            if value:
+                ax.annotate("%.1f" % value, (bar.get_x() + bar.get_width() / 2, value),
+                            xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(models)))
+    ax.set_xticklabels([labels.get(m, catalog.model_title(m)) for m in models], fontsize=8)
+    ax.set_ylabel("images / s")
+    ax.set_title(table.title)
+    ax.set_xlim(-0.6, len(models) - 0.4)
+    ax.margins(y=0.15)
+    _style(ax)
+    ax.legend(frameon=False, fontsize=8, ncol=min(n, 4), loc="upper center", bbox_to_anchor=(0.5, -0.16))
+    return fig
+
+
+def merge_for_chart(tables, title):
+    """One Table over several (same platform and precision): rows are (model, device count)
+    pairs, columns the union of the tables' columns. Returns (table, {row key: x label})."""
+    from harness.report.model import Column, Table
+
+    columns, entries, rows, labels = [], {}, [], {}
+    several = len({t.gpus * t.nodes for t in tables}) > 1
+    for t in tables:
+        for col in t.columns:
+            if col.key not in [c.key for c in columns]:
+                columns.append(Column(col.key, col.title))
+        for model in t.models:
+            row = "%s@%dx%d" % (model, t.nodes, t.gpus)
+            rows.append(row)
+            labels[row] = catalog.model_title(model) + (
+                "\n%d device%s" % (t.gpus * t.nodes, "s" if t.gpus * t.nodes > 1 else "") if several else "")
+            for col in t.columns:
+                if (model, col.key) in t.entries:
+                    entries[(row, col.key)] = t.entries[(model, col.key)]
+    first = tables[0]
+    merged = Table(title=title, platform=first.platform, precision=first.precision, gpus=first.gpus,
+                   nodes=first.nodes, batch_per_gpu=first.batch_per_gpu, form=first.form, columns=columns,
+                   models=rows, entries=entries, source=first.source)
+    return merged, labels
+
+
+def scaling_chart(series, title="Scaling efficiency"):
+    """Lines of efficiency over device counts (SimpleDet paper, Figure 1a); series: {label: {N: eff}}
+    with the efficiencies from harness.report.scaling."""
+    fig = _figure(3.4)
+    ax = fig.add_subplot(1, 1, 1)
+    counts = sorted({n for points in series.values() for n in points})
+    ax.axhline(100.0, color="#999999", linestyle="--", linewidth=1, label="linear scaling")
+    for i, (label, points) in enumerate(sorted(series.items())):
+        xs = sorted(points)
+        ys = [points[x] * 100 for x in xs]
+        ax.plot(xs, ys, marker="o", color=PALETTE[i % len(PALETTE)],
+                label="%s (%d: %.0f%%)" % (label, xs[-1], ys[-1]))
+    ax.set_xticks(counts)
+    ax.set_xlabel("devices")
+    ax.set_ylabel("efficiency (%)")
+    top = max([100.0] + [p * 100 for pts in series.values() for p in pts.values()])
+    ax.set_ylim(0, top * 1.15)
+    ax.set_title(title)
+    _style(ax)
+    ax.set_xlim(min(counts) - 0.3, max(counts) + 0.3)
+    ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig
+
+
+def peak_memory_chart(items, title="Peak device memory per configuration"):
+    """Horizontal bars (SimpleDet paper, Figure 1b); items: [(label, peak MiB)]."""
+    fig = _figure(0.9 + 0.35 * max(len(items), 1))
+    ax = fig.add_subplot(1, 1, 1)
+    labels = [label for label, _ in items]
+    values = [v for _, v in items]
+    bars = ax.barh(range(len(items)), values, color=PALETTE[0], height=0.6)
+    for bar, v in zip(bars, values):
+        ax.annotate("%.0f MiB" % v, (v, bar.get_y() + bar.get_height() / 2), xytext=(3, 0),
+                    textcoords="offset points", va="center", fontsize=7)
+    ax.set_yticks(range(len(items)))
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("peak memory (MiB)")
+    ax.margins(x=0.15)
+    ax.set_title(title)
+    _style(ax)
+    ax.grid(axis="y", visible=False)
+    ax.grid(axis="x", color="#dddddd", linewidth=0.8)
+    return fig
+
+
+def iteration_trace(title, traces, warmup, measure):
+    """Iteration time over iterations, one line per trial, the measured window shaded.
+
+    traces: [(label, [(iteration, time_s, data_time_s), ...])]; data time is drawn dotted.
+    """
+    fig = _figure(2.8)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.axvspan(warmup + 0.5, warmup + measure + 0.5, color="#e8f0e0", label="measured window")
+    for i, (label, points) in enumerate(traces):
+        colour = PALETTE[i % len(PALETTE)]
+        its = [p[0] for p in points if p[1] is not None]
+        ax.plot(its, [p[1] * 1000 for p in points if p[1] is not None], color=colour, linewidth=1.2,
+                label=label)
+        data = [(p[0], p[2] * 1000) for p in points if p[2] is not None]
+        if data:
+            ax.plot([d[0] for d in data], [d[1] for d in data], color=colour, linewidth=0.8, linestyle=":")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("ms (dotted: data)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(title, fontsize=10)
+    ax.margins(y=0.1)
+    _style(ax)
+    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig
+
+
+def data_share_chart(items, threshold=0.10, title="Data time as a share of iteration time"):
+    """Stacked horizontal bars: data wait and the rest; items: [(label, iteration ms, data ms)]."""
+    fig = _figure(0.9 + 0.35 * max(len(items), 1))
+    ax = fig.add_subplot(1, 1, 1)
+    ys = range(len(items))
+    shares = [(d / it * 100 if it else 0.0) for _, it, d in items]
+    ax.barh(ys, shares, color=PALETTE[3], height=0.6, label="waiting for data")
+    ax.barh(ys, [100 - s for s in shares], left=shares, color=PALETTE[0], height=0.6, alpha=0.35,
+            label="rest of the iteration")
+    for y, s in zip(ys, shares):
+        ax.annotate("%.1f%%" % s, (s, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
+    ax.axvline(threshold * 100, color="#333333", linestyle="--", linewidth=1,
+               label="data-bound above %.0f%%" % (threshold * 100))
+    ax.set_yticks(list(ys))
+    ax.set_yticklabels([label for label, _, _ in items], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("% of iteration time")
+    ax.set_title(title)
+    _style(ax)
+    ax.grid(axis="y", visible=False)
+    ax.legend(frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3)
+    return fig
