@@ -25,6 +25,7 @@ from harness.scrapers import (detectron2, maskrcnn_benchmark, mmdet_v1,  # noqa:
 
 ITERS_PER_EPOCH = 7330
 INTERVAL = 50
+TARGET = 1000000  # lines per second
 NOISE = [
     "2024-01-01 00:00:00,000 - mmdet - INFO - Saving checkpoint at 1 epochs",
     "/usr/lib/python3/site-packages/torch/functional.py:504: UserWarning: torch.meshgrid",
@@ -110,17 +111,21 @@ def write_log(path, make_line, megabytes, noise_every=20, seed=0):
 
 
 def _measure(name, path, lines, queue):
+    from harness.records import IterationRecord
+
     module = FORMATS[name][0]
+    cpu0 = time.process_time()
     start = time.perf_counter()
     records = errors = 0
     for item in module.iter_scrape_path(path):
-        if hasattr(item, "iteration"):
+        if item.__class__ is IterationRecord:
             records += 1
         else:
             errors += 1
     elapsed = time.perf_counter() - start
+    cpu = time.process_time() - cpu0
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    queue.put((name, lines, records, errors, elapsed, rss_mb))
+    queue.put((name, lines, records, errors, elapsed, cpu, rss_mb))
 
 
 def main(argv=None):
@@ -132,11 +137,14 @@ def main(argv=None):
     folder = args.keep or tempfile.mkdtemp(prefix="detbench-scrape-")
     os.makedirs(folder, exist_ok=True)
     ctx = multiprocessing.get_context("spawn")
-    print("%-20s %12s %10s %7s %9s %12s %12s" % (
-        "format", "lines", "records", "errors", "seconds", "lines/s", "peak RSS MB"))
+    print("%-20s %10s %9s %6s %8s %11s %11s %9s %7s" % (
+        "format", "lines", "records", "errors", "wall s", "lines/s", "lines/cpu-s", "log MB",
+        "RSS MB"))
+    worst = None
     for name in args.formats:
         path = os.path.join(folder, name + ".log")
         lines = write_log(path, FORMATS[name][1], args.mb)
+        size_mb = os.path.getsize(path) / 1e6
         queue = ctx.Queue()
         proc = ctx.Process(target=_measure, args=(name, path, lines, queue))
         proc.start()
@@ -144,9 +152,13 @@ def main(argv=None):
         proc.join()
         if not args.keep:
             os.remove(path)
-        name, lines, records, errors, elapsed, rss = result
-        print("%-20s %12d %10d %7d %9.2f %12.0f %12.1f" % (
-            name, lines, records, errors, elapsed, lines / elapsed, rss))
+        name, lines, records, errors, elapsed, cpu, rss = result
+        rate = lines / elapsed
+        worst = rate if worst is None else min(worst, rate)
+        print("%-20s %10d %9d %6d %8.2f %11.0f %11.0f %9.0f %7.1f" % (
+            name, lines, records, errors, elapsed, rate, lines / max(cpu, 1e-9), size_mb, rss))
+    print("scrape_speed: slowest format %.0f lines/s (target %d): %s" % (
+        worst, TARGET, "PASS" if worst >= TARGET else "BELOW TARGET"))
     if not args.keep:
         os.rmdir(folder)
 
