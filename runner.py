@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run one benchmark trial and record exactly what it printed and when.
 
-    python runner.py --trial-dir DIR [--timeout SECONDS] [--env-key NAME ...] -- ARGV...
+    python runner.py --trial-dir DIR [--timeout SECONDS] [--env-key NAME ...] [--sample-interval S] -- ARGV...
 
 This file is the contract between detbench and whatever environment a trial runs in
 (a pinned virtual environment, an old framework container, a Slurm node). It must stay
@@ -12,6 +12,13 @@ for every output line writes the raw bytes to DIR/log.txt and, on the same line 
 of DIR/log.times, the monotonic and wall-clock seconds at which the line arrived. It
 forwards SIGINT and SIGTERM to the trial's whole process group, kills the group at the
 timeout, and finally writes DIR/trial.json atomically (write, fsync, rename).
+
+trial.json also describes the machine ("host": CPU, memory, NUMA, kernel, GPUs and how
+they are connected) and, unless --sample-interval is 0, a "telemetry" summary of the
+samples a background thread writes to DIR/telemetry.jsonl: per-core CPU use, run queue,
+memory and swap (from /proc), the trial's process tree CPU and RSS (when psutil imports)
+and per-GPU use, clocks, temperature, power and throttle reasons (when pynvml imports
+and nvmlInit works).
 """
 import argparse
 import json
@@ -21,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 SCHEMA = 1
@@ -39,6 +47,8 @@ def parse_args(argv):
     parser.add_argument("--timeout", type=float, default=0.0, help="seconds; 0 = none")
     parser.add_argument("--env-key", action="append", default=[],
                         help="also record this environment variable in trial.json")
+    parser.add_argument("--sample-interval", type=float, default=1.0, metavar="S",
+                        help="seconds between telemetry samples (telemetry.jsonl); 0 = none")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     if args.command and args.command[0] == "--":
@@ -79,6 +89,442 @@ def die_with_parent():
         pass
 
 
+# ---------------------------------------------------------------- host facts
+# Everything below reads the machine the trial runs on: /proc and /sys (standard library)
+# always, psutil and pynvml only when they import. A trial environment without them still
+# runs; its record just says what was missing.
+
+TOPOLOGY = {0: "same-board", 10: "pcie-switch", 20: "pcie-switches", 30: "host-bridge",
+            40: "numa-node", 50: "cross-socket"}   # nvmlDeviceGetTopologyCommonAncestor levels
+THROTTLE_BITS = ((0x1, "gpu_idle"), (0x2, "applications_clocks"), (0x4, "sw_power_cap"),
+                 (0x8, "hw_slowdown"), (0x10, "sync_boost"), (0x20, "sw_thermal"),
+                 (0x40, "hw_thermal"), (0x80, "hw_power_brake"), (0x100, "display_clocks"))
+NVLINK_MAX = 18
+
+
+def read_text(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except (OSError, IOError):
+        return ""
+
+
+def text(value):
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def optional_module(name):
+    """(module, None) or (None, why not): psutil and pynvml are used when present, never needed.
+
+    Imported by name through importlib so that the file's import statements stay standard
+    library only (tests/test_runner.py checks them)."""
+    import importlib
+    try:
+        return importlib.import_module(name), None
+    except Exception as exc:
+        return None, "%s: %s" % (type(exc).__name__, exc)
+
+
+def load_nvml():
+    """(pynvml module after nvmlInit, None) or (None, why not)."""
+    nvml, error = optional_module("pynvml")
+    if nvml is None:
+        return None, error
+    try:
+        nvml.nvmlInit()
+        return nvml, None
+    except Exception as exc:   # no driver, no GPU: both mean "no GPU figures"
+        return None, "%s: %s" % (type(exc).__name__, exc)
+
+
+def cpu_facts(cpuinfo):
+    """Model, sockets, physical cores and hardware threads from /proc/cpuinfo text."""
+    model, sockets, cores, threads = None, set(), set(), 0
+    for block in cpuinfo.split("\n\n"):
+        fields = {}
+        for line in block.splitlines():
+            key, sep, value = line.partition(":")
+            if sep:
+                fields[key.strip()] = value.strip()
+        if "processor" not in fields:
+            continue
+        threads += 1
+        model = model or fields.get("model name") or fields.get("Model") or fields.get("cpu")
+        socket_id = fields.get("physical id", "0")
+        sockets.add(socket_id)
+        cores.add((socket_id, fields.get("core id", "t%d" % threads)))
+    if not threads:
+        import platform
+        return {"model": platform.processor() or platform.machine(), "sockets": 1,
+                "cores": os.cpu_count(), "threads": os.cpu_count()}
+    return {"model": model, "sockets": max(1, len(sockets)), "cores": len(cores), "threads": threads}
+
+
+def meminfo():
+    """/proc/meminfo as {field: kB}."""
+    out = {}
+    for line in read_text("/proc/meminfo").splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            out[key] = int(parts[0])
+    return out
+
+
+def numa_nodes():
+    try:
+        return max(1, len([n for n in os.listdir("/sys/devices/system/node")
+                           if n.startswith("node") and n[4:].isdigit()]))
+    except OSError:
+        return 1
+
+
+def os_facts():
+    distro = None
+    for line in read_text("/etc/os-release").splitlines():
+        if line.startswith("PRETTY_NAME="):
+            distro = line.split("=", 1)[1].strip().strip('"')
+    uname = os.uname()
+    return {"system": uname.sysname, "kernel": uname.release, "distro": distro, "machine": uname.machine}
+
+
+def _bus(bus_id):
+    """'00000000:3B:00.0' and '0000:3b:00.0' name the same device."""
+    return ":".join(text(bus_id).lower().split(":")[-2:])
+
+
+def gpu_facts(nvml):
+    """GPUs, driver and CUDA versions, and how each pair of GPUs is connected."""
+    facts = {"gpus": [], "driver": None, "cuda": None, "links": []}
+    handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+    buses = {}
+    for i, h in enumerate(handles):
+        gpu = {"index": i, "name": text(nvml.nvmlDeviceGetName(h)),
+               "memory_mb": int(nvml.nvmlDeviceGetMemoryInfo(h).total // 2 ** 20)}
+        try:
+            gpu["bus_id"] = text(nvml.nvmlDeviceGetPciInfo(h).busId)
+            buses[_bus(gpu["bus_id"])] = i
+        except Exception:
+            pass
+        facts["gpus"].append(gpu)
+    try:
+        facts["driver"] = text(nvml.nvmlSystemGetDriverVersion())
+    except Exception:
+        pass
+    try:
+        v = int(nvml.nvmlSystemGetCudaDriverVersion())
+        facts["cuda"] = "%d.%d" % (v // 1000, v % 1000 // 10)
+    except Exception:
+        pass
+    nvlinks = [_nvlink_peers(nvml, h, buses) for h in handles]
+    for a in range(len(handles)):
+        for b in range(a + 1, len(handles)):
+            try:
+                level = nvml.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b])
+                path = TOPOLOGY.get(int(level), "level-%s" % level)
+            except Exception:
+                path = None
+            facts["links"].append({"a": a, "b": b, "path": path, "nvlinks": nvlinks[a].get(b, 0)})
+    return facts
+
+
+def _nvlink_peers(nvml, handle, buses):
+    """{peer GPU index: active NVLink links} for one GPU ({} without NVLink)."""
+    peers = {}
+    for link in range(NVLINK_MAX):
+        try:
+            if not nvml.nvmlDeviceGetNvLinkState(handle, link):
+                continue
+            peer = buses.get(_bus(nvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId))
+        except Exception:   # no such link, or NVLink not supported at all
+            continue
+        if peer is not None:
+            peers[peer] = peers.get(peer, 0) + 1
+    return peers
+
+
+def host_facts(nvml=None, nvml_error="not loaded"):
+    """The machine this process runs on; stable facts and the moment's figures kept apart."""
+    mem = meminfo()
+    facts = {"cpu": cpu_facts(read_text("/proc/cpuinfo")), "numa_nodes": numa_nodes(),
+             "memory_mb": mem.get("MemTotal", 0) // 1024, "os": os_facts(),
+             "hostname": socket.gethostname(), "gpus": [], "gpu_driver": None, "cuda_driver": None,
+             "gpu_links": [], "gpu_source": None}
+    try:
+        facts["cores_available"] = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        facts["cores_available"] = os.cpu_count()
+    if nvml is None:
+        facts["gpu_source"] = "none (%s)" % nvml_error
+        return facts
+    try:
+        g = gpu_facts(nvml)
+        facts.update(gpus=g["gpus"], gpu_driver=g["driver"], cuda_driver=g["cuda"], gpu_links=g["links"],
+                     gpu_source="nvml")
+    except Exception as exc:
+        facts["gpu_source"] = "none (nvml: %s: %s)" % (type(exc).__name__, exc)
+    return facts
+
+
+# ---------------------------------------------------------------- telemetry
+
+def proc_stat():
+    """(per-core (busy, total) jiffies, runnable tasks now) from /proc/stat."""
+    cores, running = [], None
+    for line in read_text("/proc/stat").splitlines():
+        if line.startswith("cpu") and line[3:4].isdigit():
+            v = [int(x) for x in line.split()[1:]]
+            idle = v[3] + (v[4] if len(v) > 4 else 0)
+            total = sum(v[:8])
+            cores.append((total - idle, total))
+        elif line.startswith("procs_running"):
+            running = int(line.split()[1])
+    return cores, running
+
+
+def runnable_threads(pids, limit=4096):
+    """Threads of these processes that are running or waiting for a CPU (state R) now."""
+    count, looked = 0, 0
+    for pid in pids:
+        try:
+            tids = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            continue
+        for tid in tids:
+            looked += 1
+            if looked > limit:
+                return count
+            stat = read_text("/proc/%d/task/%s/stat" % (pid, tid))
+            if stat[stat.rfind(")") + 2:stat.rfind(")") + 3] == "R":
+                count += 1
+    return count
+
+
+def swap_pages():
+    pages = {}
+    for line in read_text("/proc/vmstat").splitlines():
+        key, _, value = line.partition(" ")
+        if key in ("pswpin", "pswpout"):
+            pages[key] = int(value)
+    return pages
+
+
+class Stat(object):
+    """Running mean, minimum and maximum of one figure."""
+
+    def __init__(self):
+        self.n, self.total, self.min, self.max = 0, 0.0, None, None
+
+    def add(self, x):
+        if x is None:
+            return
+        self.n += 1
+        self.total += x
+        self.min = x if self.min is None else min(self.min, x)
+        self.max = x if self.max is None else max(self.max, x)
+
+    def mean(self):
+        return round(self.total / self.n, 3) if self.n else None
+
+
+def thread_cpu_s():
+    try:
+        return time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID)
+    except (AttributeError, OSError):
+        return 0.0
+
+
+class Sampler(object):
+    """Samples the machine and the trial's process tree every `interval` seconds in a thread.
+
+    Each sample is one JSON line in telemetry.jsonl; summary() gives means and maxima per
+    figure and the GPU throttle reasons seen. Figures a sample cannot get are left out.
+    """
+
+    SATURATED = 90.0    # mean per-core utilization (%) that counts as a saturated CPU
+
+    def __init__(self, path, interval, nvml, cores):
+        self.path, self.interval, self.nvml, self.cores = path, interval, nvml, cores
+        self.stop_event = threading.Event()
+        self.thread = None
+        self.pid = None
+        self.stats = {}
+        self.saturated = 0
+        self.gpus = {}
+        self.samples = 0
+        self.cost_s = 0.0
+        self.psutil, self.psutil_error = optional_module("psutil")
+        self.proc_cache = {}
+        self.ended_cpu = 0.0
+        self.prev = None
+
+    def start(self, pid):
+        self.pid = pid
+        self.prev = self._baseline()
+        self.thread = threading.Thread(target=self._loop, name="telemetry")
+        self.thread.daemon = True
+        self.thread.start()
+
+    def stop(self):
+        if self.thread is not None:
+            self.stop_event.set()
+            self.thread.join(10)
+
+    def _loop(self):
+        with open(self.path, "w") as out:
+            due = time.monotonic()
+            while True:
+                due += self.interval
+                if self.stop_event.wait(max(0.0, due - time.monotonic())):
+                    return
+                cpu0 = thread_cpu_s()
+                try:
+                    sample = self.sample()
+                except Exception as exc:   # a sampler must never take the trial down
+                    sample = {"t": time.monotonic(), "error": "%s: %s" % (type(exc).__name__, exc)}
+                out.write(json.dumps(sample, sort_keys=True) + "\n")
+                out.flush()
+                self.cost_s += thread_cpu_s() - cpu0
+                due = max(due, time.monotonic() - self.interval)   # never queue up missed samples
+
+    def _baseline(self):
+        cores, _ = proc_stat()
+        return {"mono": time.monotonic(), "cores": cores, "swap": swap_pages(), "tree_cpu": 0.0}
+
+    def _add(self, name, value):
+        self.stats.setdefault(name, Stat()).add(value)
+
+    def sample(self):
+        now = time.monotonic()
+        s = {"t": round(now, 3)}
+        cores, running = proc_stat()
+        prev = self.prev
+        if cores and len(cores) == len(prev["cores"]):
+            util = []
+            for (busy, total), (busy0, total0) in zip(cores, prev["cores"]):
+                util.append(round(100.0 * (busy - busy0) / (total - total0), 1) if total > total0 else 0.0)
+            s["cpu_util"] = util
+            mean = sum(util) / len(util)
+            self._add("cpu_util_mean", mean)
+            self.saturated += mean >= self.SATURATED
+        if running is not None:
+            s["procs_running"] = max(0, running - 1)   # less this sampler, which is running now
+            self._add("procs_running", s["procs_running"])
+        s["load1"] = os.getloadavg()[0]
+        self._add("load1", s["load1"])
+        mem = meminfo()
+        if "MemAvailable" in mem:
+            s["mem_available_mb"] = mem["MemAvailable"] // 1024
+            s["swap_used_mb"] = (mem.get("SwapTotal", 0) - mem.get("SwapFree", 0)) // 1024
+            self._add("mem_available_mb", s["mem_available_mb"])
+            self._add("swap_used_mb", s["swap_used_mb"])
+        swap = swap_pages()
+        if swap and prev["swap"]:
+            page_mb = os.sysconf("SC_PAGE_SIZE") / 2.0 ** 20
+            for key, name in (("pswpin", "swap_in_mb"), ("pswpout", "swap_out_mb")):
+                s[name] = round((swap.get(key, 0) - prev["swap"].get(key, 0)) * page_mb, 3)
+                self._add(name, s[name])
+        tree_cpu = self._tree(s)
+        if tree_cpu is not None and now > prev["mono"]:
+            s["tree_cpu_percent"] = round(100.0 * (tree_cpu - prev["tree_cpu"]) / (now - prev["mono"]), 1)
+            self._add("tree_cpu_percent", s["tree_cpu_percent"])
+        if self.nvml is not None:
+            s["gpus"] = [self._gpu(i) for i in range(self.nvml.nvmlDeviceGetCount())]
+        self.prev = {"mono": now, "cores": cores, "swap": swap,
+                     "tree_cpu": tree_cpu if tree_cpu is not None else prev["tree_cpu"]}
+        self.samples += 1
+        return s
+
+    def _tree(self, s):
+        """CPU seconds used so far by the trial's live process tree; fills RSS and count."""
+        ps = self.psutil
+        if ps is None:
+            return None
+        try:
+            root = ps.Process(self.pid)
+            procs = [root] + root.children(recursive=True)
+        except ps.Error:
+            return None
+        rss, seen = 0, {}
+        for p in procs:
+            try:
+                with p.oneshot():
+                    key = (p.pid, p.create_time())
+                    t = p.cpu_times()
+                    rss += p.memory_info().rss
+            except ps.Error:
+                continue
+            seen[key] = t.user + t.system
+        # CPU time of processes that ended since the last sample still counts
+        gone = sum(v for k, v in self.proc_cache.items() if k not in seen)
+        self.ended_cpu += gone
+        self.proc_cache = seen
+        used = self.ended_cpu + sum(seen.values())
+        s["tree_rss_mb"] = round(rss / 2.0 ** 20, 1)
+        s["tree_procs"] = len(seen)
+        s["tree_runnable"] = runnable_threads([pid for pid, _ in seen])
+        self._add("tree_runnable", s["tree_runnable"])
+        self._add("tree_rss_mb", s["tree_rss_mb"])
+        self._add("tree_procs", s["tree_procs"])
+        return used
+
+    def _gpu(self, i):
+        nvml = self.nvml
+        h = nvml.nvmlDeviceGetHandleByIndex(i)
+        g = {"index": i}
+        calls = (("util", lambda: nvml.nvmlDeviceGetUtilizationRates(h).gpu),
+                 ("mem_used_mb", lambda: nvml.nvmlDeviceGetMemoryInfo(h).used // 2 ** 20),
+                 ("sm_mhz", lambda: nvml.nvmlDeviceGetClockInfo(h, getattr(nvml, "NVML_CLOCK_SM", 1))),
+                 ("temp_c", lambda: nvml.nvmlDeviceGetTemperature(h, getattr(nvml, "NVML_TEMPERATURE_GPU", 0))),
+                 ("power_w", lambda: round(nvml.nvmlDeviceGetPowerUsage(h) / 1000.0, 1)),
+                 ("throttle", lambda: self._reasons(h)))
+        acc = self.gpus.setdefault(i, {"stats": {}, "throttle": {}})
+        for name, call in calls:
+            try:
+                g[name] = call()
+            except Exception:   # not supported on this board
+                continue
+            if name == "throttle":
+                for reason in decode_throttle(g[name]):
+                    acc["throttle"][reason] = acc["throttle"].get(reason, 0) + 1
+            else:
+                acc["stats"].setdefault(name, Stat()).add(g[name])
+        acc["samples"] = acc.get("samples", 0) + 1
+        return g
+
+    def _reasons(self, h):
+        nvml = self.nvml
+        fn = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+            nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        return int(fn(h))
+
+    def summary(self):
+        out = {"interval_s": self.interval, "samples": self.samples, "cores": self.cores,
+               "sources": {"proc": bool(read_text("/proc/stat")),
+                           "psutil": getattr(self.psutil, "__version__", None) if self.psutil else
+                           "none (%s)" % self.psutil_error,
+                           "nvml": "ok" if self.nvml is not None else None},
+               "memory_total_mb": meminfo().get("MemTotal", 0) // 1024,
+               "sampler_cpu_s": round(self.cost_s, 4),
+               "sampler_ms_per_sample": round(1000.0 * self.cost_s / self.samples, 3) if self.samples else None,
+               "cpu_saturated_share": round(float(self.saturated) / self.samples, 3) if self.samples else None}
+        for name, st in sorted(self.stats.items()):
+            out[name] = {"mean": st.mean(), "min": st.min, "max": st.max}
+        gpus = []
+        for i, acc in sorted(self.gpus.items()):
+            g = {"index": i, "samples": acc.get("samples", 0), "throttle": acc["throttle"]}
+            for name, st in sorted(acc["stats"].items()):
+                g[name] = {"mean": st.mean(), "min": st.min, "max": st.max}
+            gpus.append(g)
+        out["gpus"] = gpus
+        return out
+
+
+def decode_throttle(mask):
+    return [name for bit, name in THROTTLE_BITS if mask & bit]
+
+
 class Trial(object):
     def __init__(self, args):
         self.args = args
@@ -87,6 +533,7 @@ class Trial(object):
         self.stop_reason = None   # "timeout" | "interrupted"
         self.stop_signal = None
         self.kill_at = None
+        self.sampler = None
 
     # signal handling -------------------------------------------------------
     def on_signal(self, signum, _frame):
@@ -117,6 +564,11 @@ class Trial(object):
             "hostname": socket.gethostname(),
             "runner_python": sys.version.split()[0],
         }
+        nvml, nvml_error = load_nvml()
+        record["host"] = host_facts(nvml, nvml_error)
+        if self.args.sample_interval > 0:
+            self.sampler = Sampler(os.path.join(self.dir, "telemetry.jsonl"), self.args.sample_interval,
+                                   nvml, record["host"]["cores_available"])
         log = open(os.path.join(self.dir, "log.txt"), "wb")
         times = open(os.path.join(self.dir, "log.times"), "w")
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -130,10 +582,15 @@ class Trial(object):
         except OSError as exc:
             record.update(exit_code=None, signal=None, error="cannot start: %s" % exc)
             return self.finish(record, log, times, 0)
+        if self.sampler is not None:
+            self.sampler.start(self.proc.pid)
         deadline = None
         if self.args.timeout > 0:
             deadline = record["start_mono"] + self.args.timeout
         lines = self.pump(log, times, deadline)
+        if self.sampler is not None:
+            self.sampler.stop()
+            record["telemetry"] = self.sampler.summary()
         record.update(self.exit_status())
         return self.finish(record, log, times, lines)
 
@@ -168,12 +625,15 @@ class Trial(object):
                 break
             mono = time.monotonic()
             stamp = "%.6f\t%.6f\n" % (mono, time.time())
-            parts = (pending + chunk).split(b"\n")
-            pending = parts.pop()
-            if parts:
-                log.write(b"\n".join(parts) + b"\n")
-                times.write(stamp * len(parts))
-                count += len(parts)
+            # whole lines go out as one slice; no per-line objects (cheap at 100s of lines/read)
+            data = pending + chunk if pending else chunk
+            cut = data.rfind(b"\n") + 1
+            pending = data[cut:]
+            if cut:
+                lines_now = data.count(b"\n", 0, cut)
+                log.write(data[:cut])
+                times.write(stamp * lines_now)
+                count += lines_now
                 log.flush()
                 times.flush()
         if pending:

@@ -35,13 +35,14 @@ def main():
 @main.command()
 @click.option("--scenario", "scenario_path", type=click.Path(dir_okay=False),
               help="scenario YAML file")
-@click.option("--backend", type=click.Choice(["local"]), default=None,
+@click.option("--backend", type=click.Choice(["local", "slurm"]), default=None,
               help="where trials run (default: the scenario's backend)")
 @RESULTS
 @click.option("--resume", "resume_id", metavar="RUN_ID", help="finish an interrupted run")
 @click.option("--dry-run", is_flag=True, help="print the trials and their commands; run nothing")
+@click.option("--force", is_flag=True, help="run cells of a platform this host does not match (marked forced)")
 @user_errors
-def run(scenario_path, backend, results_dir, resume_id, dry_run):
+def run(scenario_path, backend, results_dir, resume_id, dry_run, force):
     """Run a scenario's matrix of trials into the results store."""
     from harness import run as run_mod
 
@@ -51,7 +52,7 @@ def run(scenario_path, backend, results_dir, resume_id, dry_run):
         if resume_id:
             run_mod.resume(resume_id, results_dir)
         else:
-            run_mod.start(scenario_path, results_dir, backend=backend, dry_run=dry_run)
+            run_mod.start(scenario_path, results_dir, backend=backend, dry_run=dry_run, force=force)
     except KeyboardInterrupt:
         sys.exit(130)
 
@@ -61,9 +62,14 @@ def run(scenario_path, backend, results_dir, resume_id, dry_run):
 @RESULTS
 @click.option("--run", "run_id", metavar="RUN_ID", help="only this run (default: newest run of each cell)")
 @click.option("--published", metavar="NAME", help="also show published figures, e.g. simpledet-benchmark")
+@click.option("--format", "fmt", type=click.Choice(["md", "html", "csv", "json"]), default="md",
+              show_default=True, help="Markdown tables, a self-contained HTML page with figures, or an export")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), help="write here instead of stdout")
+@click.option("--rows", type=click.Choice(["cells", "trials"]), default="cells", show_default=True,
+              help="which rows --format csv writes (json carries both)")
 @user_errors
-def report(platform_name, results_dir, run_id, published):
-    """Print the SimpleDet-style Markdown tables for a platform."""
+def report(platform_name, results_dir, run_id, published, fmt, out_path, rows):
+    """Report a platform's results: SimpleDet-style tables, HTML with figures, CSV or JSON."""
     from pathlib import Path
 
     from harness.report import markdown, measured
@@ -73,7 +79,7 @@ def report(platform_name, results_dir, run_id, published):
     pub_tables = []
     if published:
         pub_tables = published_mod.tables(published_mod.load(published), platform_name)
-    tables = []
+    tables, store = [], None
     if (Path(results_dir) / DB_NAME).exists() or run_id:
         store = Store(results_dir, create=False)
         if run_id:
@@ -81,13 +87,43 @@ def report(platform_name, results_dir, run_id, published):
         tables = measured.tables(store, platform=platform_name, run_id=run_id)
     if not tables and not pub_tables:
         raise UserError("nothing to report for platform %r in %s" % (platform_name, results_dir))
+    if fmt == "html":
+        from harness.report import html
+        return _emit(html.page(platform_name, tables, pub_tables, published, store, run_id), out_path)
+    if fmt in ("csv", "json"):
+        from harness.report import export
+        return _emit(export.document(fmt, platform_name, tables, pub_tables, store, rows, run_id), out_path)
+    from harness.report import scaling
+
     out = []
+    scaling_text = scaling.render_markdown(tables)   # before with_published adds its columns
     if pub_tables:
         out.append(markdown.render(pub_tables, "Published: %s" % published))
     if tables:
         out.append(markdown.render(measured.with_published(tables, pub_tables) if pub_tables else tables,
                                    "Measured on %s" % platform_name))
-    click.echo("\n".join(out), nl=False)
+    if scaling_text:
+        out.append(scaling_text)
+    _emit("\n".join(out), out_path)
+
+
+def _emit(text, out_path):
+    """Write a report to a file (atomically) or to stdout."""
+    if not out_path:
+        click.echo(text, nl=False)
+        return
+    import os
+    import tempfile
+
+    target = os.path.abspath(out_path)
+    if not os.path.isdir(os.path.dirname(target)):
+        raise UserError("--out %s: no such folder" % out_path)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".detbench-report-")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, target)
+    click.echo("wrote %s" % out_path, err=True)
 
 
 @main.command()
@@ -111,18 +147,16 @@ def validate(files):
 @user_errors
 def scrape(framework_name, logfile):
     """Print one JSON object per iteration record read from a log file."""
-    from dataclasses import asdict
-
     from harness import frameworks, scrapers
     from harness.records import IterationRecord
     from harness.scrapers.common import read_lines
 
     fw = frameworks.get(framework_name)
-    records, errors = scrapers.get(fw.scraper)(read_lines(logfile))
+    records, errors = scrapers.get(fw.scraper)(read_lines(logfile), **fw.scrape_options)
     write = sys.stdout.write
     for r in records:
         if isinstance(r, IterationRecord):
-            write(json.dumps(asdict(r)) + "\n")
+            write(json.dumps(r._asdict()) + "\n")
     for e in errors:
         click.echo("%s:%d: %s" % (logfile, e.line + 1, e.reason), err=True)
 
@@ -151,6 +185,126 @@ def platform_list():
 
     for name in platforms.known_names():
         click.echo(platforms.summary(platforms.load(name)))
+
+
+@platform.command("detect")
+@click.option("--json", "as_json", is_flag=True, help="print the facts, fingerprint and matches as JSON")
+@user_errors
+def platform_detect(as_json):
+    """Describe this host, its fingerprint, and which platforms/*.yaml it matches."""
+    from harness import hostreport
+
+    click.echo(hostreport.render_json() if as_json else hostreport.render_text(), nl=False)
+
+
+@main.group()
+def baseline():
+    """Baseline files for the regression gate."""
+
+
+@baseline.command("save")
+@click.argument("run_id", metavar="RUN_ID|latest")
+@RESULTS
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False),
+              help="baseline file to write (JSON, meant to be committed)")
+@user_errors
+def baseline_save(run_id, results_dir, out_path):
+    """Save a run's per-repeat throughputs, settings and host to a baseline file."""
+    from harness import baseline as baseline_mod
+    from harness.store import Store
+
+    store = Store(results_dir, create=False)
+    side = baseline_mod.from_store(store, run_id)
+    if not side["cells"]:
+        raise UserError("run %s has no runnable cells to save" % side["run"]["id"])
+    baseline_mod.save(side, out_path)
+    click.echo("%s: baseline of run %s, %d cells" % (out_path, side["run"]["id"], len(side["cells"])))
+
+
+@main.command()
+@click.option("--baseline", "baseline_ref", required=True, metavar="RUN_ID|FILE",
+              help="a baseline file, or a run id (or latest) in --results")
+@click.option("--candidate", "candidate_ref", required=True, metavar="RUN_ID|FILE",
+              help="a baseline file, or a run id (or latest) in --results")
+@RESULTS
+@click.option("--threshold", default=0.05, show_default=True, type=float,
+              help="median throughput drop (fraction) that counts as a regression")
+@click.option("--alpha", default=0.01, show_default=True, type=float,
+              help="one-sided Mann-Whitney U p-value below which a change is significant")
+@click.option("--estimator", type=click.Choice(["reported", "observed"]), default="reported",
+              show_default=True, help="which per-repeat throughput to judge")
+@click.option("--ignore-setting", "ignore_settings", multiple=True, metavar="KEY",
+              help="a cell setting allowed to differ (repeatable), e.g. iteration_ms")
+@click.option("--strict", is_flag=True, help="also exit 1 when a cell is missing or not comparable")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="write JUnit XML here")
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="write a Markdown summary here")
+@user_errors
+def compare(baseline_ref, candidate_ref, results_dir, threshold, alpha, estimator, ignore_settings,
+            strict, junit_path, markdown_path):
+    """Judge a candidate run against a baseline: exit 1 when a cell regressed."""
+    from pathlib import Path
+
+    from harness import baseline as baseline_mod
+    from harness import compare as compare_mod
+
+    rule = compare_mod.Rule(threshold, alpha, estimator, tuple(ignore_settings), strict)
+    rule.check()
+    result = compare_mod.compare(baseline_mod.resolve(baseline_ref, results_dir),
+                                 baseline_mod.resolve(candidate_ref, results_dir), rule)
+    click.echo(compare_mod.text(result), nl=False)
+    for path, render in ((junit_path, compare_mod.junit), (markdown_path, compare_mod.markdown)):
+        if path:
+            Path(path).write_text(render(result), encoding="utf-8")
+    sys.exit(result.exit_code())
+
+
+@main.group()
+def env():
+    """Pinned virtual environments of the frameworks that run on this host."""
+
+
+@env.command("build")
+@click.argument("framework_name")
+@click.option("--force", is_flag=True, help="rebuild even when an env with these pins exists")
+@user_errors
+def env_build(framework_name, force):
+    """Build (or reuse) FRAMEWORK's pinned env under $DETBENCH_CACHE/envs."""
+    from harness import envs, frameworks
+
+    fw = frameworks.get(framework_name)
+    if fw.env is None:
+        raise UserError("framework %s has no local env to build (%s)" % (fw.name, fw.why))
+    path = envs.build(fw.env, force=force)
+    click.echo("env %s ready: %s" % (fw.name, path))
+
+
+@env.command("list")
+def env_list():
+    """List the frameworks with pinned envs and whether each is built."""
+    from harness import envs, frameworks
+
+    for fw in frameworks.FRAMEWORKS.values():
+        if fw.env is not None:
+            click.echo(envs.describe(fw.env))
+
+
+@main.group()
+def dataset():
+    """Small generated datasets."""
+
+
+@dataset.command("make-coco")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--images", default=16, show_default=True, help="number of images")
+@click.option("--size", default="320x320", show_default=True, help="HEIGHTxWIDTH of every image")
+@click.option("--seed", default=0, show_default=True)
+@user_errors
+def dataset_make_coco(directory, images, size, seed):
+    """Write a deterministic COCO-format dataset (PNG images + instances JSON)."""
+    from harness import datasets
+
+    ann, imgs = datasets.make_coco(directory, images=images, size=datasets.parse_size(size), seed=seed)
+    click.echo("annotations: %s\nimages: %s" % (ann, imgs))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,6 +7,7 @@ import json
 import os
 
 from harness import scrapers, stats
+from harness.fingerprint import fingerprint
 from harness.records import IterationRecord
 from harness.scrapers.common import read_lines
 
@@ -62,15 +63,16 @@ def failure_reason(record, trial_dir):
     return None
 
 
-def analyse(trial_dir, scraper_name, warmup, measure, images_per_iteration):
-    """Return (row, iterations) for store.finish_trial."""
+def analyse(trial_dir, scraper_name, warmup, measure, images_per_iteration, scrape_options=None):
+    """Return (row, iterations) for store.finish_trial; scrape_options go to the scraper."""
     record = read_trial_json(trial_dir)
     row = {"ended": record.get("end_wall") if record else None,
            "exit_code": record.get("exit_code") if record else None}
     reason = failure_reason(record, trial_dir)
     scrape = scrapers.get(scraper_name)
     log_path = os.path.join(trial_dir, "log.txt")
-    records, errors = scrape(read_lines(log_path)) if os.path.exists(log_path) else ([], [])
+    records, errors = (scrape(read_lines(log_path), **(scrape_options or {}))
+                       if os.path.exists(log_path) else ([], []))
     records = stats.dedupe([r for r in records if isinstance(r, IterationRecord)])
     times = read_times(trial_dir)
     row.update(records=len(records), scrape_errors=len(errors))
@@ -94,4 +96,7 @@ def analyse(trial_dir, scraper_name, warmup, measure, images_per_iteration):
             row["observed"] = None
     row["status"] = "failed" if reason else "done"
     row["reason"] = reason
+    row["fingerprint"] = fingerprint(record.get("host")) if record else None
+    row["telemetry_json"] = json.dumps(record["telemetry"], sort_keys=True) \
+        if record and record.get("telemetry") else None
     return row, iterations

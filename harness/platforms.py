@@ -1,6 +1,6 @@
 """Platform specs (platforms/*.yaml) and the description of the host we run on."""
-import platform as pyplatform
-import socket
+import json
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -35,6 +35,12 @@ class Software(Strict):
     python_env: Optional[str] = None
 
 
+class SlurmDefaults(Strict):
+    """Partition and account a platform's cluster uses unless a scenario's `slurm:` names others."""
+    partition: Optional[str] = Field(default=None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.,+-]*$")
+    account: Optional[str] = Field(default=None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.,+-]*$")
+
+
 class Platform(Strict):
     name: str
     description: str = ""
@@ -45,6 +51,7 @@ class Platform(Strict):
     os: str = ""
     software: Software = Software()
     cost_usd: Optional[int] = None
+    slurm: Optional[SlurmDefaults] = None
 
     @property
     def devices(self):
@@ -75,72 +82,123 @@ def load(name, directory=PLATFORM_DIR):
     return load_file(path)
 
 
-def detect_local():
-    """Describe this host as a Platform (psutil for CPU and memory, pynvml for GPUs)."""
-    import psutil
+def host_facts():
+    """The facts runner.py records on every trial, taken here (one implementation for both)."""
+    import runner
 
-    gpus = _detect_gpus()
+    nvml, error = runner.load_nvml()
+    return runner.host_facts(nvml, error)
+
+
+def detect_local(facts=None):
+    """Describe this host (or the host of some recorded facts) as a Platform."""
+    facts = host_facts() if facts is None else facts
+    cpu = facts["cpu"]
+    gpus = None
+    if facts.get("gpus"):
+        names = sorted({g["name"] for g in facts["gpus"]})
+        gpus = Gpus(model=" + ".join(names), count=len(facts["gpus"]),
+                    memory_gb=round(min(g["memory_mb"] for g in facts["gpus"]) / 1024.0, 1))
+    os_name = facts["os"].get("distro") or facts["os"].get("system", "")
     return Platform(
-        name=LOCAL, description="this host (%s)" % socket.gethostname(),
-        cpu=Cpu(model=_cpu_model(), sockets=_sockets(), cores=psutil.cpu_count(logical=False) or None,
-                threads=psutil.cpu_count(logical=True) or None),
-        memory_gb=round(psutil.virtual_memory().total / 2**30, 1),
-        gpus=gpus, os="%s %s" % (pyplatform.system(), pyplatform.release()),
-        software=Software(driver=gpus and _nvml_driver()))
+        name=LOCAL, description="this host (%s)" % facts.get("hostname", "?"),
+        cpu=Cpu(model=cpu["model"] or "unknown", sockets=cpu["sockets"], cores=cpu["cores"] or None,
+                threads=cpu["threads"] or None),
+        memory_gb=round(facts["memory_mb"] / 1024.0, 1) or 0.1, gpus=gpus,
+        topology=topology_summary(facts.get("gpu_links") or []),
+        os="%s, kernel %s" % (os_name, facts["os"].get("kernel")),
+        software=Software(driver=facts.get("gpu_driver"), cuda=facts.get("cuda_driver")))
 
 
-def _cpu_model():
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return pyplatform.processor() or pyplatform.machine()
-
-
-def _sockets():
-    try:
-        ids = {line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-               if line.startswith("physical id")}
-        return max(1, len(ids))
-    except OSError:
-        return 1
-
-
-def _nvml():
-    try:
-        import pynvml
-        pynvml.nvmlInit()
-        return pynvml
-    except Exception:  # pynvml missing, no driver, no GPU: all mean "no GPUs"
+def topology_summary(links):
+    """How the GPU pairs are connected, e.g. 'NVLink on 28 of 28 pairs; PCIe: 16 cross-socket, ...'."""
+    if not links:
         return None
+    nvlinked = sum(1 for l in links if l.get("nvlinks"))
+    paths = {}
+    for l in links:
+        paths[l.get("path") or "unknown"] = paths.get(l.get("path") or "unknown", 0) + 1
+    text = "PCIe: " + ", ".join("%d %s" % (n, p) for p, n in sorted(paths.items()))
+    return ("NVLink on %d of %d pairs; " % (nvlinked, len(links)) if nvlinked else "") + text
 
 
-def _detect_gpus():
-    nvml = _nvml()
-    if nvml is None:
-        return None
+def _norm_cpu(model):
+    text = re.sub(r"\((r|tm)\)", " ", model.lower())
+    text = re.sub(r"@.*$", " ", text)
+    text = re.sub(r"\b(cpu|processor)\b", " ", text)
+    return " ".join(text.split())
+
+
+def _norm_gpu(model):
+    text = " ".join(model.lower().split())
+    return text[len("nvidia "):] if text.startswith("nvidia ") else text
+
+
+def differences(host, spec):
+    """What keeps `host` from being platform `spec`: CPU model and sockets, GPU model and count."""
+    out = []
+    h, s = _norm_cpu(host.cpu.model), _norm_cpu(spec.cpu.model)
+    if not (h == s or h.startswith(s + " ")):
+        out.append("cpu.model: host %r, %s %r" % (host.cpu.model, spec.name, spec.cpu.model))
+    if host.cpu.sockets != spec.cpu.sockets:
+        out.append("cpu.sockets: host %d, %s %d" % (host.cpu.sockets, spec.name, spec.cpu.sockets))
+    hg = host.gpus if host.gpus and host.gpus.count else None
+    sg = spec.gpus if spec.gpus and spec.gpus.count else None
+    if (hg is None) != (sg is None):
+        out.append("gpus: host %s, %s %s" % (_gpu_text(hg), spec.name, _gpu_text(sg)))
+    elif hg is not None:
+        if _norm_gpu(hg.model) != _norm_gpu(sg.model):
+            out.append("gpus.model: host %r, %s %r" % (hg.model, spec.name, sg.model))
+        if hg.count != sg.count:
+            out.append("gpus.count: host %d, %s %d" % (hg.count, spec.name, sg.count))
+    return out
+
+
+def _gpu_text(g):
+    return "%dx %s" % (g.count, g.model) if g else "none"
+
+
+def compare_all(host, directory=PLATFORM_DIR):
+    """{platform file name: differences} for every platforms/*.yaml ([] means it matches)."""
+    return {name: differences(host, load(name, directory)) for name in known_names(directory) if name != LOCAL}
+
+
+def host_record(platform_names, force=False, facts=None, directory=PLATFORM_DIR):
+    """The run's host_json: this host, its fingerprint, and "forced" when it matched not.
+
+    Refuses (UserError listing the differences) when a platform the run's cells name does
+    not describe this host, unless force is set; a forced run records what differed.
+    """
+    from harness.fingerprint import fingerprint
+
+    facts = host_facts() if facts is None else facts
+    host = detect_local(facts)
+    mismatch = {}
+    for name in sorted(set(platform_names) - {LOCAL}):
+        diffs = differences(host, load(name, directory))
+        if diffs:
+            mismatch[name] = diffs
+    if mismatch and not force:
+        raise UserError("this host is not platform %s: %s (use --force to run anyway; the run is marked forced)"
+                        % (", ".join(mismatch), "; ".join(d for ds in mismatch.values() for d in ds)))
+    record = host.model_dump()
+    record["fingerprint"] = fingerprint(facts)
+    record["facts"] = facts
+    if mismatch:
+        record["forced"] = mismatch
+    return record
+
+
+def forced_note(host_json):
+    """The report line for a forced run, or None (host_json: the runs.host_json text)."""
     try:
-        count = nvml.nvmlDeviceGetCount()
-        if count == 0:
-            return None
-        handle = nvml.nvmlDeviceGetHandleByIndex(0)
-        name = nvml.nvmlDeviceGetName(handle)
-        mem = nvml.nvmlDeviceGetMemoryInfo(handle).total
-        return Gpus(model=name.decode() if isinstance(name, bytes) else name, count=count,
-                    memory_gb=round(mem / 2**30, 1))
-    except Exception:
+        host = json.loads(host_json) if host_json else {}
+    except ValueError:
         return None
-
-
-def _nvml_driver():
-    nvml = _nvml()
-    try:
-        version = nvml.nvmlSystemGetDriverVersion()
-        return version.decode() if isinstance(version, bytes) else version
-    except Exception:
+    if not isinstance(host, dict) or not host.get("forced"):
         return None
+    return "Forced run on a host that is not %s: %s." % (
+        ", ".join(sorted(host["forced"])), "; ".join(d for ds in host["forced"].values() for d in ds))
 
 
 def summary(p):

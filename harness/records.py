@@ -1,6 +1,6 @@
 """What a scraper returns: iteration records and the lines it could not read."""
 from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 # What a record's time figure means. Stats treat each kind honestly: only
 # ITERATION and WINDOW_MEAN add up to exact window times.
@@ -12,8 +12,11 @@ THROUGHPUT = "throughput"        # only images/s over the last `span` iterations
 KINDS = (ITERATION, WINDOW_MEAN, WINDOW_MEDIAN, GLOBAL_MEAN, THROUGHPUT)
 
 
-@dataclass(frozen=True)
-class IterationRecord:
+class IterationRecord(NamedTuple):
+    """One training-log record. An immutable tuple with named fields: cheap to build by
+    the million (``tuple.__new__(IterationRecord, values)`` on the scrapers' fast path);
+    ``_asdict()`` gives the field -> value dict."""
+
     iteration: int                        # 1-based number of the last iteration covered
     line: int                             # 0-based index of the log line it came from
     time_s: Optional[float] = None        # seconds per iteration, data time included

@@ -6,13 +6,14 @@ trial is committed to the store before the next one starts, so an interrupted or
 run loses at most the trial in flight, and `--resume RUN_ID` runs exactly what is left.
 """
 import json
+import os
 import signal
 import sys
-import time
 from dataclasses import dataclass
 from typing import List
 
 from harness import frameworks, ingest, platforms
+from harness import progress as progress_mod
 from harness import scenario as scenario_mod
 from harness.errors import UserError
 from harness.frameworks.base import TrialContext
@@ -32,21 +33,48 @@ def images_per_iteration(sc, cell):
     return sc.batch_per_gpu * cell.gpus * cell.nodes
 
 
-def context(sc, cell, python=sys.executable):
+def context(sc, cell, python=sys.executable, rendezvous=None):
     data = None
     if isinstance(sc.data, scenario_mod.CocoData):
-        data = {"annotations": sc.data.annotations, "images": sc.data.images}
+        # trials run from the checkout's root: paths the scenario gave relative to the caller's folder
+        data = {"annotations": os.path.abspath(sc.data.annotations), "images": os.path.abspath(sc.data.images)}
     return TrialContext(
         framework=cell.framework, model=cell.model, precision=cell.precision, gpus=cell.gpus,
         nodes=cell.nodes, batch_per_gpu=sc.batch_per_gpu, input_size=tuple(sc.input_size),
         iterations=sc.iterations, data=data, extra_args=tuple(sc.extra_args.get(cell.framework, ())),
-        options=sc.framework_options(cell.framework), python=python, seed=sc.seed)
+        options=sc.framework_options(cell.framework), python=python, seed=sc.seed,
+        rendezvous=rendezvous)
 
 
-def schedule(sc, planned_cells):
+def framework_python(name, default=sys.executable, require=False):
+    """The python a local trial of framework `name` uses: its pinned env's when it has one."""
+    fw = frameworks.FRAMEWORKS[name]
+    if fw.env is None or default != sys.executable:
+        return default
+    from harness import envs
+    return envs.python_for(fw.env, require=require)
+
+
+def check_envs(cells):
+    """UserError naming the first framework whose pinned env is not built yet."""
+    for name in sorted({c.framework for c in cells}):
+        framework_python(name, require=True)
+
+
+def launch_style(sc, backend):
+    """(interpreter, rendezvous) the trials of `backend` are started with (see TrialContext)."""
+    if backend == "slurm":
+        from harness.launchers import slurm
+        return slurm.python_for(sc), slurm.RENDEZVOUS
+    return sys.executable, None
+
+
+def schedule(sc, planned_cells, backend="local"):
     """Trials in run order: repeat 1 of every cell, then repeat 2 of every cell, ..."""
     runnable = [p.cell for p in planned_cells if p.excluded is None]
-    argvs = {c: frameworks.FRAMEWORKS[c.framework].command(context(sc, c)) for c in runnable}
+    python, rendezvous = launch_style(sc, backend)
+    argvs = {c: frameworks.FRAMEWORKS[c.framework].command(
+        context(sc, c, framework_python(c.framework, python), rendezvous)) for c in runnable}
     trials = []
     for repeat in range(1, sc.repeats + 1):
         for cell in runnable:
@@ -62,54 +90,48 @@ def cell_rows(sc, planned_cells):
             for p in planned_cells]
 
 
-class Progress:
-    """Plain progress lines (one per trial), fit for terminals and CI logs alike."""
-
-    def __init__(self, total, out=None):
-        self.total = total
-        self.out = out or sys.stdout
-        self.done = 0
-        self.started = time.monotonic()
-
-    def start(self, trial, cell_key, repeat):
-        self.out.write("[%d/%d] %s repeat %d ... " % (self.done + 1, self.total, cell_key, repeat))
-        self.out.flush()
-
-    def finish(self, row):
-        self.done += 1
-        elapsed = time.monotonic() - self.started
-        eta = elapsed / self.done * (self.total - self.done)
-        if row["status"] == "done":
-            text = "%.2f images/s (%.1f ms/iter)" % (row["throughput"], row["iteration_time_s"] * 1000)
-        else:
-            text = "FAILED: %s" % row["reason"]
-        self.out.write("%s  [eta %ds]\n" % (text, round(eta)))
-        self.out.flush()
+Progress = progress_mod.PlainProgress   # the plain form; execute() picks live or plain
 
 
-def start(scenario_path, results_dir, backend=None, dry_run=False, out=None):
+def start(scenario_path, results_dir, backend=None, dry_run=False, out=None, force=False):
     out = out or sys.stdout
     sc = scenario_mod.load(scenario_path)
     backend = backend or sc.backend
     if backend not in LAUNCHERS:
         raise UserError("unknown backend %r (known: %s)" % (backend, ", ".join(sorted(LAUNCHERS))))
     planned_cells = scenario_mod.plan(sc)
-    trials = schedule(sc, planned_cells)
+    trials = schedule(sc, planned_cells, backend)
+    # slurm trials run on other machines: their trial.json host facts and fingerprint tell
+    host = platforms.host_record([] if backend == "slurm" else
+                                 [p.cell.platform for p in planned_cells if p.excluded is None],
+                                 force=force or dry_run)
     if dry_run:
         out.write("# %s: %d cells, %d trials, backend %s\n" % (sc.name, len(planned_cells), len(trials), backend))
+        for name, diffs in sorted(host.get("forced", {}).items()):
+            out.write("# this host is not %s: %s (a real run needs --force)\n" % (name, "; ".join(diffs)))
         for p in planned_cells:
             if p.excluded:
                 out.write("# NA %s: %s\n" % (p.cell.key, p.excluded))
+        shown = {}  # cell -> "key", "command": repeats share both, so quote once per cell
         for t in trials:
-            out.write("%d %s repeat %d: %s\n" % (t.seq, t.cell.key, t.repeat, " ".join(map(_quote, t.argv))))
+            if t.cell not in shown:
+                shown[t.cell] = (t.cell.key, " ".join(map(_quote, t.argv)))
+            key, command = shown[t.cell]
+            out.write("%d %s repeat %d: %s\n" % (t.seq, key, t.repeat, command))
+        if backend == "slurm":
+            from harness.launchers import slurm
+            slurm.dry_run(sc, trials, results_dir, "DRYRUN", out)
         return None
+    if backend == "local":
+        check_envs([p.cell for p in planned_cells if p.excluded is None])
     store = Store(results_dir)
     run_id = new_run_id()
-    host = platforms.detect_local().model_dump()
     store.create_run(run_id, sc.name, str(scenario_path), sc.model_dump_json(), backend, host,
                      cell_rows(sc, planned_cells),
                      [(t.seq, t.cell.key, t.repeat, t.argv) for t in trials])
     out.write("run %s: %d trials of %s on backend %s -> %s\n" % (run_id, len(trials), sc.name, backend, results_dir))
+    if host.get("forced"):
+        out.write("FORCED: this host is not %s; the run and its reports say so\n" % ", ".join(sorted(host["forced"])))
     execute(store, run_id, out)
     return run_id
 
@@ -129,7 +151,7 @@ def execute(store, run_id, out=None):
     launcher = LAUNCHERS[run["backend"]]()
     launcher.prepare(sc)
     todo = store.unfinished_trials(run_id)
-    progress = Progress(len(todo), out)
+    progress = progress_mod.make(len(todo), out, iterations=sc.iterations)
     if not todo:
         out.write("run %s has nothing left to do\n" % run_id)
         return
@@ -140,15 +162,16 @@ def execute(store, run_id, out=None):
             fw = frameworks.FRAMEWORKS[cell.framework]
             ctx = context(sc, cell)
             trial_dir = store.trial_dir(trial["id"])
-            progress.start(trial, cell.key, trial["repeat"])
+            progress.start(trial, cell.key, trial["repeat"], trial_dir)
             store.mark_running(trial["id"])
             try:
-                launcher.run(trial_dir, json.loads(trial["argv_json"]), sc.env, sc.timeout_s)
+                placement = {"cell": cell} if getattr(launcher, "sized_by_cell", False) else {}
+                launcher.run(trial_dir, json.loads(trial["argv_json"]), sc.env, sc.timeout_s, **placement)
             except KeyboardInterrupt:
                 store.mark_pending(trial["id"])
                 raise
             row, iterations = ingest.analyse(str(trial_dir), fw.scraper, sc.warmup, sc.measure,
-                                             images_per_iteration(sc, cell))
+                                             images_per_iteration(sc, cell), fw.scrape_options)
             row["settings_json"] = json.dumps(fw.settings(ctx), sort_keys=True)
             store.finish_trial(trial["id"], row, iterations)
             progress.finish(row)
@@ -158,6 +181,7 @@ def execute(store, run_id, out=None):
                   "detbench run --resume %s --results %s\n" % (run_id, store.root))
         raise
     finally:
+        progress.close()
         signal.signal(signal.SIGTERM, previous)
     failed = sum(1 for t in store.trials(run_id) if t["status"] == "failed")
     out.write("run %s finished: %d trials, %d failed\n" % (run_id, len(store.trials(run_id)), failed))

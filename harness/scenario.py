@@ -13,9 +13,10 @@ from pydantic import Field, ValidationError, field_validator
 
 from harness import catalog, frameworks, platforms, yamlfile
 from harness.errors import UserError, located
+from harness.launchers.sbatch import SlurmOptions
 from harness.strict import Strict
 
-BACKENDS = ("local",)  # later: docker, slurm
+BACKENDS = ("local", "slurm")  # later: docker
 MATRIX_AXES = ("framework", "model", "precision", "platform", "gpus", "nodes")
 
 
@@ -78,6 +79,7 @@ class Scenario(Strict):
     env: Dict[str, str] = {}
     extra_args: Dict[str, List[str]] = {}
     calibrate: CalibrateOptions = CalibrateOptions()
+    slurm: Optional[SlurmOptions] = None   # backend slurm: partition, account, time limit, container
     options: Dict[str, Dict[str, Union[str, int, float, bool]]] = {}
     exclude: List[Exclude] = []
 

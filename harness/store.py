@@ -39,6 +39,7 @@ CREATE TABLE trials (
     argv_json TEXT, settings_json TEXT,
     throughput REAL, observed REAL, iteration_time_s REAL, data_time_s REAL,
     exact INTEGER, peak_mem_mb REAL, records INTEGER, scrape_errors INTEGER,
+    fingerprint TEXT, telemetry_json TEXT,
     UNIQUE (run_id, seq));
 CREATE INDEX trials_by_cell ON trials (run_id, cell_key);
 CREATE TABLE iterations (

@@ -1,28 +1,32 @@
 # Source this file: it makes (once) and activates the Python environment detbench runs in.
 #
 # The environment lives outside the clone, in a folder keyed by a hash of pyproject.toml,
-# so a fresh clone on the same machine reuses it; only the editable link is redone.
-# DETBENCH_CACHE picks the cache folder; DETBENCH_EXTRAS the extras (default trainer,dev).
-set -e
-_here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-_cache=${DETBENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/detbench}
-_extras=${DETBENCH_EXTRAS:-trainer,dev}
-_python=${DETBENCH_PYTHON:-python3}
-_key=$( (cat "$_here/pyproject.toml"; echo "$_extras"; "$_python" -c 'import sys; print(sys.version)') | sha256sum | cut -c1-12)
-DETBENCH_VENV="$_cache/venvs/detbench-$_key"
-if [ ! -f "$DETBENCH_VENV/.complete" ]; then
-    echo "detbench: creating Python environment $DETBENCH_VENV (first time only)" >&2
-    rm -rf "$DETBENCH_VENV"
-    mkdir -p "$_cache/venvs"
-    "$_python" -m venv "$DETBENCH_VENV"
-    "$DETBENCH_VENV/bin/python" -m pip install -q --upgrade pip
-    "$DETBENCH_VENV/bin/python" -m pip install -q -e "$_here[$_extras]"
-    touch "$DETBENCH_VENV/.complete"
-else
-    # same pins: only point the editable install at this clone
-    "$DETBENCH_VENV/bin/python" -m pip install -q --no-deps --no-build-isolation -e "$_here" >/dev/null
-fi
-export DETBENCH_VENV
-export PATH="$DETBENCH_VENV/bin:$PATH"
-unset _here _cache _extras _python _key
-set +e
+# the extras and the interpreter, so a fresh clone on the same machine reuses it and only
+# the editable link is redone. DETBENCH_CACHE picks the cache folder (default
+# ~/.cache/detbench), DETBENCH_EXTRAS the extras (default trainer,dev) and
+# DETBENCH_PYTHON the interpreter (default python3).
+_detbench_env() {
+    local here cache extras python key venv
+    here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd) || return 1
+    cache=${DETBENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/detbench}
+    extras=${DETBENCH_EXTRAS:-trainer,dev}
+    python=${DETBENCH_PYTHON:-python3}
+    key=$( (cat "$here/pyproject.toml"; echo "$extras"; "$python" -c 'import sys; print(sys.version)') \
+        | sha256sum | cut -c1-12) || return 1
+    venv="$cache/venvs/detbench-$key"
+    if [ ! -f "$venv/.complete" ]; then
+        echo "detbench: creating the Python environment $venv (first time only)" >&2
+        rm -rf "$venv" && mkdir -p "$cache/venvs" || return 1
+        "$python" -m venv "$venv" || return 1
+        "$venv/bin/python" -m pip install -q --upgrade pip "setuptools>=68" wheel || return 1
+        "$venv/bin/python" -m pip install -q -e "$here[$extras]" || return 1
+        touch "$venv/.complete"
+    else
+        # same pins: only point the editable install at this clone
+        "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e "$here" >/dev/null || return 1
+    fi
+    export DETBENCH_VENV="$venv"
+    export PATH="$venv/bin:$PATH"
+}
+_detbench_env || { echo "detbench: could not set up the Python environment" >&2; return 1 2>/dev/null || exit 1; }
+unset -f _detbench_env

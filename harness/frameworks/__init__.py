@@ -1,10 +1,21 @@
 """Framework adapters, one module each, listed explicitly."""
 from harness.errors import UserError
 from harness.frameworks import calibrate, simpledet
+from harness.frameworks import (detectron2, effdet, maskrcnn_benchmark, mmdetection, mmdetection_v1,
+                                nvidia_efficientdet_tf2, simpledet_mxnet)
+from harness.frameworks import torchvision as torchvision_fw
 
 FRAMEWORKS = {
     "calibrate": calibrate.FRAMEWORK,
     "simpledet": simpledet.FRAMEWORK,
+    "torchvision": torchvision_fw.FRAMEWORK,
+    "mmdetection": mmdetection.FRAMEWORK,
+    "detectron2": detectron2.FRAMEWORK,
+    "effdet": effdet.FRAMEWORK,
+    "nvidia-efficientdet-tf2": nvidia_efficientdet_tf2.FRAMEWORK,
+    "mmdetection-v1": mmdetection_v1.FRAMEWORK,
+    "maskrcnn-benchmark": maskrcnn_benchmark.FRAMEWORK,
+    "simpledet-mxnet": simpledet_mxnet.FRAMEWORK,
 }
 
 

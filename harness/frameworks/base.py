@@ -25,6 +25,10 @@ class TrialContext:
     options: Dict[str, object] = field(default_factory=dict)  # framework-specific scenario options
     python: str = sys.executable
     seed: int = 0
+    # how the launchers of a multi-node trial meet. None: the adapter's own way. "c10d": a
+    # scheduler starts one launcher per node and sets PET_RDZV_ENDPOINT, PET_RDZV_ID and
+    # PET_NODE_RANK on each (torchrun reads PET_<OPTION>); the adapter adds --rdzv-backend c10d
+    rendezvous: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,8 @@ class Framework:
     command: Callable[[TrialContext], List[str]]
     settings: Callable[[TrialContext], dict]     # normalized settings for like-for-like checks
     pins: Dict[str, str] = field(default_factory=dict)
+    scrape_options: Dict[str, object] = field(default_factory=dict)   # passed to the scraper
+    env: Optional[object] = None        # harness.envs.EnvSpec when it runs in its own pinned venv
 
     def supports(self, model, precision):
         return model in self.models and precision in self.precisions

@@ -2,6 +2,7 @@
 import os
 
 from harness.frameworks.base import RUNS_HERE, Framework
+from harness.rivals.settings import common
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "trainer", "configs")
@@ -45,16 +46,18 @@ def command(ctx):
         launch = [ctx.python, "-m", "torch.distributed.run", "--nproc_per_node", str(ctx.gpus)]
         if ctx.nodes > 1:
             launch += ["--nnodes", str(ctx.nodes)]
+            if ctx.rendezvous:
+                launch += ["--rdzv-backend", ctx.rendezvous]
         else:
             launch += ["--standalone"]
     return launch + train + list(ctx.extra_args)
 
 
 def settings(ctx):
-    return {"images_per_device": ctx.batch_per_gpu, "devices": ctx.gpus * ctx.nodes,
-            "input_size": list(ctx.input_size), "precision": ctx.precision,
-            "data": "coco" if ctx.data else "synthetic", "frozen_stages": 1,
-            "norm": ctx.options.get("model.norm", "frozen_bn")}
+    opts = ctx.options
+    workers = int(opts.get("data.workers", 2)) if ctx.data else 0   # synthetic data needs no loader
+    return common(ctx, frozen_stages=1, norm=opts.get("model.norm", "frozen_bn"), loader_workers=workers,
+                  flip=False, rpn_post_nms_train=int(opts.get("model.rpn_post_nms_top_n_train", 2000)))
 
 
 FRAMEWORK = Framework(

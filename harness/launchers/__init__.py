@@ -1,6 +1,7 @@
 """Launchers run one trial's argv through runner.py somewhere; listed explicitly."""
-from harness.launchers import local
+from harness.launchers import local, slurm
 
 LAUNCHERS = {
     "local": local.LocalLauncher,
+    "slurm": slurm.SlurmLauncher,
 }

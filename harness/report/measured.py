@@ -2,7 +2,7 @@
 import json
 from collections import defaultdict
 
-from harness import catalog, frameworks, platforms, stats
+from harness import catalog, frameworks, platforms, stats, telemetry
 from harness.report.model import ITERATION, THROUGHPUT, Column, Entry, Table, batch_note
 
 
@@ -37,6 +37,7 @@ def entry_for(cell, trials):
     flags = list(s.flags)
     if not all(t["exact"] for t in done):
         flags.append("window-approximate")
+    flags += telemetry.cell_flags([t["telemetry_json"] for t in done], [t["fingerprint"] for t in done])
     settings = json.loads(done[0]["settings_json"]) if done[0]["settings_json"] else {}
     return Entry(throughput=s.throughput, iteration_ms=s.iteration_ms, data_ms=s.data_ms, flags=flags,
                  detail={"n": s.n, "failed": len(failed), "min": s.minimum, "max": s.maximum, "iqr": s.iqr,
@@ -78,6 +79,9 @@ def tables(store, platform=None, run_id=None):
         notes = ["Measured: %s; %s." % (batch_note(gpus, nodes, batch), "median of %s repeat%s" % (
             "/".join(map(str, reps)), "" if reps == [1] else "s") if reps else "no finished repeats")]
         notes += differing_settings(cells)
+        forced = [n for n in (platforms.forced_note(store.run(r)["host_json"])
+                              for r in sorted({e.detail["run_id"] for e in done})) if n]
+        notes += forced
         title = _title(plat, prec, gpus, nodes, _devices(plat))
         common = dict(platform=plat, precision=prec, gpus=gpus, nodes=nodes, batch_per_gpu=batch,
                       columns=columns, models=models, entries=cells, notes=notes)
@@ -86,7 +90,7 @@ def tables(store, platform=None, run_id=None):
             single = "%s-%s-1card" % (plat, catalog.precision_title(prec))
             if single == title:
                 single += " (iteration time)"
-            out.append(Table(title=single, form=ITERATION, **dict(common, notes=notes[:1])))
+            out.append(Table(title=single, form=ITERATION, **dict(common, notes=notes[:1] + forced)))
     return out
 
 

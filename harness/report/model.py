@@ -10,6 +10,11 @@ FLAG_TEXT = {
     "data-bound": "data-bound: data time is more than 10% of iteration time",
     "estimators-disagree": "the framework's own times and the log line timestamps disagree by more than 5%",
     "window-approximate": "the framework logs only window medians or running means: figure is approximate",
+    "gpu-thermal-throttle": "a GPU throttled its clocks for heat during a repeat (NVML thermal/hw slowdown)",
+    "gpu-power-throttle": "a GPU throttled its clocks at its power limit during a repeat (NVML power cap/brake)",
+    "cpu-oversubscribed": "CPU oversubscribed: the trial had more than 1.5 ready threads per core on saturated cores",
+    "memory-pressure": "memory pressure: the machine swapped or ran below 5% available memory during a repeat",
+    "mixed-hosts": "the repeats ran on machines with different fingerprints",
 }
 
 

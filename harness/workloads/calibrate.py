@@ -9,6 +9,8 @@ iteration time is exact however the operating system schedules the sleeps; the f
 end to end. Standard library only.
 """
 import argparse
+import os
+import signal
 import sys
 import threading
 import time
@@ -34,6 +36,31 @@ def burn(stop):
         x += 1
 
 
+def spin_processes(n):
+    """Fork n processes that each keep a core busy (real oversubscription, unlike GIL-bound threads)."""
+    sys.stdout.flush()
+    pids = []
+    for _ in range(n):
+        pid = os.fork()
+        if pid == 0:   # child: spin until the parent is gone (or kills us)
+            parent, x = os.getppid(), 0
+            while True:
+                x += 1
+                if x % 1000000 == 0 and os.getppid() != parent:
+                    os._exit(0)
+        pids.append(pid)
+    return pids
+
+
+def stop_processes(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="calibrate", description=__doc__.splitlines()[0])
     p.add_argument("--iterations", type=int, required=True)
@@ -44,6 +71,8 @@ def parse_args(argv):
                    help="extra chatter lines printed each iteration")
     p.add_argument("--busy-threads", type=int, default=0,
                    help="threads that spin the whole time (CPU contention)")
+    p.add_argument("--busy-processes", type=int, default=0,
+                   help="processes that spin the whole time (oversubscribes the CPU)")
     p.add_argument("--fail-at", type=int, default=0, help="exit 1 at this iteration")
     args = p.parse_args(argv)
     if args.iterations < 1 or args.iteration_ms <= 0 or not 0 <= args.data_ms <= args.iteration_ms:
@@ -53,11 +82,20 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    period = args.iteration_ms / 1000.0
-    data = args.data_ms / 1000.0
+    spinners = spin_processes(args.busy_processes)   # fork before any thread exists
     stop = threading.Event()
     for _ in range(args.busy_threads):
         threading.Thread(target=burn, args=(stop,), daemon=True).start()
+    try:
+        return run(args, stop)
+    finally:
+        stop.set()
+        stop_processes(spinners)
+
+
+def run(args, stop):
+    period = args.iteration_ms / 1000.0
+    data = args.data_ms / 1000.0
     out = sys.stdout
     out.write(jsonlog.meta_line({"workload": "calibrate", "iteration_ms": args.iteration_ms,
                                  "data_ms": args.data_ms, "images": args.images}) + "\n")

@@ -1,0 +1,49 @@
+"""detectron2 at a 0.3-release commit, launched through its tools/train_net.py.
+
+The pinned commit is one whose detectron2/__init__.py reads __version__ = "0.3" (checked
+in a public source index); the hash of a newer release tag could not be verified offline.
+
+upstream's documented command: ``tools/train_net.py --config-file configs/COCO-Detection/
+<model>.yaml --num-gpus N`` with config overrides appended. detbench sets SOLVER.MAX_ITER,
+SOLVER.IMS_PER_BATCH and (fp16) SOLVER.AMP.ENABLED. The metric printer's period is fixed
+at 20; its ``last_time`` column is one iteration's exact time, which the scraper prefers.
+"""
+from harness.frameworks.base import NEEDS_GPU, Framework
+from harness.rivals import settings as rival_settings
+
+CONFIGS = {"retinanet": "configs/COCO-Detection/retinanet_R_50_FPN_1x.yaml",
+           "faster_rcnn": "configs/COCO-Detection/faster_rcnn_R_50_FPN_1x.yaml",
+           "mask_rcnn": "configs/COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml"}
+COMMIT = "4841e70ee48da72c32304f9ebf98138c2a70048d"
+PINS = {"detectron2": COMMIT, "torch": "1.7.1+cu110", "torchvision": "0.8.2+cu110", "fvcore": "0.1.2.post20201122"}
+WORKDIR = "/opt/detectron2"
+
+
+def command(ctx):
+    argv = [ctx.python, WORKDIR + "/tools/train_net.py", "--config-file", WORKDIR + "/" + CONFIGS[ctx.model],
+            "--num-gpus", str(ctx.gpus)]
+    if ctx.nodes > 1:
+        argv += ["--num-machines", str(ctx.nodes)]
+    argv += ["SOLVER.MAX_ITER", str(ctx.iterations),
+             "SOLVER.IMS_PER_BATCH", str(ctx.batch_per_gpu * ctx.gpus * ctx.nodes),
+             "INPUT.MIN_SIZE_TRAIN", "(%d,)" % min(ctx.input_size),
+             "INPUT.MAX_SIZE_TRAIN", str(max(ctx.input_size)),
+             "TEST.EVAL_PERIOD", "0"]
+    if ctx.precision == "fp16":
+        argv += ["SOLVER.AMP.ENABLED", "True"]
+    return argv + list(ctx.extra_args)
+
+
+def settings(ctx):
+    # Base-RCNN-FPN / Base-RetinaNet: FREEZE_AT 2 (stem + res2), FrozenBN, 4 loader workers,
+    # flip 0.5, POST_NMS_TOPK_TRAIN 1000
+    return rival_settings.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=4, flip=True,
+                                 rpn_post_nms_train=1000)
+
+
+FRAMEWORK = Framework(
+    name="detectron2", title="detectron2", scraper="detectron2",
+    models=frozenset(CONFIGS), precisions=frozenset({"fp32", "fp16"}), status=NEEDS_GPU,
+    why="detectron2 builds CUDA ops and its train_net.py expects a GPU: dockerfiles/detectron2",
+    figures="per iteration, exact at every 20th iteration (last_time), CUDA synchronized",
+    command=command, settings=settings, pins=PINS, scrape_options={"prefer": "last"})

@@ -1,0 +1,82 @@
+"""mmdetection 3.3.0 (mmengine 0.10.7, mmcv 2.1.0), run through its own tools/train.py.
+
+harness/rivals/mmdet_driver.py writes a small config inheriting the model config of the
+installed mmdet and executes the train.py that ships in the mmdet wheel. It logs every
+iteration with LogProcessor window_size=1, so each ``time:`` is that iteration's own
+(the scraper is told window=1). mmcv 2.1.0 has no wheel for torch 2.14: `detbench env
+build mmdetection` compiles its sdist once with -std=c++20 and caches the wheel.
+Reads COCO files only (make some with `detbench dataset make-coco`).
+"""
+import os
+
+from harness.envs import EnvSpec, SourceBuild
+from harness.errors import UserError
+from harness.frameworks.base import RUNS_HERE, Framework
+from harness.rivals import settings as rival_settings
+
+DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                      "rivals", "mmdet_driver.py")
+MODELS = ("retinanet", "faster_rcnn", "mask_rcnn")
+TORCH = {"torch": "2.14.1", "torchvision": "0.29.1"}
+PINS = dict(TORCH, **{
+    "mmengine": "0.10.7", "mmdet": "3.3.0", "numpy": "2.4.6", "opencv-python": "4.11.0.86",
+    "pycocotools": "2.0.11", "scipy": "1.17.1", "shapely": "2.1.2", "matplotlib": "3.10.8",
+    "pillow": "13.0.0", "addict": "2.4.0", "yapf": "0.43.0", "packaging": "25.0",
+    "pyyaml": "6.0.3", "terminaltables": "3.1.10", "tqdm": "4.67.1", "six": "1.17.0",
+    "rich": "14.0.0", "termcolor": "3.1.0"})
+MMCV = SourceBuild(name="mmcv", version="2.1.0",
+                   build_pins=tuple("%s==%s" % kv for kv in sorted(TORCH.items())),
+                   cxx_std="c++20", env=(("MMCV_WITH_OPS", "1"),))
+# setuptools < 81 still ships pkg_resources, which mmcv's setup.py imports
+TOOLS = {"setuptools": "80.9.0", "wheel": "0.45.1", "ninja": "1.11.1.4"}
+ENV = EnvSpec(framework="mmdetection", pins=PINS, source_builds=(MMCV,), tools=TOOLS)
+OPTIONS = ("workers", "flip", "rpn_post_nms_train")
+CONFIG_RPN_POST_NMS_TRAIN = 1000     # rpn_proposal.max_per_img in mmdet 3.x two-stage configs
+
+
+def _options(ctx):
+    opts = dict(ctx.options)
+    unknown = sorted(set(opts) - set(OPTIONS))
+    if unknown:
+        raise UserError("mmdetection: unknown options %s (known: %s)" % (", ".join(unknown), ", ".join(OPTIONS)))
+    return {"workers": int(opts.get("workers", 2)), "flip": bool(opts.get("flip", True)),
+            "rpn_post_nms_train": int(opts.get("rpn_post_nms_train", CONFIG_RPN_POST_NMS_TRAIN))}
+
+
+def command(ctx):
+    if not ctx.data:
+        raise UserError("mmdetection reads COCO files only: give the scenario data: {annotations: FILE, "
+                        "images: DIR} (make a small set with `detbench dataset make-coco DIR`)")
+    o = _options(ctx)
+    world = ctx.gpus * ctx.nodes
+    train = [DRIVER, "--model", ctx.model, "--iterations", str(ctx.iterations),
+             "--batch-size", str(ctx.batch_per_gpu), "--input-size", "%dx%d" % tuple(ctx.input_size),
+             "--workers", str(o["workers"]), "--ann", ctx.data["annotations"],
+             "--images", ctx.data["images"], "--seed", str(ctx.seed)]
+    if ctx.model != "retinanet":
+        train += ["--rpn-post-nms-train", str(o["rpn_post_nms_train"])]
+    if ctx.precision == "fp16":
+        train.append("--amp")
+    if not o["flip"]:
+        train.append("--no-flip")
+    if world == 1:
+        return [ctx.python] + train + list(ctx.extra_args)
+    # what tools/dist_train.sh does: one process per GPU through torch's launcher
+    launch = [ctx.python, "-m", "torch.distributed.run", "--nproc_per_node", str(ctx.gpus)]
+    launch += ["--nnodes", str(ctx.nodes)] if ctx.nodes > 1 else ["--standalone"]
+    return launch + train + ["--launcher", "pytorch"] + list(ctx.extra_args)
+
+
+def settings(ctx):
+    o = _options(ctx)
+    # the R50 configs: frozen_stages=1, BN with requires_grad=False and norm_eval=True
+    return rival_settings.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=o["workers"],
+                                 flip=o["flip"], rpn_post_nms_train=o["rpn_post_nms_train"])
+
+
+FRAMEWORK = Framework(
+    name="mmdetection", title="mmdetection", scraper="mmdet-v3",
+    models=frozenset(MODELS), precisions=frozenset({"fp32", "fp16"}), status=RUNS_HERE,
+    why="pinned venv with mmcv 2.1.0 built from source (C++20); COCO files only; fp16 needs CUDA",
+    figures="per iteration, exact (LoggerHook interval 1, LogProcessor window 1; no CUDA sync)",
+    command=command, settings=settings, pins=PINS, scrape_options={"window": 1}, env=ENV)

@@ -1,0 +1,254 @@
+"""Train a torchvision detection model for N iterations and log like torchvision's references.
+
+Runs inside the torchvision framework's pinned env (it imports torch; harness does not).
+The model, its losses and its transform are torchvision's own code; this file is the
+small training loop of references/detection (SGD, one optimizer step per batch) with
+the reference MetricLogger line printed at every iteration:
+
+    Epoch: [0]  [  3/40]  eta: 0:00:05  lr: 0.000100  loss: 1.2345 (1.3456)  ...  time: 0.2762  data: 0.0031  max mem: 0
+
+``time`` runs from the end of the previous iteration to the end of this one (data
+included), ``data`` is the wait for the batch; both are printed for THIS iteration
+(window 1), so the scraper reads exact per-iteration times (scrape option window=1).
+No weights are downloaded: weights=None, weights_backbone=None. By default the backbone
+is built the way the reference recipe trains it from ImageNet weights (FrozenBatchNorm,
+conv1 and layer1 frozen: trainable_backbone_layers=3); ``--norm bn --trainable-layers 5``
+gives torchvision's own from-scratch default instead.
+"""
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+
+import torch
+import torchvision
+from torchvision.models.detection import (FasterRCNN, MaskRCNN, RetinaNet,
+                                          fasterrcnn_resnet50_fpn, maskrcnn_resnet50_fpn,
+                                          retinanet_resnet50_fpn)
+from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
+from torchvision.ops import misc as misc_nn_ops
+from torchvision.ops.feature_pyramid_network import LastLevelP6P7
+
+MODELS = {"retinanet": "retinanet_resnet50_fpn", "faster_rcnn": "fasterrcnn_resnet50_fpn",
+          "mask_rcnn": "maskrcnn_resnet50_fpn"}
+NUM_CLASSES = 81          # 80 COCO categories + background (torchvision counts background)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", choices=sorted(MODELS), required=True)
+    p.add_argument("--iterations", type=int, required=True)
+    p.add_argument("--batch-size", type=int, default=2)
+    p.add_argument("--input-size", default="800x1333", help="HxW every image is made")
+    p.add_argument("--precision", choices=["fp32", "tf32", "fp16", "bf16"], default="fp32")
+    p.add_argument("--data", default="synthetic", help="'synthetic' or a COCO instances JSON")
+    p.add_argument("--images", help="image folder of --data")
+    p.add_argument("--workers", type=int, default=0)
+    p.add_argument("--norm", choices=["frozen_bn", "bn"], default="frozen_bn")
+    p.add_argument("--trainable-layers", type=int, default=3, choices=range(0, 6))
+    p.add_argument("--rpn-post-nms-train", type=int, default=2000)
+    p.add_argument("--lr", type=float, default=0.0025)
+    p.add_argument("--no-flip", dest="flip", action="store_false",
+                   help="skip the reference's random horizontal flip (p=0.5)")
+    p.add_argument("--print-freq", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    return p.parse_args(argv)
+
+
+def build_model(args, height, width):
+    size = dict(min_size=min(height, width), max_size=max(height, width))
+    if args.norm == "bn" and args.trainable_layers == 5:
+        # torchvision's own builder: without weights it trains every layer with BatchNorm
+        fn = {"retinanet": retinanet_resnet50_fpn, "faster_rcnn": fasterrcnn_resnet50_fpn,
+              "mask_rcnn": maskrcnn_resnet50_fpn}[args.model]
+        kw = dict(size)
+        if args.model != "retinanet":
+            kw["rpn_post_nms_top_n_train"] = args.rpn_post_nms_train
+        return fn(weights=None, weights_backbone=None, num_classes=NUM_CLASSES, **kw)
+    norm = misc_nn_ops.FrozenBatchNorm2d if args.norm == "frozen_bn" else torch.nn.BatchNorm2d
+    body = torchvision.models.resnet50(weights=None, norm_layer=norm)
+    if args.model == "retinanet":
+        backbone = _resnet_fpn_extractor(body, args.trainable_layers, returned_layers=[2, 3, 4],
+                                         extra_blocks=LastLevelP6P7(256, 256))
+        return RetinaNet(backbone, NUM_CLASSES, **size)
+    backbone = _resnet_fpn_extractor(body, args.trainable_layers)
+    cls = FasterRCNN if args.model == "faster_rcnn" else MaskRCNN
+    return cls(backbone, NUM_CLASSES, rpn_post_nms_top_n_train=args.rpn_post_nms_train, **size)
+
+
+class Synthetic(torch.utils.data.Dataset):
+    """Deterministic random images with 1-8 random boxes each (and box-shaped masks)."""
+
+    def __init__(self, n, height, width, masks, seed):
+        self.n, self.h, self.w, self.masks, self.seed = n, height, width, masks, seed
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        g = torch.Generator().manual_seed(self.seed * 100003 + i)
+        img = torch.rand(3, self.h, self.w, generator=g)
+        k = int(torch.randint(1, 9, (1,), generator=g))
+        xy = torch.rand(k, 2, generator=g) * torch.tensor([self.w * 0.7, self.h * 0.7])
+        wh = 16 + torch.rand(k, 2, generator=g) * torch.tensor([self.w * 0.3, self.h * 0.3])
+        boxes = torch.cat([xy, torch.minimum(xy + wh, torch.tensor([self.w - 1.0, self.h - 1.0]))], 1)
+        target = {"boxes": boxes, "labels": torch.randint(1, NUM_CLASSES, (k,), generator=g)}
+        if self.masks:
+            target["masks"] = box_masks(boxes, self.h, self.w)
+        return img, target
+
+
+def box_masks(boxes, height, width):
+    m = torch.zeros(len(boxes), height, width, dtype=torch.uint8)
+    for j, (x0, y0, x1, y1) in enumerate(boxes.round().int().tolist()):
+        m[j, y0:y1 + 1, x0:x1 + 1] = 1
+    return m
+
+
+class Coco(torch.utils.data.Dataset):
+    """A COCO instances file read with json (no pycocotools); masks from the boxes."""
+
+    def __init__(self, ann_file, images, height, width, masks):
+        with open(ann_file) as f:
+            doc = json.load(f)
+        cats = sorted(c["id"] for c in doc["categories"])
+        self.label = {c: i + 1 for i, c in enumerate(cats)}
+        anns = {}
+        for a in doc["annotations"]:
+            if not a.get("iscrowd"):
+                anns.setdefault(a["image_id"], []).append(a)
+        self.items = [(im, anns[im["id"]]) for im in sorted(doc["images"], key=lambda x: x["id"])
+                      if im["id"] in anns]
+        self.root, self.h, self.w, self.masks = images, height, width, masks
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        from PIL import Image
+        info, anns = self.items[i]
+        with Image.open(os.path.join(self.root, info["file_name"])) as im:
+            im = im.convert("RGB")
+            sx, sy = self.w / im.width, self.h / im.height
+            im = im.resize((self.w, self.h))
+            img = torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8)
+        img = img.view(self.h, self.w, 3).permute(2, 0, 1).float().div_(255)
+        boxes = torch.tensor([[a["bbox"][0] * sx, a["bbox"][1] * sy, (a["bbox"][0] + a["bbox"][2]) * sx,
+                               (a["bbox"][1] + a["bbox"][3]) * sy] for a in anns], dtype=torch.float32)
+        target = {"boxes": boxes, "labels": torch.tensor([self.label[a["category_id"]] for a in anns])}
+        if self.masks:
+            target["masks"] = box_masks(boxes, self.h, self.w)
+        return img, target
+
+
+def hflip(img, target, width):
+    """The reference recipe's RandomHorizontalFlip, applied by the dataset."""
+    img = img.flip(-1)
+    boxes = target["boxes"].clone()
+    boxes[:, [0, 2]] = width - target["boxes"][:, [2, 0]]
+    target = dict(target, boxes=boxes)
+    if "masks" in target:
+        target["masks"] = target["masks"].flip(-1)
+    return img, target
+
+
+class Flipped(torch.utils.data.Dataset):
+    """Flip each sample with probability 0.5, decided by a seeded generator per index."""
+
+    def __init__(self, inner, width, seed):
+        self.inner, self.width, self.seed = inner, width, seed
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __getitem__(self, i):
+        img, target = self.inner[i]
+        if torch.rand(1, generator=torch.Generator().manual_seed(self.seed + 7919 * i)) < 0.5:
+            return hflip(img, target, self.width)
+        return img, target
+
+
+def collate(batch):
+    return tuple(zip(*batch))
+
+
+def loss_text(losses, history):
+    parts = []
+    for name, value in losses.items():
+        history.setdefault(name, []).append(value)
+        parts.append("%s: %.4f (%.4f)" % (name, value, sum(history[name]) / len(history[name])))
+    return "  ".join(parts)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    height, width = (int(v) for v in args.input_size.lower().split("x"))
+    torch.manual_seed(args.seed)
+    if args.precision == "tf32":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    device = torch.device(args.device)
+    model = build_model(args, height, width).to(device)
+    model.train()
+    masks = args.model == "mask_rcnn"
+    n = args.iterations * args.batch_size
+    if args.data == "synthetic":
+        dataset = Synthetic(n, height, width, masks, args.seed)
+    else:
+        dataset = Coco(args.data, args.images, height, width, masks)
+    if args.flip:
+        dataset = Flipped(dataset, width, args.seed)
+    sampler = torch.utils.data.RandomSampler(dataset, replacement=True, num_samples=n,
+                                             generator=torch.Generator().manual_seed(args.seed))
+    loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, sampler=sampler,
+                                         num_workers=args.workers, collate_fn=collate, drop_last=True)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.SGD(params, lr=args.lr, momentum=0.9, weight_decay=1e-4)
+    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
+    scaler = torch.amp.GradScaler(device.type) if args.precision == "fp16" else None
+    cuda = device.type == "cuda"
+    total = len(loader)
+    width_n = len(str(total))
+    print("torchvision %s torch %s model %s device %s images/iter %d input %dx%d norm %s "
+          "trainable_layers %d" % (torchvision.__version__, torch.__version__, MODELS[args.model],
+                                   device, args.batch_size, height, width, args.norm,
+                                   args.trainable_layers), flush=True)
+    history = {}
+    start = end = time.time()
+    for i, (images, targets) in enumerate(loader):
+        data_time = time.time() - end
+        images = [im.to(device, non_blocking=True) for im in images]
+        targets = [{k: v.to(device) for k, v in t.items()} for t in targets]
+        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            loss_dict = model(images, targets)
+            loss = sum(loss_dict.values())
+        optimizer.zero_grad()
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
+        values = {k: float(v.detach()) for k, v in loss_dict.items()}
+        if cuda:
+            torch.cuda.synchronize()
+        iter_time = time.time() - end
+        end = time.time()
+        if i % args.print_freq == 0 or i == total - 1:
+            eta = datetime.timedelta(seconds=int(iter_time * (total - i - 1)))
+            mem = torch.cuda.max_memory_allocated() / 1048576.0 if cuda else 0
+            print("Epoch: [0]  [%*d/%d]  eta: %s  lr: %.6f  %s  time: %.4f  data: %.4f  max mem: %.0f" % (
+                width_n, i, total, eta, optimizer.param_groups[0]["lr"],
+                loss_text(dict(loss=sum(values.values()), **values), history), iter_time, data_time, mem),
+                flush=True)
+    print("Epoch: [0] Total time: %s (%.4f s / it)" % (
+        datetime.timedelta(seconds=int(end - start)), (end - start) / max(total, 1)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

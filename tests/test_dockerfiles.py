@@ -1,0 +1,153 @@
+"""Every recipe under dockerfiles/ pins what it builds from: base image by digest, sources by
+full commit, pip packages by exact version. Where a pin could not be verified offline the
+recipe says so (UNVERIFIED-...) and makes the build fail closed instead of floating."""
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.frameworks import mmdetection, torchvision as torchvision_fw
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = sorted((ROOT / "dockerfiles").glob("*/Dockerfile"))
+HEX40 = re.compile(r"^[0-9a-f]{40}$")
+PIN = re.compile(r"^[A-Za-z0-9_.\-\[\]]+==[A-Za-z0-9_.+\-]+$")
+
+
+def logical_lines(text):
+    """Dockerfile instructions with continuation lines joined and comments dropped."""
+    out, cur = [], ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not cur and (not line or line.startswith("#")):
+            continue
+        if line.endswith("\\"):
+            cur += line[:-1] + " "
+            continue
+        out.append(cur + line)
+        cur = ""
+    if cur:
+        out.append(cur)
+    return out
+
+
+def arg_defaults(lines):
+    args = {}
+    for line in lines:
+        if line.startswith("ARG "):
+            name, _, default = line[4:].strip().partition("=")
+            args[name] = default or None
+    return args
+
+
+def problems(text):
+    """Every way a recipe fails to pin what it builds; empty when it pins everything."""
+    found = []
+    lines = logical_lines(text)
+    args = arg_defaults(lines)
+    if re.search(r":latest\b", text) or re.search(r"\b(master|main)\b", " ".join(
+            l for l in lines if "git" in l and ("checkout" in l or "clone -b" in l or "--branch" in l))):
+        found.append("floating reference (latest / a branch)")
+    for line in lines:
+        if line.startswith("FROM "):
+            image = line.split()[1]
+            m = re.fullmatch(r"\$\{?(\w+)\}?", image)
+            if m:
+                default = args.get(m.group(1))
+                if default is None:
+                    if "UNVERIFIED-DIGEST" not in text:
+                        found.append("FROM %s has no default and no UNVERIFIED-DIGEST note" % image)
+                    continue
+                image = default
+            if "@sha256:" not in image or not re.search(r"@sha256:[0-9a-f]{64}$", image):
+                found.append("FROM without a sha256 digest: %s" % image)
+        for m in re.finditer(r"git checkout (\S+)", line):
+            ref = m.group(1).strip('"')
+            var = re.fullmatch(r"\$\{?(\w+)\}?", ref)
+            if var:
+                default = args.get(var.group(1))
+                if default is None:
+                    prefix = args.get(var.group(1) + "_SEED_PREFIX") or args.get(
+                        var.group(1).replace("_COMMIT", "_SEED_PREFIX"))
+                    checked = ('${#%s}" = 40' % var.group(1) in text) or ("${#c}\" = 40" in text)
+                    if not (prefix and checked and "UNVERIFIED-COMMIT" in text):
+                        found.append("checkout of %s without a 40-hex default or a checked seed prefix" % ref)
+                    continue
+                ref = default
+            if not HEX40.match(ref):
+                found.append("git checkout of a non-commit: %s" % ref)
+        if "pip install" in line or "pip download" in line:
+            for cmd in re.split(r"&&|;", line):
+                if "pip install" not in cmd and "pip download" not in cmd:
+                    continue
+                words = cmd.split()
+                start = next(i for i, w in enumerate(words) if w in ("install", "download")) + 1
+                skip_next = False
+                for w in words[start:]:
+                    if skip_next:
+                        skip_next = False
+                        continue
+                    if w in ("-f", "-d", "-r", "--find-links", "--index-url", "-w", "--no-binary", "--only-binary"):
+                        skip_next = True
+                        if w == "-r":
+                            found.append("pip install -r (versions live elsewhere): %s" % cmd.strip())
+                        continue
+                    if w.startswith("-") or w in (".", "-e"):
+                        continue
+                    if w.startswith("git+") or w.startswith("http"):
+                        found.append("pip install from a URL: %s" % w)
+                        continue
+                    if w.startswith("/") or w.startswith("$"):
+                        continue
+                    if not PIN.match(w):
+                        found.append("unpinned pip package: %s" % w)
+    return found
+
+
+def test_there_is_a_recipe_for_every_rival():
+    names = {p.parent.name for p in RECIPES}
+    assert {"mmdetection-v1", "maskrcnn-benchmark", "simpledet-mxnet", "mmdetection", "torchvision",
+            "detectron2", "effdet", "nvidia-efficientdet-tf2"} <= names
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.parent.name)
+def test_recipe_pins_everything(path):
+    assert problems(path.read_text()) == []
+
+
+@pytest.mark.parametrize("bad, why", [
+    ("FROM ubuntu:22.04\n", "sha256"),
+    ("FROM nvidia/cuda:latest@sha256:" + "a" * 64 + "\n", "floating"),
+    ("ARG BASE_IMAGE=ubuntu:22.04\nFROM ${BASE_IMAGE}\n", "sha256"),
+    ("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n", "UNVERIFIED-DIGEST"),
+    ("FROM x@sha256:" + "a" * 64 + "\nRUN git clone u d && cd d && git checkout master\n", "floating"),
+    ("FROM x@sha256:" + "a" * 64 + "\nRUN git checkout cda5fd\n", "non-commit"),
+    ("FROM x@sha256:" + "a" * 64 + "\nARG C\nRUN git checkout \"$C\"\n", "seed prefix"),
+    ("FROM x@sha256:" + "a" * 64 + "\nRUN pip install torch==2.14.1 numpy\n", "unpinned pip package: numpy"),
+    ("FROM x@sha256:" + "a" * 64 + "\nRUN pip install -r requirements.txt\n", "-r"),
+    ("FROM x@sha256:" + "a" * 64 + "\nRUN pip install git+https://github.com/a/b\n", "URL"),
+])
+def test_checker_catches_each_kind_of_floating_pin(bad, why):
+    found = problems(bad)
+    assert any(why in p for p in found), found
+
+
+def test_checker_accepts_a_fully_pinned_recipe():
+    good = ("ARG BASE_IMAGE=nvidia/cuda:12.4.1@sha256:" + "b" * 64 + "\nFROM ${BASE_IMAGE}\n"
+            "ARG SRC_COMMIT=" + "c" * 40 + "\n"
+            "RUN pip install torch==2.14.1 \\\n    numpy==2.4.6 && git clone u d && cd d && git checkout \"$SRC_COMMIT\"\n")
+    assert problems(good) == []
+
+
+def _pinned_in(recipe):
+    text = " ".join(logical_lines((ROOT / "dockerfiles" / recipe / "Dockerfile").read_text()))
+    return dict(m.groups() for m in re.finditer(r"\b([A-Za-z0-9_.\-]+)==([A-Za-z0-9_.+\-]+)", text))
+
+
+@pytest.mark.parametrize("recipe, framework", [("mmdetection", mmdetection), ("torchvision", torchvision_fw)])
+def test_recipes_of_local_frameworks_match_their_env_pins(recipe, framework):
+    pinned = _pinned_in(recipe)
+    for name, version in framework.ENV.pins.items():
+        assert pinned.get(name) == version, name
+    for sb in framework.ENV.source_builds:
+        assert pinned.get(sb.name) == sb.version
