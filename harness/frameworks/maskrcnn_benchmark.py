@@ -12,7 +12,7 @@ from harness.rivals import settings as rival_settings
 CONFIGS = {"retinanet": "configs/retinanet/retinanet_R-50-FPN_1x.yaml",
            "faster_rcnn": "configs/e2e_faster_rcnn_R_50_FPN_1x.yaml",
            "mask_rcnn": "configs/e2e_mask_rcnn_R_50_FPN_1x.yaml"}
-PINS = {"maskrcnn-benchmark": "24c8c9 (seed short hash; full hash required at image build)",
+PINS = {"maskrcnn-benchmark": "24c8c90efdb7cc51381af5ce0205b23567c3cd21",
         "torch": "1.1.0", "torchvision": "0.3.0", "python": "3.6"}
 WORKDIR = "/opt/maskrcnn-benchmark"
 
