@@ -18,7 +18,7 @@ _detbench_env() {
         echo "detbench: creating the Python environment $venv (first time only)" >&2
         rm -rf "$venv" && mkdir -p "$cache/venvs" || return 1
         "$python" -m venv "$venv" || return 1
-        "$venv/bin/python" -m pip install -q --upgrade pip "setuptools>=68" wheel || return 1
+        "$venv/bin/python" -m pip install -q --upgrade pip "setuptools>=77" wheel || return 1
         "$venv/bin/python" -m pip install -q -e "$here[$extras]" || return 1
         touch "$venv/.complete"
     else

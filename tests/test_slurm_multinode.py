@@ -1,4 +1,4 @@
-"""The two-node sbatch script really forms one DDP job: one torchrun per node, c10d on host 0.
+"""The two-node sbatch script really forms one DDP job: one torchrun per node, static ranks, host 0 is rank 0.
 
 The test cluster has one node, so this runs the rendered script under bash with an srun
 stand-in that starts the node command once per node (SLURM_NODEID 0 and 1) on this host,

@@ -25,9 +25,10 @@ class TrialContext:
     options: Dict[str, object] = field(default_factory=dict)  # framework-specific scenario options
     python: str = sys.executable
     seed: int = 0
-    # how the launchers of a multi-node trial meet. None: the adapter's own way. "c10d": a
-    # scheduler starts one launcher per node and sets PET_RDZV_ENDPOINT, PET_RDZV_ID and
-    # PET_NODE_RANK on each (torchrun reads PET_<OPTION>); the adapter adds --rdzv-backend c10d
+    # how the launchers of a multi-node trial meet. None: the adapter's own way. "static": a
+    # scheduler starts one launcher per node and sets PET_MASTER_ADDR, PET_MASTER_PORT and
+    # PET_NODE_RANK on each (torchrun reads PET_<OPTION>); the adapter adds --rdzv-backend static,
+    # so node 0 (whose folder holds the trial's log) is always the node of global rank 0
     rendezvous: Optional[str] = None
 
 

@@ -165,8 +165,8 @@ def render(job):
         "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)",
         "export MASTER_ADDR",
         "export MASTER_PORT=$((%d + SLURM_JOB_ID %% 10000))" % job.master_port_base,
-        "export PET_RDZV_ENDPOINT=\"$MASTER_ADDR:$MASTER_PORT\"",
-        "export PET_RDZV_ID=\"$SLURM_JOB_ID\"",
+        "export PET_MASTER_ADDR=\"$MASTER_ADDR\"",
+        "export PET_MASTER_PORT=\"$MASTER_PORT\"",
     ]
     srun = ["srun", "--nodes=%d" % job.nodes, "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
     if job.container_image:

@@ -20,7 +20,7 @@ from harness.errors import UserError
 from harness.launchers import sbatch
 from harness.launchers.local import ROOT, RUNNER
 
-RENDEZVOUS = "c10d"        # see TrialContext.rendezvous
+RENDEZVOUS = "static"      # see TrialContext.rendezvous: node ranks follow SLURM_NODEID
 SCRIPT = "job.sbatch"
 OUTPUT = "runner.err"      # Slurm's output for the job: what ingest shows when runner.py wrote nothing
 RECORD = "slurm.json"

@@ -21,9 +21,9 @@ export NCCL_DEBUG=WARN
 MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
 export MASTER_ADDR
 export MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
-export PET_RDZV_ENDPOINT="$MASTER_ADDR:$MASTER_PORT"
-export PET_RDZV_ID="$SLURM_JOB_ID"
+export PET_MASTER_ADDR="$MASTER_ADDR"
+export PET_MASTER_PORT="$MASTER_PORT"
 srun --nodes=4 --ntasks-per-node=1 --kill-on-bad-exit=1 '--container-image=nvcr.io#nvidia/pytorch:24.05-py3' --container-mounts=<ROOT>:<ROOT>:ro,/shared/results:/shared/results,/datasets/coco:/data/coco:ro --container-workdir=<ROOT> \
     bash -c 'rank="${SLURM_NODEID:-0}"; dir="$1"; shift; if [ "$rank" != 0 ]; then dir="$dir/node-$rank"; fi; export PET_NODE_RANK="$rank"; py="$1"; runner="$2"; shift 2; exec "$py" "$runner" --trial-dir "$dir" "$@"' detbench-node /shared/results/trials/20260101-000000-abcdef-0002 \
     python3 <ROOT>/runner.py --timeout 1200 --env-key NCCL_DEBUG \
-    -- python3 -m torch.distributed.run --nproc_per_node 8 --nnodes 4 --rdzv-backend c10d -m harness.trainer.train <ROOT>/harness/trainer/configs/faster_r50v1_fpn_1x.py --set train.max_iter=60 --set train.precision=fp16 --set train.seed=0 --set data.images_per_device=2 --set data.input_size=800x1333 --set data.source=synthetic
+    -- python3 -m torch.distributed.run --nproc_per_node 8 --nnodes 4 --rdzv-backend static -m harness.trainer.train <ROOT>/harness/trainer/configs/faster_r50v1_fpn_1x.py --set train.max_iter=60 --set train.precision=fp16 --set train.seed=0 --set data.images_per_device=2 --set data.input_size=800x1333 --set data.source=synthetic
