@@ -1,7 +1,6 @@
 """The rival adapters: launch commands as the seed (or upstream) gives them, scrapers that
 read their formats with the options they declare, and settings under one vocabulary."""
 import json
-import sys
 
 import pytest
 from click.testing import CliRunner

@@ -273,3 +273,20 @@ def collect(items: Iterable[Item]) -> Tuple[List[IterationRecord], List[ScrapeEr
         else:
             errors.append(item)
     return records, errors
+
+
+def entry_points(scraper_class):
+    """The three functions every format module exposes, for one Scraper class."""
+    def iter_scrape(lines, **options):
+        """Yield records and errors one by one (flat memory)."""
+        return run_lines(scraper_class(**options), lines)
+
+    def iter_scrape_path(path, **options):
+        """Like iter_scrape over a file, with the chunked fast path."""
+        return run_path(scraper_class(**options), path)
+
+    def scrape(lines, **options):
+        """Return (records, errors)."""
+        return collect(iter_scrape(lines, **options))
+
+    return iter_scrape, iter_scrape_path, scrape

@@ -103,16 +103,6 @@ class Detectron2Scraper(common.Scraper):
         return self.accept(rec)
 
 
-def iter_scrape(lines, **options):
-    """Yield records and errors one by one (flat memory)."""
-    return common.run_lines(Detectron2Scraper(**options), lines)
-
-
-def iter_scrape_path(path, **options):
-    """Like iter_scrape over a file, with the chunked fast path."""
-    return common.run_path(Detectron2Scraper(**options), path)
-
-
-def scrape(lines, **options):
-    """Return (records, errors) for detectron2 text and metrics.json lines."""
-    return common.collect(iter_scrape(lines, **options))
+# iter_scrape(lines) streams, iter_scrape_path(path) reads a file with the fast path,
+# scrape(lines) returns (records, errors)
+iter_scrape, iter_scrape_path, scrape = common.entry_points(Detectron2Scraper)

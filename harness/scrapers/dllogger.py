@@ -106,16 +106,6 @@ class DlloggerScraper(common.Scraper):
         return _train_record(_tuple(m.group(1)), data, index)
 
 
-def iter_scrape(lines, **options):
-    """Yield records and errors one by one (flat memory)."""
-    return common.run_lines(DlloggerScraper(**options), lines)
-
-
-def iter_scrape_path(path, **options):
-    """Scrape a file streaming from disk."""
-    return common.run_path(DlloggerScraper(**options), path)
-
-
-def scrape(lines, **options):
-    """Return (records, errors) for dllogger DLL / DLLL lines."""
-    return common.collect(iter_scrape(lines, **options))
+# iter_scrape(lines) streams, iter_scrape_path(path) reads a file with the fast path,
+# scrape(lines) returns (records, errors)
+iter_scrape, iter_scrape_path, scrape = common.entry_points(DlloggerScraper)

@@ -12,16 +12,6 @@ from harness.scrapers import common
 from harness.scrapers.mmdet_v2 import MmcvScraper
 
 
-def iter_scrape(lines, **options):
-    """Yield records and errors one by one (flat memory)."""
-    return common.run_lines(MmcvScraper(**options), lines)
-
-
-def iter_scrape_path(path, **options):
-    """Like iter_scrape over a file, with the chunked fast path."""
-    return common.run_path(MmcvScraper(**options), path)
-
-
-def scrape(lines, **options):
-    """Return (records, errors) for mmdetection 1.x text and .log.json lines."""
-    return common.collect(iter_scrape(lines, **options))
+# iter_scrape(lines) streams, iter_scrape_path(path) reads a file with the fast path,
+# scrape(lines) returns (records, errors)
+iter_scrape, iter_scrape_path, scrape = common.entry_points(MmcvScraper)

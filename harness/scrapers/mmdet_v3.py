@@ -95,16 +95,6 @@ class MmengineScraper(common.Scraper):
         return self.accept(rec)
 
 
-def iter_scrape(lines, **options):
-    """Yield records and errors one by one (flat memory)."""
-    return common.run_lines(MmengineScraper(**options), lines)
-
-
-def iter_scrape_path(path, **options):
-    """Like iter_scrape over a file, with the chunked fast path."""
-    return common.run_path(MmengineScraper(**options), path)
-
-
-def scrape(lines, **options):
-    """Return (records, errors) for mmdetection 3.x text and vis_data JSON lines."""
-    return common.collect(iter_scrape(lines, **options))
+# iter_scrape(lines) streams, iter_scrape_path(path) reads a file with the fast path,
+# scrape(lines) returns (records, errors)
+iter_scrape, iter_scrape_path, scrape = common.entry_points(MmengineScraper)

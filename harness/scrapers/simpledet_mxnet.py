@@ -64,16 +64,6 @@ def _line_of(m):
     return text[start:end if end >= 0 else len(text)]
 
 
-def iter_scrape(lines, **options):
-    """Yield records and errors one by one (flat memory)."""
-    return common.run_lines(SpeedometerScraper(**options), lines)
-
-
-def iter_scrape_path(path, **options):
-    """Like iter_scrape over a file, with the chunked fast path."""
-    return common.run_path(SpeedometerScraper(**options), path)
-
-
-def scrape(lines, **options):
-    """Return (records, errors) for SimpleDet Speedometer lines."""
-    return common.collect(iter_scrape(lines, **options))
+# iter_scrape(lines) streams, iter_scrape_path(path) reads a file with the fast path,
+# scrape(lines) returns (records, errors)
+iter_scrape, iter_scrape_path, scrape = common.entry_points(SpeedometerScraper)

@@ -49,16 +49,6 @@ class TorchvisionScraper(common.Scraper):
         return self.accept(rec)
 
 
-def iter_scrape(lines, **options):
-    """Yield records and errors one by one (flat memory)."""
-    return common.run_lines(TorchvisionScraper(**options), lines)
-
-
-def iter_scrape_path(path, **options):
-    """Like iter_scrape over a file, with the chunked fast path."""
-    return common.run_path(TorchvisionScraper(**options), path)
-
-
-def scrape(lines, **options):
-    """Return (records, errors) for torchvision detection reference log lines."""
-    return common.collect(iter_scrape(lines, **options))
+# iter_scrape(lines) streams, iter_scrape_path(path) reads a file with the fast path,
+# scrape(lines) returns (records, errors)
+iter_scrape, iter_scrape_path, scrape = common.entry_points(TorchvisionScraper)
