@@ -84,7 +84,8 @@ def report(platform_name, results_dir, run_id, published, fmt, out_path, rows):
         store = Store(results_dir, create=False)
         if run_id:
             run_id = store.run(run_id)["id"]
-        tables = measured.tables(store, platform=platform_name, run_id=run_id)
+        # the Markdown tables show no confidence interval: skip the bootstrap (and numpy) there
+        tables = measured.tables(store, platform=platform_name, run_id=run_id, ci=fmt != "md")
     if not tables and not pub_tables:
         raise UserError("nothing to report for platform %r in %s" % (platform_name, results_dir))
     if fmt == "html":

@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from typing import List
 
-from harness import frameworks, ingest, platforms
+from harness import frameworks, platforms
 from harness import progress as progress_mod
 from harness import scenario as scenario_mod
 from harness.errors import UserError
@@ -145,6 +145,8 @@ def resume(run_id, results_dir, out=None):
 
 
 def execute(store, run_id, out=None):
+    from harness import ingest   # scrapers and estimators: not needed to plan or dry-run
+
     out = out or sys.stdout
     run = store.run(run_id)
     sc = scenario_mod.Scenario.model_validate_json(run["scenario_json"])

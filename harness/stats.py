@@ -195,8 +195,8 @@ class CellSummary:
     minimum: float
     maximum: float
     iqr: float
-    ci_low: float
-    ci_high: float
+    ci_low: Optional[float]      # None when summarize(with_ci=False) skipped the bootstrap
+    ci_high: Optional[float]
     cv: float
     iteration_ms: float          # images per iteration / median throughput
     data_ms: Optional[float]     # median over repeats of mean data time
@@ -211,10 +211,11 @@ UNSTABLE, DATA_BOUND, DISAGREEING = "unstable", "data-bound", "estimators-disagr
 def summarize(throughputs: Sequence[float], images_per_iteration: int,
               data_times_s: Sequence[Optional[float]] = (),
               observed_throughputs: Sequence[Optional[float]] = (),
-              iteration_times_s: Sequence[float] = ()) -> CellSummary:
+              iteration_times_s: Sequence[float] = (), with_ci: bool = True) -> CellSummary:
+    """with_ci=False skips the bootstrap CI (and numpy) where no output shows it."""
     thr = list(throughputs)
     med = median(thr)
-    lo, hi = bootstrap_median_ci(thr)
+    lo, hi = bootstrap_median_ci(thr) if with_ci else (None, None)
     iteration_ms = images_per_iteration / med * 1000.0
     datas = [d for d in data_times_s if d is not None]
     data_ms = median(datas) * 1000.0 if datas else None

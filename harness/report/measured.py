@@ -6,8 +6,11 @@ from harness import catalog, frameworks, platforms, stats, telemetry
 from harness.report.model import ITERATION, THROUGHPUT, Column, Entry, Table, batch_note
 
 
-def cell_entries(store, platform=None, run_id=None):
-    """{cell row: Entry} for the newest run of every cell (of one platform or run)."""
+def cell_entries(store, platform=None, run_id=None, ci=True):
+    """{cell row: Entry} for the newest run of every cell (of one platform or run).
+
+    ci=False leaves detail["ci"] None (no bootstrap): for outputs that do not show it.
+    """
     cells = store.cells(platform=platform, run_id=run_id)
     by_run = defaultdict(list)
     for c in cells:
@@ -18,11 +21,11 @@ def cell_entries(store, platform=None, run_id=None):
         for t in store.trials(rid):
             trials[t["cell_key"]].append(t)
         for c in run_cells:
-            out[c["cell_key"]] = (c, entry_for(c, trials[c["cell_key"]]))
+            out[c["cell_key"]] = (c, entry_for(c, trials[c["cell_key"]], ci))
     return out
 
 
-def entry_for(cell, trials):
+def entry_for(cell, trials, ci=True):
     if cell["excluded"]:
         return Entry(na=cell["excluded"])
     done = [t for t in trials if t["status"] == "done" and t["throughput"]]
@@ -33,7 +36,7 @@ def entry_for(cell, trials):
         return Entry(na="not measured yet (run unfinished)")
     s = stats.summarize([t["throughput"] for t in done], cell["images_per_iteration"],
                         [t["data_time_s"] for t in done], [t["observed"] for t in done],
-                        [t["iteration_time_s"] for t in done])
+                        [t["iteration_time_s"] for t in done], with_ci=ci)
     flags = list(s.flags)
     if not all(t["exact"] for t in done):
         flags.append("window-approximate")
@@ -41,7 +44,7 @@ def entry_for(cell, trials):
     settings = json.loads(done[0]["settings_json"]) if done[0]["settings_json"] else {}
     return Entry(throughput=s.throughput, iteration_ms=s.iteration_ms, data_ms=s.data_ms, flags=flags,
                  detail={"n": s.n, "failed": len(failed), "min": s.minimum, "max": s.maximum, "iqr": s.iqr,
-                         "ci": [s.ci_low, s.ci_high], "cv": s.cv, "observed": s.observed,
+                         "ci": [s.ci_low, s.ci_high] if ci else None, "cv": s.cv, "observed": s.observed,
                          "outliers": s.outliers, "settings": settings, "run_id": cell["run_id"]})
 
 
@@ -59,9 +62,9 @@ def _devices(name):
         return 0
 
 
-def tables(store, platform=None, run_id=None):
+def tables(store, platform=None, run_id=None, ci=True):
     """One throughput table per platform x precision x GPUs x nodes (plus the single-card form)."""
-    entries = cell_entries(store, platform, run_id)
+    entries = cell_entries(store, platform, run_id, ci)
     groups = defaultdict(dict)
     for key, (cell, entry) in entries.items():
         gk = (cell["platform"], cell["precision"], cell["gpus"], cell["nodes"], cell["batch_per_gpu"])
