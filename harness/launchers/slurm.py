@@ -19,6 +19,7 @@ from harness import platforms
 from harness.errors import UserError
 from harness.launchers import sbatch
 from harness.launchers.local import ROOT, RUNNER
+from runner import write_json_atomic
 
 RENDEZVOUS = "static"      # see TrialContext.rendezvous: node ranks follow SLURM_NODEID
 SCRIPT = "job.sbatch"
@@ -207,15 +208,6 @@ def failure(state, exit_code, reason, runner_record):
         return None     # runner.py saw the trial fail and says why
     return head
 
-
-def write_json_atomic(path, obj):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def record_end(trial_dir, job_id, state, exit_code, reason):
