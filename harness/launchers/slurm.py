@@ -7,7 +7,6 @@ FAILED, ...) the launcher records Slurm's reason in trial.json's "error", which 
 failure reason ingest reports. Slurm commands run as argv lists, never through a shell.
 """
 import getpass
-import json
 import os
 import shutil
 import subprocess
