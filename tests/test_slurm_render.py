@@ -75,7 +75,7 @@ def test_rendered_scripts_match_the_stored_reference(name, nodes, extra):
 def test_multi_node_trials_meet_on_the_first_host_with_static_ranks():
     text = render(scenario(2))
     assert "--nnodes 2 --rdzv-backend static" in text
-    assert 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)' in text
+    assert 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)' in text
     assert 'export PET_MASTER_ADDR="$MASTER_ADDR"' in text and 'export PET_MASTER_PORT="$MASTER_PORT"' in text
     assert "PET_NODE_RANK=\"$rank\"" in text and 'rank="${SLURM_NODEID:-0}"' in text
     one = render(scenario(1))

@@ -161,8 +161,10 @@ def render(job):
             raise ValueError("environment variable name %r is not NAME" % key)
         lines.append("export %s=%s" % (key, q(value)))
     lines += [
+        # sed, unlike head, reads all of scontrol's output: an early-closed pipe would make
+        # scontrol die of SIGPIPE, which pipefail turns into a failed job
         "# rendezvous: torchrun on every node meets on the first host of the allocation",
-        "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)",
+        "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | sed -n 1p)",
         "export MASTER_ADDR",
         "export MASTER_PORT=$((%d + SLURM_JOB_ID %% 10000))" % job.master_port_base,
         "export PET_MASTER_ADDR=\"$MASTER_ADDR\"",

@@ -18,7 +18,7 @@ cd <ROOT>
 export PYTHONPATH=<ROOT>"${PYTHONPATH:+:$PYTHONPATH}"
 export NCCL_DEBUG=WARN
 # rendezvous: torchrun on every node meets on the first host of the allocation
-MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
+MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)
 export MASTER_ADDR
 export MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
 export PET_MASTER_ADDR="$MASTER_ADDR"
