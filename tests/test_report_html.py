@@ -2,7 +2,6 @@
 import json
 import re
 import sqlite3
-from html.parser import HTMLParser
 
 import pytest
 from click.testing import CliRunner
@@ -10,6 +9,7 @@ from click.testing import CliRunner
 from harness import scenario as scenario_mod
 from harness.cli import main
 from harness.store import Store
+from htmlpage import Page
 
 INJECT = """\
 name: inject
@@ -29,31 +29,6 @@ exclude:
 extra_args:
   calibrate: ["--bogus=<script>alert('log')</script>"]
 """
-
-
-class Page(HTMLParser):
-    """Elements and text of a page, as a browser's parser sees them."""
-
-    def __init__(self, text):
-        super().__init__()
-        self.tags, self.cells, self.imgs, self._cell = [], [], [], None
-        self.feed(text)
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append(tag)
-        if tag == "img":
-            self.imgs.append(dict(attrs))
-        if tag == "td":
-            self._cell = ""
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell += data
-
-    def handle_endtag(self, tag):
-        if tag == "td" and self._cell is not None:
-            self.cells.append(self._cell.strip())
-            self._cell = None
 
 
 def invoke(*args):

@@ -2,13 +2,13 @@
 import re
 import shutil
 import subprocess
-from html.parser import HTMLParser
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from conftest import need_service
+from htmlpage import Page
 from harness.cli import main
 
 pytestmark = pytest.mark.e2e
@@ -45,28 +45,6 @@ def browse(url, profile, *args):
     return subprocess.run(argv, capture_output=True, text=True, timeout=120)
 
 
-class Dom(HTMLParser):
-    def __init__(self, text):
-        super().__init__()
-        self.imgs, self.cells, self._cell = [], [], None
-        self.feed(text)
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "img":
-            self.imgs.append(dict(attrs))
-        elif tag == "td":
-            self._cell = ""
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell += data
-
-    def handle_endtag(self, tag):
-        if tag == "td" and self._cell is not None:
-            self.cells.append(self._cell.strip())
-            self._cell = None
-
-
 def test_report_of_a_calibration_run_renders_tables_and_charts(tmp_path):
     need_service(chromium() is not None, "chromium is not installed (bash .ci/provision-chromium.sh)")
     from PIL import Image
@@ -83,7 +61,7 @@ def test_report_of_a_calibration_run_renders_tables_and_charts(tmp_path):
 
     dom = browse(page.as_uri(), tmp_path / "profile", "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
-    parsed = Dom(dom.stdout)
+    parsed = Page(dom.stdout)
     expected = re.findall(r"^\|(?:RetinaNet|Faster R-CNN w/ FPN)\|([^|]+)\|$", md, re.M)
     assert len(expected) == 12                                   # 2 models x (2card + 1card + 1card iteration) x 2
     for cell in expected:

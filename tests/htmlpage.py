@@ -1,0 +1,25 @@
+"""A page's elements and table cells as a browser's parser sees them (for report tests)."""
+from html.parser import HTMLParser
+
+
+class Page(HTMLParser):
+    def __init__(self, text):
+        super().__init__()
+        self.tags, self.cells, self.imgs, self._cell = [], [], [], None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag == "img":
+            self.imgs.append(dict(attrs))
+        if tag == "td":
+            self._cell = ""
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell += data
+
+    def handle_endtag(self, tag):
+        if tag == "td" and self._cell is not None:
+            self.cells.append(self._cell.strip())
+            self._cell = None
