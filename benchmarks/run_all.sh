@@ -11,4 +11,9 @@ python -m benchmarks.accuracy $quick || status=1
 python -m benchmarks.overhead $quick || status=1
 python benchmarks/scrape_speed.py --mb "$mb" || status=1
 python -m benchmarks.scale $quick || status=1
+if docker info >/dev/null 2>&1; then
+    python -m benchmarks.docker_overhead $quick || status=1
+else
+    echo "docker_overhead: skipped (no Docker engine answers)"
+fi
 exit $status

@@ -35,7 +35,7 @@ def main():
 @main.command()
 @click.option("--scenario", "scenario_path", type=click.Path(dir_okay=False),
               help="scenario YAML file")
-@click.option("--backend", type=click.Choice(["local", "slurm"]), default=None,
+@click.option("--backend", type=click.Choice(["local", "slurm", "docker"]), default=None,
               help="where trials run (default: the scenario's backend)")
 @RESULTS
 @click.option("--resume", "resume_id", metavar="RUN_ID", help="finish an interrupted run")
@@ -150,10 +150,9 @@ def scrape(framework_name, logfile):
     """Print one JSON object per iteration record read from a log file."""
     from harness import frameworks, scrapers
     from harness.records import IterationRecord
-    from harness.scrapers.common import read_lines
 
     fw = frameworks.get(framework_name)
-    records, errors = scrapers.get(fw.scraper)(read_lines(logfile), **fw.scrape_options)
+    records, errors = scrapers.scrape_path(fw.scraper, logfile, **fw.scrape_options)
     write = sys.stdout.write
     for r in records:
         if isinstance(r, IterationRecord):
@@ -287,6 +286,66 @@ def env_list():
     for fw in frameworks.FRAMEWORKS.values():
         if fw.env is not None:
             click.echo(envs.describe(fw.env))
+
+
+@main.group()
+def image():
+    """Container images of the frameworks (backend docker)."""
+
+
+@image.command("base")
+@click.option("--mirror", default=None, help="Debian mirror for debootstrap (default: deb.debian.org)")
+@user_errors
+def image_base(mirror):
+    """Make the local base image without a registry: debootstrap bookworm, then docker import."""
+    from harness import images
+
+    images.make_base(mirror or images.BASE_MIRROR, out=_Echo())
+
+
+@image.command("build")
+@click.argument("recipe")
+@click.option("--base-image", default=None, metavar="REF", help="build FROM this image instead of the default base")
+@click.option("--build-arg", "build_args", multiple=True, metavar="NAME=VALUE", help="a Docker build argument (repeatable)")
+@click.option("--force", is_flag=True, help="build even when an image of this recipe and these arguments exists")
+@click.option("--quiet", "-q", is_flag=True, help="print only the result, not the build's own output")
+@user_errors
+def image_build(recipe, base_image, build_args, force, quiet):
+    """Build dockerfiles/RECIPE and record its image ID in dockerfiles/images.lock."""
+    from harness import images
+
+    args = {}
+    for item in build_args:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UserError("--build-arg %r: expected NAME=VALUE" % item)
+        args[name] = value
+    entry = images.build(recipe, base_image=base_image, build_args=args, force=force,
+                         out=_Echo(quiet=quiet))
+    if quiet:
+        click.echo("image %s %s" % (entry["image"], entry["id"]))
+
+
+@image.command("list")
+def image_list():
+    """The recipes, the images the lock file records, and whether this engine has them."""
+    from harness import images
+
+    rows = images.status()
+    widths = [max(len(r[i]) for r in rows) for i in range(2)]
+    for name, tag, image_id, here in rows:
+        click.echo("%-*s  %-*s  %-71s  %s" % (widths[0], name, widths[1], tag, image_id, here))
+
+
+class _Echo:
+    """A file-like writer onto click.echo (optionally silent)."""
+
+    def __init__(self, quiet=False):
+        self.quiet = quiet
+
+    def write(self, text):
+        if not self.quiet:
+            click.echo(text, nl=False)
 
 
 @main.group()

@@ -7,6 +7,20 @@ class UserError(Exception):
     exit_code = 2
 
 
+class BackendLost(UserError):
+    """The engine trials run on went away mid-run (Docker engine, Slurm daemons).
+
+    The launcher has already recorded the trial in flight as failed with the reason; the
+    run stops there and leaves the rest pending for `--resume`."""
+
+
+class BackendDown(UserError):
+    """The engine cannot start the trial at all (e.g. every Slurm node of its partition is down).
+
+    Nothing of the trial ran and the launcher left nothing queued: the trial stays pending
+    with the rest of the run, and the run stops for `--resume`."""
+
+
 def located(path, line, field, message):
     """Format `file:line: field: message` (line and field optional)."""
     where = str(path)

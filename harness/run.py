@@ -15,10 +15,10 @@ from typing import List
 from harness import frameworks, platforms
 from harness import progress as progress_mod
 from harness import scenario as scenario_mod
-from harness.errors import UserError
+from harness.errors import BackendDown, BackendLost, UserError
 from harness.frameworks.base import TrialContext
 from harness.launchers import LAUNCHERS
-from harness.store import Store, new_run_id
+from harness.store import ResultsWriteError, Store, new_run_id
 
 
 @dataclass(frozen=True)
@@ -73,8 +73,13 @@ def schedule(sc, planned_cells, backend="local"):
     """Trials in run order: repeat 1 of every cell, then repeat 2 of every cell, ..."""
     runnable = [p.cell for p in planned_cells if p.excluded is None]
     python, rendezvous = launch_style(sc, backend)
+    if backend == "docker":   # each image has its own interpreter
+        from harness.launchers import docker
+        pythons = {c.framework: docker.python_for(sc, c.framework) for c in runnable}
+    else:
+        pythons = {c.framework: framework_python(c.framework, python) for c in runnable}
     argvs = {c: frameworks.FRAMEWORKS[c.framework].command(
-        context(sc, c, framework_python(c.framework, python), rendezvous)) for c in runnable}
+        context(sc, c, pythons[c.framework], rendezvous)) for c in runnable}
     trials = []
     for repeat in range(1, sc.repeats + 1):
         for cell in runnable:
@@ -121,9 +126,15 @@ def start(scenario_path, results_dir, backend=None, dry_run=False, out=None, for
         if backend == "slurm":
             from harness.launchers import slurm
             slurm.dry_run(sc, trials, results_dir, "DRYRUN", out)
+        if backend == "docker":
+            from harness.launchers import docker
+            docker.dry_run(sc, out)
         return None
     if backend == "local":
         check_envs([p.cell for p in planned_cells if p.excluded is None])
+    elif backend == "docker":   # an engine and every image, before anything is written
+        from harness.launchers import docker
+        docker.preflight(sc)
     store = Store(results_dir)
     run_id = new_run_id()
     store.create_run(run_id, sc.name, str(scenario_path), sc.model_dump_json(), backend, host,
@@ -145,19 +156,30 @@ def resume(run_id, results_dir, out=None):
 
 
 def execute(store, run_id, out=None):
-    from harness import ingest   # scrapers and estimators: not needed to plan or dry-run
-
     out = out or sys.stdout
     run = store.run(run_id)
     sc = scenario_mod.Scenario.model_validate_json(run["scenario_json"])
     launcher = LAUNCHERS[run["backend"]]()
     launcher.prepare(sc)
+    try:
+        if not _execute_trials(store, run_id, sc, launcher, out):
+            return
+    finally:
+        launcher.cleanup()
+    failed = sum(1 for t in store.trials(run_id) if t["status"] == "failed")
+    out.write("run %s finished: %d trials, %d failed\n" % (run_id, len(store.trials(run_id)), failed))
+
+
+def _execute_trials(store, run_id, sc, launcher, out):
+    from harness import ingest   # scrapers and estimators: not needed to plan or dry-run
+
     todo = store.unfinished_trials(run_id)
     progress = progress_mod.make(len(todo), out, iterations=sc.iterations)
     if not todo:
         out.write("run %s has nothing left to do\n" % run_id)
-        return
+        return False
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    lost = None
     try:
         for trial in todo:
             cell = scenario_mod.Cell.from_key(trial["cell_key"])
@@ -172,21 +194,56 @@ def execute(store, run_id, out=None):
             except KeyboardInterrupt:
                 store.mark_pending(trial["id"])
                 raise
+            except BackendLost as exc:   # the trial in flight is failed with the reason; the rest wait
+                lost = exc
+            except BackendDown as exc:   # nothing of this trial ran: it waits with the rest
+                store.mark_pending(trial["id"])
+                out.write("not started\n")
+                raise UserError("%s; finished trials are kept. When it is back, continue with: "
+                                "detbench run --resume %s --results %s" % (exc, run_id, store.root)) from None
             row, iterations = ingest.analyse(str(trial_dir), fw.scraper, sc.warmup, sc.measure,
                                              images_per_iteration(sc, cell), fw.scrape_options)
             row["settings_json"] = json.dumps(fw.settings(ctx), sort_keys=True)
+            if row["status"] == "failed":
+                _check_room(store, trial["id"])
             store.finish_trial(trial["id"], row, iterations)
             progress.finish(row)
+            if lost is not None:
+                raise UserError("%s; finished trials are kept. When it is back, continue with: "
+                                "detbench run --resume %s --results %s" % (lost, run_id, store.root))
     except KeyboardInterrupt:
-        launcher.cleanup()
         out.write("\ninterrupted; finished trials are kept. Continue with: "
                   "detbench run --resume %s --results %s\n" % (run_id, store.root))
         raise
+    except ResultsWriteError as exc:
+        out.write("\n")   # end the progress line the trial left open
+        raise ResultsWriteError("%s; finished trials are kept. With room to write, continue with: "
+                                "detbench run --resume %s --results %s" % (exc, run_id, store.root)) from None
     finally:
         progress.close()
         signal.signal(signal.SIGTERM, previous)
-    failed = sum(1 for t in store.trials(run_id) if t["status"] == "failed")
-    out.write("run %s finished: %d trials, %d failed\n" % (run_id, len(store.trials(run_id)), failed))
+    return True
+
+
+LOW_ROOM = 1 << 20   # bytes: a trial that failed with less than this left may have failed for want of room
+
+
+def _check_room(store, trial_id):
+    """ResultsWriteError when the results folder is full: the trial failed for want of room, not
+    on its own, so it goes back to pending (when even that write fits) instead of counting as failed."""
+    import shutil
+    try:
+        free = shutil.disk_usage(str(store.root)).free
+    except OSError:
+        return
+    if free >= LOW_ROOM:
+        return
+    try:
+        store.mark_pending(trial_id)
+    except ResultsWriteError:
+        pass   # it stays `running`, which --resume runs again just the same
+    raise ResultsWriteError("%s: the results folder is full (%d KiB free) and trial %s could not write "
+                            "its records" % (store.root, free // 1024, trial_id))
 
 
 def _raise_interrupt(signum, _frame):

@@ -5,9 +5,11 @@ plus the settings every cell shares. Loading it either returns a valid Scenario 
 raises UserError pointing at the file, line and field that is wrong.
 """
 import itertools
+import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Union
+from typing import Dict, List, Literal, Optional, Union
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -16,8 +18,12 @@ from harness.errors import UserError, located
 from harness.launchers.sbatch import SlurmOptions
 from harness.strict import Strict
 
-BACKENDS = ("local", "slurm")  # later: docker
+BACKENDS = ("local", "slurm", "docker")
 MATRIX_AXES = ("framework", "model", "precision", "platform", "gpus", "nodes")
+MAX_COUNT = 4096        # devices, nodes and images per device: beyond this a count is a typo
+MAX_REPEATS = 1000
+MAX_TRIALS = 100_000
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Matrix(Strict):
@@ -34,6 +40,8 @@ class Matrix(Strict):
         for v in values:
             if v < 1:
                 raise ValueError("must be at least 1, got %d" % v)
+            if v > MAX_COUNT:
+                raise ValueError("must be at most %d, got %d" % (MAX_COUNT, v))
         return values
 
 
@@ -61,6 +69,34 @@ class CalibrateOptions(Strict):
     data_ms: float = Field(default=5.0, ge=0)
     lines_per_iteration: int = Field(default=0, ge=0)
     busy_threads: int = Field(default=0, ge=0)
+    hold_mb: int = Field(default=0, ge=0)     # resident memory held through the trial
+
+    @field_validator("data_ms")
+    @classmethod
+    def _within_iteration(cls, value, info):
+        if value > info.data.get("iteration_ms", value):
+            raise ValueError("the data wait is part of the iteration: at most iteration_ms (%g)"
+                             % info.data["iteration_ms"])
+        return value
+
+
+SIZE = r"^[0-9]+[bkmgBKMG]?$"     # Docker's sizes: bytes, or a number with b, k, m or g
+
+
+class DockerOptions(Strict):
+    images: Dict[str, str] = {}      # framework -> recipe under dockerfiles/ (default: its own)
+    gpus: Union[int, str, None] = None   # "all", a count, or None: the cell's count if the host has GPUs
+    shm_size: str = Field(default="8g", pattern=SIZE)    # /dev/shm for data-loader workers
+    ipc_host: bool = False           # share the host's IPC namespace instead of a private /dev/shm
+    memory: Optional[str] = Field(default=None, pattern=SIZE)   # memory limit of each container
+    network: Literal["none", "bridge", "host"] = "none"
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus(cls, value):
+        if isinstance(value, str) and value != "all" or isinstance(value, int) and value < 0:
+            raise ValueError("gpus is 'all' or a count of at least 0, got %r" % value)
+        return value
 
 
 class Scenario(Strict):
@@ -68,26 +104,27 @@ class Scenario(Strict):
     description: str = ""
     backend: str = "local"
     matrix: Matrix
-    batch_per_gpu: int = Field(default=2, ge=1)
+    batch_per_gpu: int = Field(default=2, ge=1, le=MAX_COUNT)
     input_size: List[int] = Field(default=[800, 1333], min_length=2, max_length=2)
     data: Union[CocoData, str] = "synthetic"
     warmup: int = Field(default=20, ge=0)
     measure: int = Field(default=100, ge=1)
-    repeats: int = Field(default=7, ge=1)
+    repeats: int = Field(default=7, ge=1, le=MAX_REPEATS)
     timeout_s: float = Field(default=3600.0, gt=0)
     seed: int = 0
     env: Dict[str, str] = {}
     extra_args: Dict[str, List[str]] = {}
     calibrate: CalibrateOptions = CalibrateOptions()
     slurm: Optional[SlurmOptions] = None   # backend slurm: partition, account, time limit, container
+    docker: Optional[DockerOptions] = None   # backend docker: images, GPUs, shared memory, limits
     options: Dict[str, Dict[str, Union[str, int, float, bool]]] = {}
     exclude: List[Exclude] = []
 
     @field_validator("input_size")
     @classmethod
     def _size(cls, values):
-        if min(values) < 32:
-            raise ValueError("both sides must be at least 32 pixels")
+        if min(values) < 32 or max(values) > 32768:
+            raise ValueError("both sides must be between 32 and 32768 pixels")
         return values
 
     @field_validator("data")
@@ -166,10 +203,19 @@ def check(scenario, path, positions):
         values = getattr(scenario.matrix, axis)
         if len(set(values)) != len(values):
             fail(("matrix", axis), "lists a value twice")
+    if scenario.docker is not None:
+        from harness import images
+        for name, recipe in scenario.docker.images.items():
+            if name not in frameworks.FRAMEWORKS:
+                fail(("docker", "images", name), "unknown framework %r" % name)
+            if recipe not in images.RECIPES:
+                fail(("docker", "images", name), "unknown image recipe %r (known: %s)"
+                     % (recipe, ", ".join(sorted(images.RECIPES))))
     for name in list(scenario.extra_args) + list(scenario.options):
         section = "extra_args" if name in scenario.extra_args else "options"
         if name not in frameworks.FRAMEWORKS:
             fail((section, name), "unknown framework %r" % name)
+    _check_command_values(scenario, fail)
     if scenario.warmup + scenario.measure > 1_000_000:
         fail(("measure",), "warmup + measure must stay below 1,000,000 iterations")
     if isinstance(scenario.data, CocoData):
@@ -177,6 +223,9 @@ def check(scenario, path, positions):
             fail(("data", "annotations"), "no such file: %s" % scenario.data.annotations)
         if not Path(scenario.data.images).is_dir():
             fail(("data", "images"), "no such directory: %s" % scenario.data.images)
+    sizes = [len(getattr(scenario.matrix, axis)) for axis in MATRIX_AXES]
+    if math.prod(sizes) > MAX_TRIALS:
+        fail(("matrix",), "%s cells is more than %d" % (" x ".join(map(str, sizes)), MAX_TRIALS))
     cells = [Cell(*combo) for combo in itertools.product(
         *(getattr(scenario.matrix, axis) for axis in MATRIX_AXES))]
     for i, rule in enumerate(scenario.exclude):
@@ -193,6 +242,53 @@ def check(scenario, path, positions):
             fail(("matrix", axis, index),
                  "%s cannot run %s %s; exclude that cell with a reason" % (
                      fw.name, p.cell.model, p.cell.precision))
+    runnable = [p.cell for p in planned if p.excluded is None]
+    if len(runnable) * scenario.repeats > MAX_TRIALS:
+        fail(("repeats",), "%d cells x %d repeats is more than %d trials"
+             % (len(runnable), scenario.repeats, MAX_TRIALS))
+    _check_commands(scenario, runnable, fail)
+
+
+def _check_command_values(scenario, fail):
+    """Values that become environment variables or argv items: names a process can take, no NUL."""
+    from runner import SECRET
+    for name, value in scenario.env.items():
+        if not ENV_NAME.fullmatch(name):
+            fail(("env", name), "not an environment variable name (letters, digits and _)")
+        if SECRET.search(name):
+            fail(("env", name), "looks like a secret: scenarios are stored with the results; "
+                                "set it in the environment detbench runs in instead")
+        if "\0" in value:
+            fail(("env", name), "contains a NUL character")
+    for name, args in scenario.extra_args.items():
+        for i, arg in enumerate(args):
+            if "\0" in arg:
+                fail(("extra_args", name, i), "contains a NUL character")
+    if "calibrate" in scenario.options:
+        fail(("options", "calibrate"), "the calibration workload takes its settings from the calibrate: section")
+    for name, opts in scenario.options.items():
+        for key, value in opts.items():
+            if "\0" in key or isinstance(value, str) and "\0" in value:
+                fail(("options", name, key), "contains a NUL character")
+
+
+def _check_commands(scenario, cells, fail):
+    """Build every runnable cell's command once: what an adapter refuses fails here, at its line."""
+    from harness.run import context
+    for cell in cells:
+        fw = frameworks.FRAMEWORKS[cell.framework]
+        for opts in ({}, scenario.options.get(cell.framework)):
+            if opts is None:
+                continue
+            sc = scenario if opts else scenario.model_copy(update={"options": {}})
+            try:
+                ctx = context(sc, cell)
+                fw.command(ctx)
+                fw.settings(ctx)
+            except (UserError, ValueError, TypeError) as exc:
+                where = ("options", cell.framework) if opts else (
+                    "matrix", "framework", scenario.matrix.framework.index(cell.framework))
+                fail(where, "%s: %s" % (cell.key, exc))
 
 
 def plan(scenario):

@@ -1,6 +1,8 @@
 """Every recipe under dockerfiles/ pins what it builds from: base image by digest, sources by
 full commit, pip packages by exact version. Where a pin could not be verified offline the
-recipe says so (UNVERIFIED-...) and makes the build fail closed instead of floating."""
+recipe says so (UNVERIFIED-...) and makes the build fail closed instead of floating. A recipe
+built on the local base (LOCAL-BASE) gets that image's ID from `detbench image build`, and a
+`pip install -r` names a requirements file of the recipe's own whose every line is pinned."""
 import re
 from pathlib import Path
 
@@ -40,7 +42,7 @@ def arg_defaults(lines):
     return args
 
 
-def problems(text):
+def problems(text, folder=None):
     """Every way a recipe fails to pin what it builds; empty when it pins everything."""
     found = []
     lines = logical_lines(text)
@@ -55,8 +57,8 @@ def problems(text):
             if m:
                 default = args.get(m.group(1))
                 if default is None:
-                    if "UNVERIFIED-DIGEST" not in text:
-                        found.append("FROM %s has no default and no UNVERIFIED-DIGEST note" % image)
+                    if "UNVERIFIED-DIGEST" not in text and "LOCAL-BASE" not in text:
+                        found.append("FROM %s has no default and no UNVERIFIED-DIGEST or LOCAL-BASE note" % image)
                     continue
                 image = default
             if "@sha256:" not in image or not re.search(r"@sha256:[0-9a-f]{64}$", image):
@@ -87,10 +89,11 @@ def problems(text):
                     if skip_next:
                         skip_next = False
                         continue
-                    if w in ("-f", "-d", "-r", "--find-links", "--index-url", "-w", "--no-binary", "--only-binary"):
+                    if w in ("-f", "-d", "-r", "--find-links", "--index-url", "-w", "--no-binary", "--only-binary",
+                             "--trusted-host"):
                         skip_next = True
                         if w == "-r":
-                            found.append("pip install -r (versions live elsewhere): %s" % cmd.strip())
+                            found += requirements_problems(words, folder, cmd.strip())
                         continue
                     if w.startswith("-") or w in (".", "-e"):
                         continue
@@ -104,6 +107,16 @@ def problems(text):
     return found
 
 
+def requirements_problems(words, folder, cmd):
+    """`pip install -r FILE` is pinned only when FILE is the recipe's own and pins every line."""
+    name = Path(words[words.index("-r") + 1]).name
+    path = Path(folder) / name if folder is not None else None
+    if path is None or not path.exists():
+        return ["pip install -r (versions live elsewhere): %s" % cmd]
+    lines = [l.strip() for l in path.read_text().splitlines() if l.strip() and not l.startswith("#")]
+    return ["%s: unpinned line %r" % (name, l) for l in lines if not PIN.match(l)]
+
+
 def test_there_is_a_recipe_for_every_rival():
     names = {p.parent.name for p in RECIPES}
     assert {"mmdetection-v1", "maskrcnn-benchmark", "simpledet-mxnet", "mmdetection", "torchvision",
@@ -112,14 +125,14 @@ def test_there_is_a_recipe_for_every_rival():
 
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.parent.name)
 def test_recipe_pins_everything(path):
-    assert problems(path.read_text()) == []
+    assert problems(path.read_text(), path.parent) == []
 
 
 @pytest.mark.parametrize("bad, why", [
     ("FROM ubuntu:22.04\n", "sha256"),
     ("FROM nvidia/cuda:latest@sha256:" + "a" * 64 + "\n", "floating"),
     ("ARG BASE_IMAGE=ubuntu:22.04\nFROM ${BASE_IMAGE}\n", "sha256"),
-    ("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n", "UNVERIFIED-DIGEST"),
+    ("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n", "UNVERIFIED-DIGEST or LOCAL-BASE"),
     ("FROM x@sha256:" + "a" * 64 + "\nRUN git clone u d && cd d && git checkout master\n", "floating"),
     ("FROM x@sha256:" + "a" * 64 + "\nRUN git checkout cda5fd\n", "non-commit"),
     ("FROM x@sha256:" + "a" * 64 + "\nARG C\nRUN git checkout \"$C\"\n", "seed prefix"),
@@ -151,3 +164,24 @@ def test_recipes_of_local_frameworks_match_their_env_pins(recipe, framework):
         assert pinned.get(name) == version, name
     for sb in framework.ENV.source_builds:
         assert pinned.get(sb.name) == sb.version
+
+
+def test_requirements_file_must_pin_every_line(tmp_path):
+    (tmp_path / "requirements.txt").write_text("# comment\ntorch==2.14.1\nnumpy\n")
+    recipe = "FROM x@sha256:" + "a" * 64 + "\nRUN pip install -r /tmp/requirements.txt\n"
+    assert problems(recipe, tmp_path) == ["requirements.txt: unpinned line 'numpy'"]
+    (tmp_path / "requirements.txt").write_text("torch==2.14.1\nnumpy==2.4.6\n")
+    assert problems(recipe, tmp_path) == []
+
+
+def test_trainer_image_pins_what_the_trainer_extra_pins():
+    import tomllib
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["trainer"]
+    lines = (ROOT / "dockerfiles" / "simpledet" / "requirements.txt").read_text().splitlines()
+    assert set(extra) <= set(lines)
+
+
+def test_every_recipe_folder_is_known_to_the_image_builder():
+    from harness import images
+    assert {p.parent.name for p in RECIPES} == set(images.RECIPES)
+    assert set(images.FRAMEWORK_RECIPES.values()) <= set(images.RECIPES)

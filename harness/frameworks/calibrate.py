@@ -10,7 +10,7 @@ def command(ctx):
             "--iteration-ms", repr(float(opts.get("iteration_ms", 50.0))),
             "--data-ms", repr(float(opts.get("data_ms", 5.0))),
             "--images", str(ctx.batch_per_gpu * ctx.gpus * ctx.nodes)]
-    for key in ("lines_per_iteration", "busy_threads"):
+    for key in ("lines_per_iteration", "busy_threads", "hold_mb"):
         if opts.get(key):
             argv += ["--" + key.replace("_", "-"), str(int(opts[key]))]
     return argv + list(ctx.extra_args)

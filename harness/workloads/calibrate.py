@@ -74,6 +74,8 @@ def parse_args(argv):
     p.add_argument("--busy-processes", type=int, default=0,
                    help="processes that spin the whole time (oversubscribes the CPU)")
     p.add_argument("--fail-at", type=int, default=0, help="exit 1 at this iteration")
+    p.add_argument("--hold-mb", type=int, default=0,
+                   help="allocate and touch this many MiB before the first iteration, held to the end")
     args = p.parse_args(argv)
     if args.iterations < 1 or args.iteration_ms <= 0 or not 0 <= args.data_ms <= args.iteration_ms:
         p.error("need iterations >= 1, iteration-ms > 0 and 0 <= data-ms <= iteration-ms")
@@ -93,7 +95,16 @@ def main(argv=None):
         stop_processes(spinners)
 
 
+def hold(mb):
+    """A buffer of `mb` MiB with every page written, so it is resident, not just reserved."""
+    buf = bytearray(mb << 20)
+    for offset in range(0, len(buf), 4096):
+        buf[offset] = 1
+    return buf
+
+
 def run(args, stop):
+    held = hold(args.hold_mb)   # noqa: F841 (kept alive to the end on purpose)
     period = args.iteration_ms / 1000.0
     data = args.data_ms / 1000.0
     out = sys.stdout

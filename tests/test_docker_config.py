@@ -1,0 +1,83 @@
+"""The docker backend's configuration, without an engine: scenario options, image choice, pins."""
+import pytest
+
+from harness import images, scenario
+from harness.errors import UserError
+from harness.launchers import docker
+
+BASE = """\
+name: d
+backend: docker
+matrix: {framework: [calibrate, simpledet], model: [retinanet]}
+"""
+
+
+def load(tmp_path, extra=""):
+    path = tmp_path / "s.yaml"
+    path.write_text(BASE + extra)
+    return scenario.load(path)
+
+
+@pytest.mark.parametrize("section, field, words", [
+    ("docker: {gpus: -1}", "docker.gpus", "'all' or a count"),
+    ("docker: {gpus: some}", "docker.gpus", "'all' or a count"),
+    ("docker: {memory: lots}", "docker.memory", "pattern"),
+    ("docker: {shm_size: 8 g}", "docker.shm_size", "pattern"),
+    ("docker: {network: wide}", "docker.network", "'none', 'bridge' or 'host'"),
+    ("docker: {privileged: true}", "docker.privileged", "unknown key"),
+    ("docker: {images: {simpledet: nope}}", "docker.images.simpledet", "unknown image recipe 'nope'"),
+    ("docker: {images: {yolo: simpledet}}", "docker.images.yolo", "unknown framework 'yolo'"),
+])
+def test_bad_docker_options_name_file_line_and_field(tmp_path, section, field, words):
+    with pytest.raises(UserError) as err:
+        load(tmp_path, section + "\n")
+    message = str(err.value)
+    assert message.startswith("%s:4: %s: " % (tmp_path / "s.yaml", field)), message
+    assert words in message and "\n" not in message
+
+
+def test_each_framework_runs_in_its_own_recipe_unless_the_scenario_says_otherwise(tmp_path):
+    sc = load(tmp_path)
+    assert docker.recipe_for(sc, "simpledet") == "simpledet"
+    assert docker.recipe_for(sc, "calibrate") == "calibrate"
+    sc = load(tmp_path, "docker: {images: {calibrate: simpledet}}\n")
+    assert docker.recipe_for(sc, "calibrate") == "simpledet"
+    assert docker.python_for(sc, "calibrate") == "/opt/env/bin/python"
+
+
+def test_a_trial_command_uses_the_images_interpreter(tmp_path):
+    from harness import run
+    sc = load(tmp_path)
+    trials = run.schedule(sc, scenario.plan(sc), backend="docker")
+    assert {t.argv[0] for t in trials} == {images.RECIPES["simpledet"].python}
+
+
+def test_every_framework_has_a_recipe():
+    from harness import frameworks
+    assert set(images.FRAMEWORK_RECIPES) == set(frameworks.FRAMEWORKS)
+
+
+def test_requirements_with_a_floating_line_are_refused_before_any_download(tmp_path):
+    req = tmp_path / "requirements.txt"
+    req.write_text("torch==2.14.1\nnumpy>=2\n")
+    with pytest.raises(UserError, match="every line must pin name==version"):
+        images._fetch_wheels(req, "3.11", out=None)
+
+
+def test_a_dry_run_names_the_images_from_the_lock(tmp_path, monkeypatch, capsys):
+    lock = tmp_path / "images.lock"
+    monkeypatch.setenv("DETBENCH_IMAGES_LOCK", str(lock))
+    images.record("calibrate", {"image": "detbench/calibrate:abc", "id": "sha256:" + "1" * 64}, lock)
+    import io
+    out = io.StringIO()
+    docker.dry_run(load(tmp_path), out)
+    text = out.getvalue()
+    assert "# calibrate runs in image calibrate: detbench/calibrate:abc (sha256:111" in text
+    assert "# simpledet runs in image simpledet: not built (detbench image build simpledet)" in text
+
+
+def test_a_damaged_lock_file_is_one_clear_error(tmp_path):
+    lock = tmp_path / "images.lock"
+    lock.write_text("{not json")
+    with pytest.raises(UserError, match="not a valid lock file"):
+        images.read_lock(lock)
