@@ -79,6 +79,24 @@ def write_json_atomic(path, obj):
     os.rename(tmp, path)
 
 
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, IOError, ValueError):
+        return None
+
+
+def write_pid(trial_dir, pid):
+    """trial.pid: the trial's process (and process group) id, so that whoever started this runner
+    can end the trial's processes should the runner itself be killed. Best effort."""
+    try:
+        with open(os.path.join(trial_dir, "trial.pid"), "w") as f:
+            f.write("%d\n" % pid)
+    except (OSError, IOError):
+        pass
+
+
 def die_with_parent():
     """Ask Linux to send us SIGTERM when the process that started us dies."""
     try:
@@ -582,12 +600,18 @@ class Trial(object):
         except OSError as exc:
             record.update(exit_code=None, signal=None, error="cannot start: %s" % exc)
             return self.finish(record, log, times, 0)
+        write_pid(self.dir, self.proc.pid)
         if self.sampler is not None:
             self.sampler.start(self.proc.pid)
         deadline = None
         if self.args.timeout > 0:
             deadline = record["start_mono"] + self.args.timeout
-        lines = self.pump(log, times, deadline)
+        try:
+            lines = self.pump(log, times, deadline)
+        except (OSError, IOError) as exc:   # e.g. the results disk is full: end the trial, say why
+            record["error"] = "cannot write the trial's log: %s" % exc
+            self.signal_group(signal.SIGKILL)
+            lines = None
         if self.sampler is not None:
             self.sampler.stop()
             record["telemetry"] = self.sampler.summary()
@@ -666,10 +690,25 @@ class Trial(object):
         record["end_wall"] = time.time()
         record["end_mono"] = time.monotonic()
         record["lines"] = lines
-        log.close()
-        times.close()
-        write_json_atomic(os.path.join(self.dir, "trial.json"), record)
-        if record.get("exit_code") == 0:
+        for f in (log, times):
+            try:
+                f.close()
+            except (OSError, IOError):
+                pass   # the error that stopped the trial is in the record already
+        path = os.path.join(self.dir, "trial.json")
+        earlier = read_json(path)
+        if isinstance(earlier, dict):
+            # the launcher gave its verdict while this runner was cut off from it (e.g. Slurm
+            # requeued the job after losing the node): its error stands, and so do its fields
+            for key, value in earlier.items():
+                if key == "error" or key not in record:
+                    record[key] = value
+        try:
+            write_json_atomic(path, record)
+        except (OSError, IOError) as exc:
+            sys.stderr.write("runner.py: cannot write trial.json: %s\n" % exc)
+            return 3
+        if record.get("exit_code") == 0 and not record.get("error"):
             return 0
         return 1
 

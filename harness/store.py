@@ -48,6 +48,12 @@ CREATE TABLE iterations (
 """
 
 
+class ResultsWriteError(UserError):
+    """The results folder or store cannot take a write (disk full, read-only, locked too long).
+
+    Nothing is half-written: the transaction that failed was rolled back."""
+
+
 def new_run_id():
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
@@ -59,7 +65,10 @@ class Store:
         if not self.path.exists():
             if not create:
                 raise UserError("%s: no results store here (run `detbench run` first)" % self.root)
-            self.root.mkdir(parents=True, exist_ok=True)
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ResultsWriteError("%s: cannot create the results folder: %s" % (self.root, exc.strerror)) from None
         self.db = self._connect()
 
     # -------------------------------------------------------------- opening
@@ -72,23 +81,33 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise UserError("%s: not a detbench results store (%s); refusing to touch it" % (self.path, exc)) from None
         if not tables:
-            self._create(db)
+            self._create(db, self.path)
         elif "meta" not in tables:
             raise UserError("%s: a SQLite file that is not a detbench results store; refusing to touch it" % self.path)
-        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        try:
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            # a damaged page may sit anywhere: look at every page before reading or adding a row
+            damage = [r[0] for r in db.execute("PRAGMA quick_check(3)")]
+        except sqlite3.DatabaseError as exc:
+            raise UserError("%s: damaged results store (%s); refusing to touch it" % (self.path, exc)) from None
         if meta.get("application") != APPLICATION:
             raise UserError("%s: not a detbench results store; refusing to touch it" % self.path)
         if int(meta.get("schema_version", 0)) != SCHEMA_VERSION:
             raise UserError("%s: results store schema %s, this detbench reads %d"
                             % (self.path, meta.get("schema_version"), SCHEMA_VERSION))
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = NORMAL")
+        if damage != ["ok"]:
+            raise UserError("%s: damaged results store (%s); refusing to touch it; "
+                            "`sqlite3 FILE .recover` may save its rows" % (self.path, " ".join("; ".join(damage).split())))
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.OperationalError as exc:
+            raise ResultsWriteError("%s: cannot open the results store for writing: %s" % (self.path, exc)) from None
         return db
 
     @staticmethod
-    def _create(db):
-        db.execute("BEGIN IMMEDIATE")
-        try:
+    def _create(db, path):
+        with _Transaction(db, path):
             exists = db.execute("SELECT count(*) FROM sqlite_master WHERE name='meta'").fetchone()[0]
             if not exists:  # another process may have created it meanwhile
                 for statement in SCHEMA.split(";"):
@@ -96,16 +115,12 @@ class Store:
                         db.execute(statement)
                 db.executemany("INSERT INTO meta VALUES (?, ?)",
                                [("application", APPLICATION), ("schema_version", str(SCHEMA_VERSION))])
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
     def close(self):
         self.db.close()
 
     def transaction(self):
-        return _Transaction(self.db)
+        return _Transaction(self.db, self.path)
 
     def trial_dir(self, trial_id):
         return self.root / "trials" / trial_id
@@ -198,17 +213,34 @@ class Store:
 
 
 class _Transaction:
-    def __init__(self, db):
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any error; SQLite's write errors become ResultsWriteError."""
+
+    def __init__(self, db, path):
         self.db = db
+        self.path = path
 
     def __enter__(self):
-        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise self._error(exc) from None
         return self.db
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
-            self.db.execute("COMMIT")
-        else:
+            try:
+                self.db.execute("COMMIT")
+                return False
+            except sqlite3.OperationalError as failed:   # e.g. disk full: the commit did not happen
+                exc = failed
+        try:
             self.db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass   # SQLite rolled back already
+        if isinstance(exc, sqlite3.OperationalError):
+            raise self._error(exc) from None
         return False
+
+    def _error(self, exc):
+        return ResultsWriteError("%s: cannot write the results store: %s" % (self.path, exc))
 

@@ -12,6 +12,8 @@ import yaml
 from harness.errors import UserError, located
 
 MAX_BYTES = 1 << 20  # scenario and platform files are small; refuse anything huge
+MAX_DEPTH = 64       # nesting levels (PyYAML composes recursively: deeper would overflow the stack)
+MAX_VALUES = 100_000  # values once aliases are expanded: a "billion laughs" stops here
 
 Positions = dict  # tuple path -> 1-based line
 
@@ -25,7 +27,13 @@ def load(path):
         raise UserError(located(path, 0, None, "cannot read: %s" % exc.strerror)) from None
     if size > MAX_BYTES:
         raise UserError(located(path, 0, None, "file is %d bytes; the limit is %d" % (size, MAX_BYTES)))
-    raw = path.read_bytes()
+    try:
+        with open(path, "rb") as f:   # stat says 0 for /dev/zero and pipes: never read past the limit
+            raw = f.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise UserError(located(path, 0, None, "cannot read: %s" % exc.strerror)) from None
+    if len(raw) > MAX_BYTES:
+        raise UserError(located(path, 0, None, "file is more than %d bytes, the limit" % MAX_BYTES))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -34,9 +42,33 @@ def load(path):
     return loads(text, path)
 
 
+class _TooDeep(yaml.MarkedYAMLError):
+    pass
+
+
+class _Loader(yaml.SafeLoader):
+    """The safe loader, refusing documents nested deeper than MAX_DEPTH."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.depth = 0
+
+    def compose_node(self, parent, index):
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise _TooDeep(problem="nested more than %d levels deep" % MAX_DEPTH,
+                               problem_mark=self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
 def loads(text, path="<string>"):
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_Loader)
+    except _TooDeep as exc:
+        raise UserError(located(path, exc.problem_mark.line + 1, None, exc.problem)) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 0
@@ -44,8 +76,11 @@ def loads(text, path="<string>"):
         if "'\\t'" in problem or "tab" in problem.lower():
             problem = "tab characters cannot indent YAML; use spaces"
         raise UserError(located(path, line, None, "YAML syntax error: %s" % problem)) from None
+    except yaml.reader.ReaderError as exc:   # a control character YAML does not allow
+        line = text[:exc.position].count("\n") + 1
+        raise UserError(located(path, line, None, "character %r is not allowed in YAML" % chr(exc.character))) from None
     except yaml.YAMLError as exc:
-        raise UserError(located(path, 0, None, "YAML error: %s" % exc)) from None
+        raise UserError(located(path, 0, None, "YAML error: %s" % " ".join(str(exc).split()))) from None
     if node is None:
         raise UserError(located(path, 1, None, "the file is empty"))
     positions = {}
@@ -68,6 +103,9 @@ _SAFE_TAGS = {"tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", 
 
 def _build(node, where, positions, path):
     positions[where] = node.start_mark.line + 1
+    if len(positions) > MAX_VALUES:
+        raise UserError(located(path, node.start_mark.line + 1, _dotted(where),
+                                "the document expands to more than %d values (YAML aliases?)" % MAX_VALUES))
     if node.tag not in _SAFE_TAGS:
         raise UserError(located(path, node.start_mark.line + 1, _dotted(where),
                                 "YAML tag %s is not allowed (plain data only)" % node.tag))

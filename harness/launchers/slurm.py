@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from harness import platforms
-from harness.errors import UserError
+from harness.errors import BackendDown, BackendLost, UserError
 from harness.launchers import sbatch
 from harness.launchers.local import ROOT, RUNNER
 from runner import write_json_atomic
@@ -161,6 +161,49 @@ def end_state(job_id):
     return "UNKNOWN", "", "neither sacct nor scontrol knows the job any more"
 
 
+def job_info(job_id):
+    """The job's `scontrol show job -o` fields (JobState, Restarts, Partition, NodeList, ...), or {}."""
+    proc = _slurm(["scontrol", "show", "job", "-o", job_id], check=False)
+    if proc is None or proc.returncode != 0:
+        return {}
+    fields = {}
+    for word in proc.stdout.split():
+        key, sep, value = word.partition("=")
+        if sep and key not in fields:
+            fields[key] = value
+    return fields
+
+
+USABLE = ("idle", "mixed", "allocated", "completing", "planned")
+
+
+def node_states(partition):
+    """{node: state} of a partition's nodes as sinfo prints them ('idle', 'down*', 'drained', ...)."""
+    proc = _slurm(["sinfo", "--noheader", "--Node", "--partition=%s" % partition, "--format=%N|%T"],
+                  check=False)
+    if proc is None or proc.returncode != 0:
+        return {}
+    out = {}
+    for line in proc.stdout.split():
+        node, sep, state = line.partition("|")
+        if sep:
+            out[node] = state
+    return out
+
+
+def usable(state):
+    """A node that can run a job: up and answering (sinfo marks a node not responding with `*`)."""
+    return "*" not in state and state.rstrip("~#!%$@^-+").lower() in USABLE
+
+
+def down_nodes(partition):
+    """'node: state, ...' when no node of the partition is usable, else None (some node is up)."""
+    states = node_states(partition)
+    if not states or any(usable(s) for s in states.values()):
+        return None
+    return ", ".join("%s %s" % (n, s) for n, s in sorted(states.items()))
+
+
 def jobs_named(prefix=sbatch.JOB_PREFIX, user=None):
     """[(job id, name, state)] of this user's queued or running jobs whose name starts with prefix."""
     proc = _slurm(["squeue", "--noheader", "--user=%s" % (user or getpass.getuser()),
@@ -270,8 +313,7 @@ class SlurmLauncher:
             return 1
         self.active.add(job_id)
         try:
-            while queue_state(job_id) in ACTIVE:
-                time.sleep(self.poll_s)
+            self._follow(job_id, trial_dir, scenario)
         except BaseException:
             cancel([job_id])
             self.active.discard(job_id)
@@ -279,6 +321,36 @@ class SlurmLauncher:
         self.active.discard(job_id)
         state, exit_code, reason = end_state(job_id)
         return 0 if record_end(trial_dir, job_id, state, exit_code, reason) else 1
+
+    def _follow(self, job_id, trial_dir, scenario):
+        """Wait while the job is queued or running. A job Slurm requeued after losing its node
+        fails the trial (BackendLost); a job queued while no node of its partition is up stops
+        the run after node_down_wait_s (BackendDown). Either way the job is cancelled."""
+        opts = scenario.slurm or sbatch.SlurmOptions()
+        down_since = None
+        while True:
+            state = queue_state(job_id)
+            if state not in ACTIVE:
+                return
+            info = job_info(job_id)
+            if info.get("Restarts", "0") not in ("0", ""):
+                down = down_nodes(info["Partition"]) if info.get("Partition") else None
+                why = "requeued by Slurm after its node failed" + ("; %s" % down if down else "")
+                cancel([job_id])
+                if not (trial_dir / "log.txt").exists():   # it never started: nothing to fail
+                    raise BackendDown("slurm job %s %s before the trial started" % (job_id, why))
+                record_end(trial_dir, job_id, "NODE_FAIL", "", why + "; cancelled by detbench")
+                raise BackendLost("slurm job %s of trial %s lost its node (%s)" % (job_id, trial_dir.name, why))
+            down = down_nodes(info.get("Partition", "")) if state == "PENDING" and info.get("Partition") else None
+            if down is None:
+                down_since = None
+            elif down_since is None:
+                down_since = time.monotonic()
+            elif time.monotonic() - down_since >= opts.node_down_wait_s:
+                cancel([job_id])
+                raise BackendDown("no node of slurm partition %s is up (%s) for %.0f s; cancelled job %s"
+                                  % (info["Partition"], down, opts.node_down_wait_s, job_id))
+            time.sleep(self.poll_s)
 
     def cleanup(self):
         """scancel every job this launcher submitted that has not ended; wait until squeue drops them."""

@@ -29,7 +29,8 @@ def iter_scrape(lines, **_options):
                 time_s=_num(obj[jsonlog.TIME_S]), data_time_s=_num(obj.get(jsonlog.DATA_TIME_S)),
                 kind=ITERATION, images=obj.get(jsonlog.IMAGES),
                 memory_mb=_num(obj.get(jsonlog.PEAK_MEM_MB)), loss=_num(obj.get(jsonlog.LOSS)))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        # OverflowError: an iteration of 1e400; RecursionError: JSON nested thousands deep
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as exc:
             yield ScrapeError(index, "unreadable %s line: %s" % (_PREFIX.strip(), exc), line[:200])
 
 
