@@ -3,6 +3,7 @@
 This is the one place the launch side (runner.py's files) meets the analysis side, so
 a trial can be re-analysed from its folder at any time without running it again.
 """
+import collections
 import json
 import os
 
@@ -18,9 +19,10 @@ def read_trial_json(trial_dir):
     path = os.path.join(trial_dir, "trial.json")
     try:
         with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
+            record = json.load(f)
+    except (OSError, ValueError, RecursionError):
         return None
+    return record if isinstance(record, dict) else None
 
 
 def read_times(trial_dir):
@@ -36,9 +38,10 @@ def read_times(trial_dir):
 
 
 def log_tail(trial_dir, n=TAIL_LINES):
-    lines = list(read_lines(os.path.join(trial_dir, "log.txt"))) if os.path.exists(
-        os.path.join(trial_dir, "log.txt")) else []
-    return [l for l in lines if l.strip()][-n:]
+    path = os.path.join(trial_dir, "log.txt")
+    if not os.path.exists(path):
+        return []
+    return list(collections.deque((l for l in read_lines(path) if l.strip()), maxlen=n))
 
 
 def failure_reason(record, trial_dir):
@@ -48,31 +51,46 @@ def failure_reason(record, trial_dir):
                 said = [l.strip() for l in f if l.strip()]
         except OSError:
             said = []
+        if os.path.exists(os.path.join(trial_dir, "trial.json")):
+            return "trial.json is not a record runner.py wrote (unreadable or not an object)"
         return "runner wrote no trial.json" + (": " + said[-1][:300] if said else "")
     if record.get("error"):
-        return record["error"]
+        return str(record["error"])
     if record.get("timed_out"):
-        return "timed out after %.0f s" % (record["end_mono"] - record["start_mono"])
+        start, end = _number(record.get("start_mono")), _number(record.get("end_mono"))
+        return "timed out after %.0f s" % (end - start) if None not in (start, end) else "timed out"
     if record.get("interrupted_by"):
-        return "interrupted by signal %d" % record["interrupted_by"]
+        return "interrupted by signal %s" % record["interrupted_by"]
     if record.get("signal"):
-        return "killed by signal %d" % record["signal"]
+        return "killed by signal %s" % record["signal"]
     if record.get("exit_code") not in (0, None):
         tail = log_tail(trial_dir, 1)
-        return "exit code %d%s" % (record["exit_code"], (": " + tail[-1][:300]) if tail else "")
+        return "exit code %s%s" % (record["exit_code"], (": " + tail[-1][:300]) if tail else "")
     return None
+
+
+def _number(value, default=None):
+    """value when it is a real, finite number (not a bool), else default: trial.json may be damaged."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
+            and abs(value) != float("inf"):
+        return value
+    return default
 
 
 def analyse(trial_dir, scraper_name, warmup, measure, images_per_iteration, scrape_options=None):
     """Return (row, iterations) for store.finish_trial; scrape_options go to the scraper."""
     record = read_trial_json(trial_dir)
-    row = {"ended": record.get("end_wall") if record else None,
-           "exit_code": record.get("exit_code") if record else None}
+    row = {"ended": _number(record.get("end_wall")) if record else None,
+           "exit_code": _number(record.get("exit_code")) if record else None}
     reason = failure_reason(record, trial_dir)
-    scrape = scrapers.get(scraper_name)
+    scrapers.get(scraper_name)   # an unknown name raises here, not in the try below
     log_path = os.path.join(trial_dir, "log.txt")
-    records, errors = (scrape(read_lines(log_path), **(scrape_options or {}))
-                       if os.path.exists(log_path) else ([], []))
+    try:   # streamed from disk, through the compiled scanner where it is built
+        records, errors = (scrapers.scrape_path(scraper_name, log_path, **(scrape_options or {}))
+                           if os.path.exists(log_path) else ([], []))
+    except Exception as exc:   # scrapers must not raise; should one, the trial fails and the run goes on
+        records, errors = [], []
+        reason = reason or "the %s scraper failed on this log: %s: %s" % (scraper_name, type(exc).__name__, exc)
     records = stats.dedupe([r for r in records if isinstance(r, IterationRecord)])
     times = read_times(trial_dir)
     row.update(records=len(records), scrape_errors=len(errors))
@@ -96,7 +114,10 @@ def analyse(trial_dir, scraper_name, warmup, measure, images_per_iteration, scra
             row["observed"] = None
     row["status"] = "failed" if reason else "done"
     row["reason"] = reason
-    row["fingerprint"] = fingerprint(record.get("host")) if record else None
+    try:
+        row["fingerprint"] = fingerprint(record.get("host")) if record else None
+    except (AttributeError, TypeError, ValueError):   # host facts damaged: no fingerprint
+        row["fingerprint"] = None
     row["telemetry_json"] = json.dumps(record["telemetry"], sort_keys=True) \
         if record and record.get("telemetry") else None
     return row, iterations

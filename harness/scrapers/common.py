@@ -5,13 +5,21 @@ cleaned log line into an IterationRecord, a ScrapeError or None. The drivers her
 clean lines (ANSI colours, carriage-return redraws, launcher rank prefixes), shield
 the caller from any exception, drop duplicated iterations, and offer a fast path
 for files: whole chunks are matched with one ``finditer`` when the chunk is plain
-enough that doing so gives exactly what line-by-line feeding would.
+enough that doing so gives exactly what line-by-line feeding would, or, for the
+formats it knows, through the compiled scanner ``_fastscan`` when the install built it.
+That scanner cleans lines the same way and hands every line it cannot read exactly as
+``feed`` would back to ``feed``.
 """
 import gc
 import re
 from typing import Iterable, Iterator, List, Optional, Tuple, Union
 
 from harness.records import IterationRecord, ScrapeError
+
+try:  # harness/scrapers/_fastscan.c, built by `pip install` when a C compiler is there
+    from harness.scrapers import _fastscan
+except ImportError:  # not built: the pure-Python paths give the same items
+    _fastscan = None
 
 Item = Union[IterationRecord, ScrapeError]
 
@@ -21,6 +29,9 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 RANK_RE = re.compile(r"(?:\[(?:rank|default)?(\d+)\]:|(\d+): |\[\d+,(\d+)\]<std(?:out|err)>:)")
 # The same prefixes after a newline: starts with a literal, so a chunk is scanned fast.
 RANK_AFTER_NL_RE = re.compile(r"\n" + RANK_RE.pattern)
+# A line that a JSON-reading feed() takes for JSON: "{" after what str.lstrip() removes.
+JSON_AT_START_RE = re.compile(r"[^\S\n]*\{")
+JSON_AFTER_NL_RE = re.compile(r"\n[^\S\n]*\{")
 ERROR_TEXT_MAX = 200
 CHUNK_SIZE = 1 << 22
 
@@ -59,6 +70,21 @@ def clean_line(line) -> Optional[str]:
     return line
 
 
+def _cleaned(raw) -> Optional[str]:
+    """clean_line(raw), or None (the line is skipped) where cleaning fails: int() refuses
+    a rank of more than 4300 digits."""
+    try:
+        return clean_line(raw)
+    except Exception:
+        return None
+
+
+def has_json_line(chunk: str) -> bool:
+    """Whether some line of the chunk starts with '{' once leading whitespace is gone."""
+    return (JSON_AT_START_RE.match(chunk) is not None
+            or JSON_AFTER_NL_RE.search(chunk) is not None)
+
+
 def read_lines(path) -> Iterator[str]:
     """Stream a file line by line (binary read, UTF-8 with replacement), cleaned.
 
@@ -67,8 +93,32 @@ def read_lines(path) -> Iterator[str]:
     """
     with open(path, "rb") as f:
         for raw in f:
-            text = clean_line(raw.decode("utf-8", "replace"))
+            text = _cleaned(raw)
             yield "" if text is None else text
+
+
+def read_blocks(path, size: int = CHUNK_SIZE) -> Iterator[Tuple[bytes, int]]:
+    """Yield (block, end) where block[:end] is a run of whole lines of about ``size`` bytes.
+
+    Each run but the last ends with '\\n'; the last one lacks it when the file does.
+    Never holds more than one block in memory.
+    """
+    rest = b""
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(size)
+            if not block:
+                break
+            if rest:
+                block = rest + block
+            end = block.rfind(b"\n") + 1
+            if end == 0:
+                rest = block
+                continue
+            rest = block[end:]
+            yield block, end
+    if rest:
+        yield rest, len(rest)
 
 
 def read_chunks(path, size: int = CHUNK_SIZE) -> Iterator[Tuple[int, str]]:
@@ -78,23 +128,10 @@ def read_chunks(path, size: int = CHUNK_SIZE) -> Iterator[Tuple[int, str]]:
     the end of the file). Never holds more than one chunk in memory.
     """
     first = 0
-    rest = b""
-    with open(path, "rb") as f:
-        while True:
-            block = f.read(size)
-            if not block:
-                break
-            block = rest + block
-            cut = block.rfind(b"\n")
-            if cut < 0:
-                rest = block
-                continue
-            rest = block[cut + 1:]
-            text = block[:cut + 1].decode("utf-8", "replace")
-            yield first, text
-            first += text.count("\n")
-    if rest:
-        yield first, rest.decode("utf-8", "replace")
+    for block, end in read_blocks(path, size):
+        text = (block if end == len(block) else block[:end]).decode("utf-8", "replace")
+        yield first, text
+        first += text.count("\n")
 
 
 _tuple_new = tuple.__new__
@@ -143,6 +180,7 @@ class Scraper:
 
     key: str = ""
     pattern = None
+    native: Optional[str] = None  # the format's scan function in _fastscan, if it has one
 
     def __init__(self):
         self.last_iteration = 0
@@ -185,10 +223,7 @@ def _safe_feed(scraper: Scraper, line: str, index: int) -> Optional[Item]:
 def run_lines(scraper: Scraper, lines: Iterable) -> Iterator[Item]:
     """Feed lines one by one; yield records and errors in line order."""
     for index, raw in enumerate(lines):
-        try:
-            line = clean_line(raw)
-        except Exception:
-            continue
+        line = _cleaned(raw)
         if line is None:
             continue
         out = _safe_feed(scraper, line, index)
@@ -235,17 +270,62 @@ def _from_matches(scraper: Scraper, matches, chunk: str, first: int) -> List[Ite
     return out
 
 
-def run_path(scraper: Scraper, path, chunk_size: Optional[int] = None) -> Iterator[Item]:
-    """Scrape a file streaming from disk; same output as ``run_lines(read_lines(path))``.
+def native_scanner(scraper: Scraper):
+    """The compiled scan function for this scraper's format, or None (none, or not built)."""
+    if _fastscan is None or not scraper.native:
+        return None
+    return getattr(_fastscan, scraper.native)
 
-    A chunk goes through one ``finditer`` when it has no carriage returns, ANSI codes
-    or rank prefixes, no line kind the fast path cannot see, and as many matches as
-    occurrences of the key (so no line would have become an error). Otherwise its
-    lines are fed one by one.
+
+def _scan_block(scraper: Scraper, scan, block: bytes, end: int,
+                line: int) -> Tuple[List[Item], int]:
+    """Items of the lines in block[:end] (the first is line ``line``) and the next index.
+
+    The compiled scanner reads every line it can; each line it stops at (not plain
+    ASCII, JSON, a shape or number it does not read exactly) is fed here in Python.
     """
+    out: List[Item] = []
+    pos = 0
+    while pos < end:
+        pos, line = scan(scraper, block, pos, end, line, out)
+        if pos >= end:
+            break
+        stop = block.find(b"\n", pos, end)
+        if stop < 0:
+            stop = end
+        text = _cleaned(block[pos:stop])
+        if text is not None:
+            item = _safe_feed(scraper, text, line)
+            if item is not None:
+                out.append(item)
+        pos, line = stop + 1, line + 1
+    return out, line
+
+
+def run_path(scraper: Scraper, path, chunk_size: Optional[int] = None,
+             native: bool = True) -> Iterator[Item]:
+    """Scrape a file streaming from disk; same output as ``run_lines`` fed the file's raw
+    lines (each cleaned once: ``read_lines`` cleans too, so feeding its lines to
+    ``run_lines`` cleans twice, which differs where one cleaning exposes another code or
+    a rank prefix, e.g. rank 0's "1: text" under srun --label, "0: 1: text").
+
+    With ``native`` (the default) and a compiled scanner for the format, blocks go
+    through it. Otherwise a chunk goes through one ``finditer`` when it has no carriage
+    returns, ANSI codes or rank prefixes, no line kind the fast path cannot see, and as
+    many matches as occurrences of the key (so no line would have become an error);
+    else its lines are fed one by one.
+    """
+    size = chunk_size or CHUNK_SIZE
+    scan = native_scanner(scraper) if native else None
+    if scan is not None:
+        line = 0
+        for block, end in read_blocks(path, size):
+            items, line = _scan_block(scraper, scan, block, end, line)
+            yield from items
+        return
     pattern = scraper.pattern
     key = scraper.key
-    for first, chunk in read_chunks(path, chunk_size or CHUNK_SIZE):
+    for first, chunk in read_chunks(path, size):
         if pattern is not None and key and not _needs_line_path(scraper, chunk):
             matches = list(pattern.finditer(chunk))
             if len(matches) == chunk.count(key):
@@ -255,7 +335,7 @@ def run_path(scraper: Scraper, path, chunk_size: Optional[int] = None) -> Iterat
         if chunk.endswith("\n"):
             lines.pop()
         for offset, raw in enumerate(lines):
-            line = clean_line(raw)
+            line = _cleaned(raw)
             if line is None:
                 continue
             out = _safe_feed(scraper, line, first + offset)

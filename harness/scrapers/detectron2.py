@@ -33,6 +33,7 @@ RECORD_RE = re.compile(
 class Detectron2Scraper(common.Scraper):
     key = "iter: "
     pattern = RECORD_RE
+    native = "detectron2"
 
     def __init__(self, prefer="global", warmup_iter=3, window=20):
         super().__init__()
@@ -48,7 +49,7 @@ class Detectron2Scraper(common.Scraper):
         return super().feed(line, index)
 
     def fast_ok(self, chunk):
-        return '"iteration"' not in chunk
+        return not common.has_json_line(chunk)
 
     def unmatched(self, line, index):
         if " time: " not in line:

@@ -17,7 +17,7 @@ from harness.scrapers import common
 
 RECORD_RE = re.compile(
     r"Train: (\d+) \[ *(\d+)/(\d+) \( *\S+%\)\]  Loss: +(\S+) \( *\S+\)  "
-    r"Time: (\S+)s, +(\S+)/s  \([^)]*\)  LR: \S+  Data: (\S+) \(")
+    r"Time: (\S+)s, +(\S+)/s  \([^)\n]*\)  LR: \S+  Data: (\S+) \(")
 
 
 class EffdetScraper(common.Scraper):

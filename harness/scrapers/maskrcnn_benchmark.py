@@ -24,6 +24,7 @@ RECORD_RE = re.compile(r"iter: (\d+)  [^\n]*?time: (\S+) \(\S+\)  data: (\S+) \(
 class MaskrcnnScraper(common.Scraper):
     key = "  data: "
     pattern = RECORD_RE
+    native = "maskrcnn"
 
     def __init__(self, window=20):
         super().__init__()

@@ -38,6 +38,7 @@ class MmcvScraper(common.Scraper):
 
     key = "data_time: "
     pattern = TEXT_RE
+    native = "mmcv"
 
     def __init__(self, interval=None, iters_per_epoch=None, by_epoch=True):
         super().__init__()
@@ -51,7 +52,7 @@ class MmcvScraper(common.Scraper):
         return super().feed(line, index)
 
     def fast_ok(self, chunk):
-        return '"mode"' not in chunk
+        return not common.has_json_line(chunk)
 
     def unmatched(self, line, index):
         if "(val)" in line:

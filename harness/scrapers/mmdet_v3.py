@@ -31,6 +31,7 @@ TEXT_RE = re.compile(
 class MmengineScraper(common.Scraper):
     key = "  data_time: "
     pattern = TEXT_RE
+    native = "mmengine"
 
     def __init__(self, window=None):
         super().__init__()
@@ -42,7 +43,7 @@ class MmengineScraper(common.Scraper):
         return super().feed(line, index)
 
     def fast_ok(self, chunk):
-        return '"data_time"' not in chunk
+        return not common.has_json_line(chunk)
 
     def unmatched(self, line, index):
         if "(val)" in line or "(test)" in line:

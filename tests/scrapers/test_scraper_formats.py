@@ -123,7 +123,8 @@ def test_path_fast_path_equals_line_path(module_name, fixture, tmp_path, monkeyp
     text = text * 40 + "\x1b[32m" + text + "[rank1]:junk\n" + text * 40
     path = tmp_path / "big.log"
     path.write_text(text, encoding="utf-8")
-    by_lines = list(module.iter_scrape(common.read_lines(path)))
+    with open(path, "rb") as f:   # each raw line cleaned once, then fed
+        by_lines = list(module.iter_scrape(f))
     by_path = list(module.iter_scrape_path(path))
     assert by_path == by_lines
     assert by_path
@@ -139,3 +140,24 @@ def test_scrapers_names():
     assert set(scrapers.SCRAPERS) == {
         "detbench-jsonl", "mmdet-v1", "mmdet-v2", "mmdet-v3", "maskrcnn-benchmark",
         "detectron2", "torchvision-ref", "simpledet-mxnet", "dllogger", "effdet"}
+
+
+@pytest.mark.parametrize("name,fixture,options,expected,error_lines", CASES,
+                         ids=["%s:%s:%s" % (c[0], c[1], sorted(c[2])) for c in CASES])
+def test_scrape_path_reads_a_file_like_its_lines(name, fixture, options, expected, error_lines):
+    records, errors = scrapers.scrape_path(name, FIXTURES / fixture, **options)
+    assert records == expected
+    assert [e.line for e in errors] == error_lines
+
+
+def test_scrape_path_of_the_jsonl_format_reads_its_lines(tmp_path):
+    path = tmp_path / "log.txt"
+    path.write_text('noise\nDETBENCH_ITER {"iteration": 3, "time_s": 0.5}\n', encoding="utf-8")
+    records, errors = scrapers.scrape_path("detbench-jsonl", path)
+    assert [(r.iteration, r.line, r.time_s) for r in records] == [(3, 1, 0.5)] and not errors
+
+
+def test_path_scrapers_are_the_formats_that_have_a_file_path():
+    assert set(scrapers.PATH_SCRAPERS) == set(scrapers.SCRAPERS) - {"detbench-jsonl"}
+    with pytest.raises(KeyError):
+        scrapers.scrape_path("nope", FIXTURES / "mmdet_v2.log")

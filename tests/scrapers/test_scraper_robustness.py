@@ -73,7 +73,8 @@ def test_non_numeric_value_is_an_error():
 
 def test_invalid_utf8_bytes(tmp_path):
     path = tmp_path / "log.txt"
-    path.write_bytes(b"\xff\xfe garbage \xc3\x28\n" + b"\xe2\x82" + MMDET_V2_LINE.encode() + b" \xe2\x82\n")
+    path.write_bytes(b"\xff\xfe garbage \xc3\x28\n" + b"\xe2\x82" + MMDET_V2_LINE.encode()
+                     + b" \xe2\x82\n")
     lines = list(common.read_lines(path))
     assert len(lines) == 2 and "\ufffd" in lines[0]
     records, _ = scrapers.get("mmdet-v2")(lines)
@@ -119,3 +120,75 @@ def test_no_path_scraper_raises_on_random_bytes(tmp_path_factory, blob):
                  "torchvision_ref", "simpledet_mxnet", "dllogger", "effdet"):
         module = importlib.import_module("harness.scrapers." + name)
         list(module.iter_scrape_path(path))
+
+
+
+def _path_scrapers():
+    from harness.scrapers import (detectron2, dllogger, effdet, maskrcnn_benchmark, mmdet_v2,
+                                  mmdet_v3, simpledet_mxnet, torchvision_ref)
+    return [mmdet_v2.MmcvScraper, mmdet_v3.MmengineScraper, maskrcnn_benchmark.MaskrcnnScraper,
+            detectron2.Detectron2Scraper, torchvision_ref.TorchvisionScraper,
+            simpledet_mxnet.SpeedometerScraper, dllogger.DlloggerScraper, effdet.EffdetScraper]
+
+
+def _cut(line, at):
+    """The line cut in two at ``at`` (a fraction), as a crashed writer leaves it, or whole."""
+    if at is None:
+        return [line]
+    k = int(len(line) * at)
+    return [line[:k], line[k:]]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(ALL_FIXTURE_LINES), mutations,
+                          st.one_of(st.none(), st.floats(0, 1))), min_size=1, max_size=12),
+       st.lists(st.binary(max_size=80), max_size=3), st.sampled_from([1, 50, 400, 1 << 16]))
+def test_reading_a_file_gives_what_feeding_its_lines_gives(tmp_path_factory, triples, blobs,
+                                                           chunk_size):
+    """Reading a file (chunked pure Python, or the compiled scanner) equals feeding its
+    lines one by one, also for mutated and cut lines a pattern might read across ends."""
+    lines = [part for line, edits, at in triples for part in _cut(_mutate(line, edits), at)]
+    data = b"\n".join([line.encode("utf-8", "surrogatepass") for line in lines]
+                      + [b.replace(b"\n", b"") for b in blobs])
+    path = tmp_path_factory.mktemp("log") / "log.txt"
+    path.write_bytes(data)
+    for cls in _path_scrapers():
+        with open(path, "rb") as f:   # each raw line cleaned once, then fed
+            by_lines = [repr(x) for x in common.run_lines(cls(), f)]
+        for native in (False, True):
+            got = [repr(x) for x in common.run_path(cls(), path, chunk_size, native=native)]
+            assert got == by_lines, (cls.__name__, native)
+
+
+def test_a_cut_effdet_line_is_not_read_across_the_line_end(tmp_path):
+    from harness.scrapers import effdet
+    line = (FIXTURES / "effdet.log").read_text(encoding="utf-8").splitlines()[1]
+    cut = line.index("  (") + 4
+    path = tmp_path / "log.txt"
+    path.write_text(line[:cut] + "\nx" + line[line.index(")  LR:"):] + "\n", encoding="utf-8")
+    items = list(effdet.iter_scrape_path(path))
+    assert items == list(effdet.iter_scrape(path.read_text(encoding="utf-8").splitlines()))
+    assert [type(item) for item in items] == [ScrapeError]
+
+
+def test_a_line_is_cleaned_once():
+    """Under srun --label, rank 0 printing "1: text" gives "0: 1: text": one prefix goes."""
+    line = "0: 1: " + MMDET_V2_LINE
+    records, errors = scrapers.get("mmdet-v2")([line])
+    assert [r.iteration for r in records] == [100] and not errors
+    assert common.clean_line(line) == "1: " + MMDET_V2_LINE
+    assert common.clean_line("\x1b\x1b[0m[0mtext") == "\x1b[0mtext"   # one pass of the pattern
+
+
+def test_ranks_of_many_digits(tmp_path):
+    """int() refuses more than 4300 digits: such a line is skipped, by every reader."""
+    lines = ["[" + "0" * 5000 + "]:" + MMDET_V2_LINE, "1" * 5000 + ": " + MMDET_V2_LINE,
+             "[rank" + "0" * 70 + "]:" + MMDET_V2_LINE.replace("100/", "110/")]
+    path = tmp_path / "log.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    from harness.scrapers import mmdet_v2
+    expected = list(mmdet_v2.iter_scrape(lines))
+    assert [(r.iteration, r.line) for r in expected] == [(110, 2)]
+    for native in (False, True):
+        assert list(common.run_path(mmdet_v2.MmcvScraper(), path, native=native)) == expected
+    assert list(common.read_lines(path))[:2] == ["", ""]
