@@ -11,7 +11,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ import pytest
 from harness import engine, images
 from harness.errors import UserError
 from tests.conftest import need_service
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.docker
@@ -80,20 +80,12 @@ def trial_rows(results):
         db.close()
 
 
-def wait_for(predicate, timeout=60.0, poll=0.2):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(poll)
-    return False
-
-
 def running_trial_container(client, results):
     """The container of the trial that is running now (waits for one)."""
     found = []
-    assert wait_for(lambda: found.extend(c for c in ours(client) if c.status == "running"
-                                         and str(results) in json.dumps(c.attrs["Mounts"])) or found, 120)
+    wait_for(lambda: found.extend(c for c in ours(client) if c.status == "running"
+                                  and str(results) in json.dumps(c.attrs["Mounts"])) or found, 120,
+             "a running container of this run")
     return found[0]
 
 
@@ -243,7 +235,7 @@ def test_interrupted_run_removes_its_containers_and_resume_finishes(client, writ
     proc.send_signal(signal.SIGINT)
     code, out = finish(proc)
     assert code != 0 and "--resume" in out, out
-    assert wait_for(lambda: not [c for c in ours(client) if c.id == container.id], 30)
+    wait_for(lambda: not [c for c in ours(client) if c.id == container.id], 30, "the container to be removed")
     run_id = out.split("run ", 1)[1].split(":", 1)[0]
     code, out = finish(detbench("run", "--resume", run_id, "--results", str(results)))
     assert code == 0, out
@@ -260,7 +252,7 @@ def test_killed_run_leaves_no_container_and_resume_finishes(client, write_scenar
     proc.kill()
     proc.communicate()
     # the reaper sees its run die and removes the container the run can no longer remove
-    assert wait_for(lambda: not [c for c in ours(client) if c.id == container.id], 30)
+    wait_for(lambda: not [c for c in ours(client) if c.id == container.id], 30, "the container to be removed")
     run_id = next(results.glob("trials/*")).name.rsplit("-", 1)[0]
     code, out = finish(detbench("run", "--resume", run_id, "--results", str(results)))
     assert code == 0, out

@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import GOOD_SCENARIO, need_service
+from waiting import wait_for
 from harness import ingest
 from harness.cli import main
 from harness.launchers.local import LocalLauncher
@@ -84,16 +85,6 @@ def statuses(results):
 
 def integrity(results):
     return rows(results, "PRAGMA integrity_check") == [("ok",)]
-
-
-def wait_for(predicate, timeout_s, what):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError("timed out after %ds waiting for %s" % (timeout_s, what))
 
 
 def processes():

@@ -13,7 +13,8 @@ import pytest
 from harness import engine
 from tests.conftest import need_service
 from tests.test_docker_backend import (CALIBRATE, detbench, finish, need_image, ours,
-                                       running_trial_container, trial_rows, wait_for)
+                                       running_trial_container, trial_rows)
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.faults]
 DISRUPTIVE = os.environ.get("DETBENCH_DISRUPTIVE_TESTS") == "1"
@@ -31,11 +32,11 @@ def dockerd_process():
 
 def start_dockerd(argv, old_pid=None):
     if old_pid is not None:   # a second dockerd refuses to start while the first still shuts down
-        assert wait_for(lambda: not os.path.exists("/proc/%d" % old_pid), 120, 0.2), "dockerd did not stop"
+        wait_for(lambda: not os.path.exists("/proc/%d" % old_pid), 120, "the old dockerd to exit")
     with open("/var/log/dockerd.log", "ab") as log:
         subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                          start_new_session=True)
-    assert wait_for(engine.available, 60, 0.5), "dockerd did not come back"
+    wait_for(engine.available, 60, "dockerd to answer again", poll_s=0.5)
 
 
 @pytest.fixture
@@ -58,8 +59,8 @@ def test_engine_stopped_mid_run_fails_the_trial_in_flight_and_resume_completes(
     scenario = write_scenario(CALIBRATE.format(warmup=1, measure=30, repeats=3, iteration_ms=100))
     results = tmp_path / "results"
     proc = detbench("run", "--scenario", str(scenario), "--results", str(results))
-    assert wait_for(lambda: [r[1] for r in trial_rows(results)][:1] == ["done"]
-                    if (results / "detbench.sqlite").exists() else False, 120)
+    wait_for(lambda: [r[1] for r in trial_rows(results)][:1] == ["done"]
+             if (results / "detbench.sqlite").exists() else False, 120, "the first trial to finish")
     in_flight = running_trial_container(client, results)
     os.kill(pid, signal.SIGTERM)
     code, out = finish(proc, timeout=120)
@@ -72,7 +73,7 @@ def test_engine_stopped_mid_run_fails_the_trial_in_flight_and_resume_completes(
     start_dockerd(argv, pid)
     client = engine.connect()
     # the run's reaper waited for the engine and removes the container it could not remove
-    assert wait_for(lambda: not [c for c in ours(client) if c.id == in_flight.id], 60)
+    wait_for(lambda: not [c for c in ours(client) if c.id == in_flight.id], 60, "the reaper to remove the container")
     run_id = results.joinpath("trials").iterdir().__next__().name.rsplit("-", 1)[0]
     code, out = finish(detbench("run", "--resume", run_id, "--results", str(results)))
     assert code == 0, out

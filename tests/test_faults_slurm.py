@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import need_service
+from waiting import wait_for
 from harness.launchers import slurm
 from test_slurm_cluster import cluster_state
 
@@ -111,16 +112,6 @@ def rows(results, sql):
 
 def statuses(results):
     return [s for s, in rows(results, "SELECT status FROM trials ORDER BY seq")]
-
-
-def wait_for(predicate, timeout_s, what):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError("timed out after %ds waiting for %s" % (timeout_s, what))
 
 
 def our_jobs(run_id):

@@ -11,12 +11,12 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import need_service
+from waiting import wait_for
 from harness.launchers import slurm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,16 +61,6 @@ def rows(results, sql):
 
 def our_jobs(trial_prefix):
     return [j for j in slurm.jobs_named() if j[1].startswith("detbench-" + trial_prefix)]
-
-
-def wait_for(predicate, timeout_s, what):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.3)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def run_id_of(results):
