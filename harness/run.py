@@ -178,7 +178,10 @@ def _execute_trials(store, run_id, sc, launcher, out):
     if not todo:
         out.write("run %s has nothing left to do\n" % run_id)
         return False
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    # SIGINT too: a run started from a script's background job inherits SIGINT ignored, and
+    # Python then never turns it into KeyboardInterrupt; an interrupt must stop a run anyway
+    del _SIGNALLED[:]
+    previous = {signum: signal.signal(signum, _raise_interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
     lost = None
     try:
         for trial in todo:
@@ -208,6 +211,8 @@ def _execute_trials(store, run_id, sc, launcher, out):
                 _check_room(store, trial["id"])
             store.finish_trial(trial["id"], row, iterations)
             progress.finish(row)
+            if _SIGNALLED:
+                raise KeyboardInterrupt("signal %d" % _SIGNALLED[-1])
             if lost is not None:
                 raise UserError("%s; finished trials are kept. When it is back, continue with: "
                                 "detbench run --resume %s --results %s" % (lost, run_id, store.root))
@@ -221,7 +226,8 @@ def _execute_trials(store, run_id, sc, launcher, out):
                                 "detbench run --resume %s --results %s" % (exc, run_id, store.root)) from None
     finally:
         progress.close()
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return True
 
 
@@ -246,7 +252,12 @@ def _check_room(store, trial_id):
                             "its records" % (store.root, free // 1024, trial_id))
 
 
+_SIGNALLED = []   # signals a run received; checked between trials too, in case a KeyboardInterrupt
+                 # was raised where Python swallows it (in a __del__ or a callback)
+
+
 def _raise_interrupt(signum, _frame):
+    _SIGNALLED.append(signum)
     raise KeyboardInterrupt("signal %d" % signum)
 
 
