@@ -202,8 +202,7 @@ def _execute_trials(store, run_id, sc, launcher, out):
             except BackendDown as exc:   # nothing of this trial ran: it waits with the rest
                 store.mark_pending(trial["id"])
                 out.write("not started\n")
-                raise UserError("%s; finished trials are kept. When it is back, continue with: "
-                                "detbench run --resume %s --results %s" % (exc, run_id, store.root)) from None
+                raise UserError("%s; %s" % (exc, _resume_hint(run_id, store, "When it is back"))) from None
             row, iterations = ingest.analyse(str(trial_dir), fw.scraper, sc.warmup, sc.measure,
                                              images_per_iteration(sc, cell), fw.scrape_options)
             row["settings_json"] = json.dumps(fw.settings(ctx), sort_keys=True)
@@ -214,16 +213,13 @@ def _execute_trials(store, run_id, sc, launcher, out):
             if _SIGNALLED:
                 raise KeyboardInterrupt("signal %d" % _SIGNALLED[-1])
             if lost is not None:
-                raise UserError("%s; finished trials are kept. When it is back, continue with: "
-                                "detbench run --resume %s --results %s" % (lost, run_id, store.root))
+                raise UserError("%s; %s" % (lost, _resume_hint(run_id, store, "When it is back")))
     except KeyboardInterrupt:
-        out.write("\ninterrupted; finished trials are kept. Continue with: "
-                  "detbench run --resume %s --results %s\n" % (run_id, store.root))
+        out.write("\ninterrupted; %s\n" % _resume_hint(run_id, store))
         raise
     except ResultsWriteError as exc:
         out.write("\n")   # end the progress line the trial left open
-        raise ResultsWriteError("%s; finished trials are kept. With room to write, continue with: "
-                                "detbench run --resume %s --results %s" % (exc, run_id, store.root)) from None
+        raise ResultsWriteError("%s; %s" % (exc, _resume_hint(run_id, store, "With room to write"))) from None
     finally:
         progress.close()
         for signum, handler in previous.items():
@@ -250,6 +246,12 @@ def _check_room(store, trial_id):
         pass   # it stays `running`, which --resume runs again just the same
     raise ResultsWriteError("%s: the results folder is full (%d KiB free) and trial %s could not write "
                             "its records" % (store.root, free // 1024, trial_id))
+
+
+def _resume_hint(run_id, store, when=None):
+    """What every stopped run tells its user: nothing is lost, and the command that finishes it."""
+    return "finished trials are kept. %s: detbench run --resume %s --results %s" % (
+        when + ", continue with" if when else "Continue with", run_id, store.root)
 
 
 _SIGNALLED = []   # signals a run received; checked between trials too, in case a KeyboardInterrupt

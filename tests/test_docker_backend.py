@@ -7,8 +7,8 @@ skip, or fail under DETBENCH_REQUIRE_SERVICES=1.
 """
 import json
 import os
+import re
 import signal
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +18,7 @@ import pytest
 from harness import engine, images
 from harness.errors import UserError
 from tests.conftest import need_service
+from tests.storerows import rows
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,11 +74,7 @@ def ours(client, **labels):
 
 
 def trial_rows(results):
-    db = sqlite3.connect(str(Path(results) / "detbench.sqlite"))
-    try:
-        return db.execute("SELECT seq, status, reason, throughput FROM trials ORDER BY seq").fetchall()
-    finally:
-        db.close()
+    return rows(results, "SELECT seq, status, reason, throughput FROM trials ORDER BY seq")
 
 
 def running_trial_container(client, results):
@@ -158,7 +155,8 @@ def test_calibration_in_containers_reports_the_truth_and_leaves_nothing(client, 
         assert record["container"]["exit_code"] == 0
     assert ours(client) == [] or all(str(results) not in json.dumps(c.attrs["Mounts"]) for c in ours(client))
     code, table = finish(detbench("report", "--results", str(results), "--platform", "local"))
-    assert code == 0 and "|RetinaNet|40.0(50ms)|" in table, table
+    # a flag's footnote mark may follow the cell (data time sits right at the 10% line)
+    assert code == 0 and re.search(r"^\|RetinaNet\|40\.0\(50ms\)[¹²³⁴⁵]*\|$", table, re.M), table
 
 
 def test_container_is_unprivileged_and_mounts_only_the_checkout_and_its_trial(client, write_scenario, tmp_path):

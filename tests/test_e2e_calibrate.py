@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
+from tests.storerows import rows
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.e2e
@@ -41,16 +42,7 @@ def detbench(*args, **kw):
 
 
 def trial_states(results):
-    path = Path(results) / "detbench.sqlite"
-    if not path.exists():
-        return []
-    db = sqlite3.connect(str(path))
-    try:
-        return db.execute("SELECT seq, status FROM trials ORDER BY seq").fetchall()
-    except sqlite3.OperationalError:
-        return []
-    finally:
-        db.close()
+    return rows(results, "SELECT seq, status FROM trials ORDER BY seq")
 
 
 def test_calibration_run_reports_the_truth(tmp_path):

@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import GOOD_SCENARIO, need_service
+from storerows import rows, statuses
 from waiting import wait_for
 from harness import ingest
 from harness.cli import main
@@ -64,23 +65,6 @@ def finish(proc, timeout=180):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     return proc.returncode, out
-
-
-def rows(results, sql, args=()):
-    path = Path(results) / "detbench.sqlite"
-    if not path.exists():
-        return []
-    db = sqlite3.connect(str(path), timeout=30)
-    try:
-        return db.execute(sql, args).fetchall()
-    except sqlite3.OperationalError:   # not created yet
-        return []
-    finally:
-        db.close()
-
-
-def statuses(results):
-    return [s for s, in rows(results, "SELECT status FROM trials ORDER BY seq")]
 
 
 def integrity(results):

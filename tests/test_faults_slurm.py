@@ -11,7 +11,6 @@ must stop again without failing or queueing anything.
 import os
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import need_service
+from storerows import rows, statuses
 from waiting import wait_for
 from harness.launchers import slurm
 from test_slurm_cluster import cluster_state
@@ -95,23 +95,6 @@ def finish(proc, timeout):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     return proc.returncode, out
-
-
-def rows(results, sql):
-    path = Path(results) / "detbench.sqlite"
-    if not path.exists():
-        return []
-    db = sqlite3.connect(str(path), timeout=30)
-    try:
-        return db.execute(sql).fetchall()
-    except sqlite3.OperationalError:
-        return []
-    finally:
-        db.close()
-
-
-def statuses(results):
-    return [s for s, in rows(results, "SELECT status FROM trials ORDER BY seq")]
 
 
 def our_jobs(run_id):

@@ -77,11 +77,13 @@ def _is_detbench(pid):
     return b"detbench" in cmdline or b"harness" in cmdline
 
 
-def remove_containers(client, filters):
-    """Force-remove the containers matching label filters; return their names."""
+def remove_containers(client, filters, keep=None):
+    """Force-remove the containers matching label filters (but those `keep` says to keep); their names."""
     import docker
     gone = []
     for c in client.containers.list(all=True, filters={"label": filters}, ignore_removed=True):
+        if keep is not None and keep(c):
+            continue
         try:
             c.remove(force=True)
             gone.append(c.name)
@@ -92,15 +94,7 @@ def remove_containers(client, filters):
 
 def remove_orphans(client, out=sys.stderr):
     """Remove detbench containers whose owning process on this host is gone."""
-    import docker
-    removed = []
-    for c in client.containers.list(all=True, filters={"label": engine.LABEL + "=1"}, ignore_removed=True):
-        if not owner_alive(c.labels):
-            try:
-                c.remove(force=True)
-                removed.append(c.name)
-            except docker.errors.NotFound:
-                pass
+    removed = remove_containers(client, [engine.LABEL + "=1"], keep=lambda c: owner_alive(c.labels))
     if removed:
         out.write("detbench: removed %d container(s) left by an earlier run: %s\n"
                   % (len(removed), ", ".join(sorted(removed))))
