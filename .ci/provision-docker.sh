@@ -38,5 +38,5 @@ log "engine $(docker version --format '{{.Server.Version}}') up"
 
 detbench image base
 detbench image build calibrate --quiet
-detbench image build simpledet --quiet
+detbench image build detbench-trainer --quiet
 log "images ready"

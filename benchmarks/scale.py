@@ -25,7 +25,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 PLATFORMS = ("P1", "P2", "local", "h100")
-FRAMEWORKS = ("calibrate", "simpledet", "mmdetection", "maskrcnn-benchmark", "detectron2")
+FRAMEWORKS = ("calibrate", "detbench-trainer", "mmdetection", "maskrcnn-benchmark", "detectron2")
 MODELS = ("retinanet", "faster_rcnn", "mask_rcnn", "efficientdet_d0")
 REPEATS = 5
 TARGETS = {"report": 2.0, "compare": 2.0, "dry-run": 1.0}

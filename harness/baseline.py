@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness import names
 from harness.errors import UserError
 
 SCHEMA = "detbench-baseline"
@@ -125,6 +126,11 @@ def load(path):
         raise UserError("%s: cells: must be a mapping of cell key to cell" % path)
     for key, cell in cells.items():
         _check_cell(path, key, cell)
+    renamed = {key: names.cell_key(key) for key in cells if names.cell_key(key) != key}
+    if renamed:
+        side["cells"] = {names.cell_key(key): cell for key, cell in cells.items()}
+        side["notes"] = ["%s: cell %s read as %s (the framework's new name)" % (path, old, new)
+                         for old, new in sorted(renamed.items())]
     if not isinstance(side.get("host", {}), dict):
         raise UserError("%s: host: must be a mapping" % path)
     side.setdefault("run", {})

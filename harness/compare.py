@@ -166,7 +166,8 @@ def compare(baseline, candidate, rule=Rule()):
     hard, soft = host_diff(baseline.get("host", {}), candidate.get("host", {}))
     keys = sorted(set(baseline["cells"]) | set(candidate["cells"]))
     cells = [compare_cell(k, baseline["cells"].get(k), candidate["cells"].get(k), rule, hard) for k in keys]
-    notes = ["host differs (not blocking): %s" % "; ".join(soft)] if soft else []
+    notes = list(baseline.get("notes", [])) + list(candidate.get("notes", []))
+    notes += ["host differs (not blocking): %s" % "; ".join(soft)] if soft else []
     moved = [c.key for c in cells if c.key.startswith(SENTINEL + "/") and c.verdict in (REGRESSION, POSSIBLE)
              and not c.ignored]          # a sentinel slowed on purpose (its iteration_ms) says nothing
     if moved:

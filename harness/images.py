@@ -57,7 +57,7 @@ class Recipe:
 VENV = "/opt/env/bin/python"
 RECIPES = {
     "calibrate": Recipe(VENV, local_base=True),
-    "simpledet": Recipe(VENV, wheels_python=BASE_PYTHON, local_base=True),
+    "detbench-trainer": Recipe(VENV, wheels_python=BASE_PYTHON, local_base=True),
     "torchvision": Recipe(VENV),
     "mmdetection": Recipe(VENV),
     "detectron2": Recipe(VENV),
@@ -71,7 +71,7 @@ RECIPES = {
 # the recipe a framework's trials run in unless the scenario's docker.images names another
 FRAMEWORK_RECIPES = {
     "calibrate": "calibrate",
-    "simpledet": "simpledet",
+    "detbench-trainer": "detbench-trainer",
     "torchvision": "torchvision",
     "mmdetection": "mmdetection",
     "detectron2": "detectron2",

@@ -13,7 +13,7 @@ from typing import Dict, List, Literal, Optional, Union
 
 from pydantic import Field, ValidationError, field_validator
 
-from harness import catalog, frameworks, platforms, yamlfile
+from harness import catalog, frameworks, names, platforms, yamlfile
 from harness.errors import UserError, located
 from harness.launchers.sbatch import SlurmOptions
 from harness.strict import Strict
@@ -198,7 +198,8 @@ def check(scenario, path, positions):
     for axis, valid in known.items():
         for i, value in enumerate(getattr(scenario.matrix, axis)):
             if value not in valid:
-                fail(("matrix", axis, i), "unknown %s %r (known: %s)" % (axis, value, ", ".join(valid)))
+                fail(("matrix", axis, i), "unknown %s %r (known: %s)%s" % (
+                    axis, value, ", ".join(valid), names.hint(value) if axis == "framework" else ""))
     for axis in MATRIX_AXES:
         values = getattr(scenario.matrix, axis)
         if len(set(values)) != len(values):
@@ -207,14 +208,14 @@ def check(scenario, path, positions):
         from harness import images
         for name, recipe in scenario.docker.images.items():
             if name not in frameworks.FRAMEWORKS:
-                fail(("docker", "images", name), "unknown framework %r" % name)
+                fail(("docker", "images", name), "unknown framework %r%s" % (name, names.hint(name)))
             if recipe not in images.RECIPES:
                 fail(("docker", "images", name), "unknown image recipe %r (known: %s)"
                      % (recipe, ", ".join(sorted(images.RECIPES))))
     for name in list(scenario.extra_args) + list(scenario.options):
         section = "extra_args" if name in scenario.extra_args else "options"
         if name not in frameworks.FRAMEWORKS:
-            fail((section, name), "unknown framework %r" % name)
+            fail((section, name), "unknown framework %r%s" % (name, names.hint(name)))
     _check_command_values(scenario, fail)
     if scenario.warmup + scenario.measure > 1_000_000:
         fail(("measure",), "warmup + measure must stay below 1,000,000 iterations")

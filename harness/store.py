@@ -7,6 +7,13 @@ results/
 
 Every change is one transaction, so a crash or a kill leaves the store as it was after
 the last finished trial. A file that is not a detbench store is refused, never touched.
+
+Schema 2 added runs.origin ("measured", or "imported" for logs brought in by `detbench
+import`) and, per trial, figure_kind (how the framework's logged figure relates to the
+one iteration-time definition), window_json (the iterations the figure covers), work_json
+(mean work per iteration the framework logged: proposals, sampled RoIs, ...), peak_rss_mb
+and peak_device_mb (memory measured one way for every framework). A schema-1 store gains
+those columns, empty, the first time this version opens it.
 """
 import json
 import sqlite3
@@ -14,9 +21,10 @@ import time
 import uuid
 from pathlib import Path
 
+from harness import names
 from harness.errors import UserError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APPLICATION = "detbench"
 DB_NAME = "detbench.sqlite"
 
@@ -24,7 +32,7 @@ SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE runs (
     id TEXT PRIMARY KEY, scenario TEXT NOT NULL, scenario_path TEXT, scenario_json TEXT NOT NULL,
-    backend TEXT NOT NULL, created REAL NOT NULL, host_json TEXT);
+    backend TEXT NOT NULL, created REAL NOT NULL, host_json TEXT, origin TEXT);
 CREATE TABLE cells (
     run_id TEXT NOT NULL REFERENCES runs(id), cell_key TEXT NOT NULL,
     framework TEXT NOT NULL, model TEXT NOT NULL, precision TEXT NOT NULL, platform TEXT NOT NULL,
@@ -40,6 +48,7 @@ CREATE TABLE trials (
     throughput REAL, observed REAL, iteration_time_s REAL, data_time_s REAL,
     exact INTEGER, peak_mem_mb REAL, records INTEGER, scrape_errors INTEGER,
     fingerprint TEXT, telemetry_json TEXT,
+    figure_kind TEXT, window_json TEXT, work_json TEXT, peak_rss_mb REAL, peak_device_mb REAL,
     UNIQUE (run_id, seq));
 CREATE INDEX trials_by_cell ON trials (run_id, cell_key);
 CREATE TABLE iterations (
@@ -52,6 +61,9 @@ class ResultsWriteError(UserError):
     """The results folder or store cannot take a write (disk full, read-only, locked too long).
 
     Nothing is half-written: the transaction that failed was rolled back."""
+
+UPGRADE_1_TO_2 = (("runs", "origin TEXT"), ("trials", "figure_kind TEXT"), ("trials", "window_json TEXT"),
+                  ("trials", "work_json TEXT"), ("trials", "peak_rss_mb REAL"), ("trials", "peak_device_mb REAL"))
 
 
 def new_run_id():
@@ -69,6 +81,7 @@ class Store:
                 self.root.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise ResultsWriteError("%s: cannot create the results folder: %s" % (self.root, exc.strerror)) from None
+        self.renamed = False    # set when a row read carried a framework's old name (harness.names)
         self.db = self._connect()
 
     # -------------------------------------------------------------- opening
@@ -92,12 +105,14 @@ class Store:
             raise UserError("%s: damaged results store (%s); refusing to touch it" % (self.path, exc)) from None
         if meta.get("application") != APPLICATION:
             raise UserError("%s: not a detbench results store; refusing to touch it" % self.path)
-        if int(meta.get("schema_version", 0)) != SCHEMA_VERSION:
+        if int(meta.get("schema_version", 0)) not in (1, SCHEMA_VERSION):
             raise UserError("%s: results store schema %s, this detbench reads %d"
                             % (self.path, meta.get("schema_version"), SCHEMA_VERSION))
         if damage != ["ok"]:
             raise UserError("%s: damaged results store (%s); refusing to touch it; "
                             "`sqlite3 FILE .recover` may save its rows" % (self.path, " ".join("; ".join(damage).split())))
+        if meta.get("schema_version") == "1":
+            self._upgrade_from_1(db, self.path)
         try:
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
@@ -116,6 +131,16 @@ class Store:
                 db.executemany("INSERT INTO meta VALUES (?, ?)",
                                [("application", APPLICATION), ("schema_version", str(SCHEMA_VERSION))])
 
+    @staticmethod
+    def _upgrade_from_1(db, path):
+        """Add schema 2's columns to a schema-1 store (its rows keep their values)."""
+        with _Transaction(db, path):
+            if db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] != "1":
+                return   # another process upgraded it meanwhile
+            for table, column in UPGRADE_1_TO_2:
+                db.execute("ALTER TABLE %s ADD COLUMN %s" % (table, column))
+            db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+
     def close(self):
         self.db.close()
 
@@ -127,12 +152,12 @@ class Store:
 
     # -------------------------------------------------------------- writing
     def create_run(self, run_id, scenario_name, scenario_path, scenario_json, backend, host,
-                   cells, trials):
+                   cells, trials, origin="measured"):
         """cells: dicts with cell columns; trials: (seq, cell_key, repeat, argv) in run order."""
         with self.transaction() as db:
-            db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
+            db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                        (run_id, scenario_name, scenario_path, scenario_json, backend, time.time(),
-                        json.dumps(host, sort_keys=True)))
+                        json.dumps(host, sort_keys=True), origin))
             db.executemany(
                 "INSERT INTO cells VALUES (:run_id, :cell_key, :framework, :model, :precision, :platform,"
                 " :gpus, :nodes, :batch_per_gpu, :images_per_iteration, :excluded)",
@@ -174,13 +199,33 @@ class Store:
     def runs(self):
         return self.db.execute("SELECT * FROM runs ORDER BY created, id").fetchall()
 
+    def _read(self, sql, args=()):
+        """Rows of a cells or trials query, with frameworks stored under an old name renamed."""
+        cursor = self.db.cursor()
+        cursor.row_factory = self._renaming_row
+        return cursor.execute(sql, args)
+
+    def _renaming_row(self, cursor, values):
+        row = sqlite3.Row(cursor, values)
+        columns = row.keys()
+        fixed = list(values)
+        for column, rename in (("framework", names.framework), ("cell_key", names.cell_key)):
+            if column in columns:
+                i = columns.index(column)
+                if isinstance(fixed[i], str):
+                    fixed[i] = rename(fixed[i])
+        if fixed != list(values):
+            self.renamed = True
+            return sqlite3.Row(cursor, tuple(fixed))
+        return row
+
     def unfinished_trials(self, run_id):
-        return self.db.execute(
+        return self._read(
             "SELECT * FROM trials WHERE run_id=? AND status IN ('pending', 'running') ORDER BY seq",
             (run_id,)).fetchall()
 
     def trials(self, run_id):
-        return self.db.execute("SELECT * FROM trials WHERE run_id=? ORDER BY seq", (run_id,)).fetchall()
+        return self._read("SELECT * FROM trials WHERE run_id=? ORDER BY seq", (run_id,)).fetchall()
 
     def cells(self, platform=None, run_id=None):
         """Planned cells; for each cell key only the newest run that planned it."""
@@ -195,13 +240,15 @@ class Store:
                + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY r.created, r.id")
         newest = {}
-        for row in self.db.execute(sql, args):
+        for row in self._read(sql, args):
             newest[row["cell_key"]] = row
         return list(newest.values())
 
     def cell_trials(self, run_id, cell_key):
-        return self.db.execute(
-            "SELECT * FROM trials WHERE run_id=? AND cell_key=? ORDER BY seq", (run_id, cell_key)).fetchall()
+        keys = [cell_key] + [old + cell_key[len(new):] for old, new in names.RENAMED.items()
+                             if cell_key.startswith(new + "/")]
+        return self._read("SELECT * FROM trials WHERE run_id=? AND cell_key IN (%s) ORDER BY seq"
+                          % ",".join("?" * len(keys)), [run_id] + keys).fetchall()
 
     def iterations(self, trial_id):
         return self.db.execute(

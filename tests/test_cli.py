@@ -26,7 +26,7 @@ def test_frameworks_lists_status():
     out = invoke("frameworks")
     assert out.exit_code == 0
     assert re.search(r"^calibrate\s+runs here", out.output, re.M)
-    assert re.search(r"^simpledet\s+runs here", out.output, re.M)
+    assert re.search(r"^detbench-trainer\s+runs here", out.output, re.M)
 
 
 def test_platform_list_has_the_seed_platforms_and_this_host():

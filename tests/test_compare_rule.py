@@ -221,7 +221,7 @@ def test_with_host_facts_the_fingerprinted_facts_decide():
 
 def test_a_slower_calibration_sentinel_points_at_the_machine():
     base = side(BASE)
-    base["cells"]["simpledet/retinanet/fp32/local/1/1"] = copy.deepcopy(base["cells"][KEY])
+    base["cells"]["detbench-trainer/retinanet/fp32/local/1/1"] = copy.deepcopy(base["cells"][KEY])
     cand = copy.deepcopy(base)
     cand["run"]["id"] = "r2"
     for cell in cand["cells"].values():

@@ -2,7 +2,7 @@
 containers that never outlive their run, and faults that lose nothing.
 
 The images come from .ci/provision-docker.sh (`detbench image base`, `detbench image build
-calibrate`, `detbench image build simpledet`); without an engine or those images the tests
+calibrate`, `detbench image build detbench-trainer`); without an engine or those images the tests
 skip, or fail under DETBENCH_REQUIRE_SERVICES=1.
 """
 import json
@@ -113,8 +113,8 @@ def test_build_records_the_engines_image_id_in_the_lock(client, tmp_path, monkey
 
 def test_committed_lock_matches_the_images_on_this_engine(client):
     lock = images.read_lock(images.RECIPES_DIR / images.LOCK_NAME)
-    assert {"base", "calibrate", "simpledet"} <= set(lock)
-    for name in ("base", "calibrate", "simpledet"):
+    assert {"base", "calibrate", "detbench-trainer"} <= set(lock)
+    for name in ("base", "calibrate", "detbench-trainer"):
         assert lock[name]["id"].startswith("sha256:") and len(lock[name]["id"]) == 71
         image = images.local_image(client, lock[name]["image"])
         need_service(image is not None, "image %s not built here (run .ci/provision-docker.sh)" % lock[name]["image"])
@@ -181,7 +181,7 @@ def test_container_is_unprivileged_and_mounts_only_the_checkout_and_its_trial(cl
 
 
 def test_quickstart_retinanet_in_containers_lands_in_the_same_table_as_local_runs(client, tmp_path):
-    need_image(client, "simpledet")
+    need_image(client, "detbench-trainer")
     text = (ROOT / "scenarios" / "quickstart.yaml").read_text()
     text = (text.replace("model: [retinanet, faster_rcnn]", "model: [retinanet]")
                 .replace("precision: [fp32, bf16]", "precision: [fp32]").replace("repeats: 3", "repeats: 2"))
@@ -200,14 +200,14 @@ def test_quickstart_retinanet_in_containers_lands_in_the_same_table_as_local_run
     code, table = finish(detbench("report", "--results", str(results), "--platform", "local"))
     assert code == 0, table
     header = next(l for l in table.splitlines() if l.startswith("|model|"))
-    assert header == "|model|calibrate|simpledet|", table
+    assert header == "|model|calibrate|detbench-trainer|", table
     retina = next(l for l in table.splitlines() if l.startswith("|RetinaNet|"))
     cells = retina.strip("|").split("|")
     assert cells[1].startswith("40.0(50ms)") and not cells[2].startswith("NA"), table
     for trial in (results / "trials").iterdir():
         record = json.loads((trial / "trial.json").read_text())
-        if "simpledet" in json.dumps(record.get("argv", [])):
-            assert record["container"]["recipe"] == "simpledet"
+        if "detbench-trainer" in json.dumps(record.get("argv", [])):
+            assert record["container"]["recipe"] == "detbench-trainer"
     assert not [c for c in ours(client) if str(results) in json.dumps(c.attrs["Mounts"])]
 
 

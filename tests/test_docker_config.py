@@ -8,7 +8,7 @@ from harness.launchers import docker
 BASE = """\
 name: d
 backend: docker
-matrix: {framework: [calibrate, simpledet], model: [retinanet]}
+matrix: {framework: [calibrate, detbench-trainer], model: [retinanet]}
 """
 
 
@@ -25,8 +25,8 @@ def load(tmp_path, extra=""):
     ("docker: {shm_size: 8 g}", "docker.shm_size", "pattern"),
     ("docker: {network: wide}", "docker.network", "'none', 'bridge' or 'host'"),
     ("docker: {privileged: true}", "docker.privileged", "unknown key"),
-    ("docker: {images: {simpledet: nope}}", "docker.images.simpledet", "unknown image recipe 'nope'"),
-    ("docker: {images: {yolo: simpledet}}", "docker.images.yolo", "unknown framework 'yolo'"),
+    ("docker: {images: {detbench-trainer: nope}}", "docker.images.detbench-trainer", "unknown image recipe 'nope'"),
+    ("docker: {images: {yolo: detbench-trainer}}", "docker.images.yolo", "unknown framework 'yolo'"),
 ])
 def test_bad_docker_options_name_file_line_and_field(tmp_path, section, field, words):
     with pytest.raises(UserError) as err:
@@ -38,10 +38,10 @@ def test_bad_docker_options_name_file_line_and_field(tmp_path, section, field, w
 
 def test_each_framework_runs_in_its_own_recipe_unless_the_scenario_says_otherwise(tmp_path):
     sc = load(tmp_path)
-    assert docker.recipe_for(sc, "simpledet") == "simpledet"
+    assert docker.recipe_for(sc, "detbench-trainer") == "detbench-trainer"
     assert docker.recipe_for(sc, "calibrate") == "calibrate"
-    sc = load(tmp_path, "docker: {images: {calibrate: simpledet}}\n")
-    assert docker.recipe_for(sc, "calibrate") == "simpledet"
+    sc = load(tmp_path, "docker: {images: {calibrate: detbench-trainer}}\n")
+    assert docker.recipe_for(sc, "calibrate") == "detbench-trainer"
     assert docker.python_for(sc, "calibrate") == "/opt/env/bin/python"
 
 
@@ -49,7 +49,7 @@ def test_a_trial_command_uses_the_images_interpreter(tmp_path):
     from harness import run
     sc = load(tmp_path)
     trials = run.schedule(sc, scenario.plan(sc), backend="docker")
-    assert {t.argv[0] for t in trials} == {images.RECIPES["simpledet"].python}
+    assert {t.argv[0] for t in trials} == {images.RECIPES["detbench-trainer"].python}
 
 
 def test_every_framework_has_a_recipe():
@@ -73,7 +73,7 @@ def test_a_dry_run_names_the_images_from_the_lock(tmp_path, monkeypatch, capsys)
     docker.dry_run(load(tmp_path), out)
     text = out.getvalue()
     assert "# calibrate runs in image calibrate: detbench/calibrate:abc (sha256:111" in text
-    assert "# simpledet runs in image simpledet: not built (detbench image build simpledet)" in text
+    assert "# detbench-trainer runs in image detbench-trainer: not built (detbench image build detbench-trainer)" in text
 
 
 def test_a_damaged_lock_file_is_one_clear_error(tmp_path):

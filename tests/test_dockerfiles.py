@@ -177,7 +177,7 @@ def test_requirements_file_must_pin_every_line(tmp_path):
 def test_trainer_image_pins_what_the_trainer_extra_pins():
     import tomllib
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["trainer"]
-    lines = (ROOT / "dockerfiles" / "simpledet" / "requirements.txt").read_text().splitlines()
+    lines = (ROOT / "dockerfiles" / "detbench-trainer" / "requirements.txt").read_text().splitlines()
     assert set(extra) <= set(lines)
 
 

@@ -38,7 +38,7 @@ def fuzz(examples):
 GOOD = yaml.safe_load(GOOD_SCENARIO)
 KEYS = sorted(set(scenario.Scenario.model_fields) | set(scenario.Matrix.model_fields) |
               {"annotations", "images", "reason", "partition", "iteration_ms", "data_ms"})
-WORDS = ["calibrate", "simpledet", "torchvision", "mmdetection", "retinanet", "faster_rcnn", "fp16",
+WORDS = ["calibrate", "detbench-trainer", "torchvision", "mmdetection", "retinanet", "faster_rcnn", "fp16",
          "fp32", "local", "P1", "slurm", "docker", "synthetic", "all", "", "; rm -rf ~", "$(id)",
          "\x00", "a" * 300]
 

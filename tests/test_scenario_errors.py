@@ -44,10 +44,10 @@ CASES = [
     ("unknown-precision", replace("[fp32]", "[fp8]"), 5, "matrix.precision.0", "unknown precision"),
     ("unknown-platform", replace("[local]", "[P9]"), 6, "matrix.platform.0", "unknown platform"),
     ("unknown-backend", GOOD_SCENARIO + "backend: kubernetes\n", 17, "backend", "unknown backend"),
-    ("unsupported-precision", replace("framework: [calibrate]", "framework: [simpledet]").replace(
+    ("unsupported-precision", replace("framework: [calibrate]", "framework: [detbench-trainer]").replace(
         "[fp32]", "[fp32, fp8]"), 5, "matrix.precision.1", "unknown precision"),
-    ("framework-cannot", replace("framework: [calibrate]", "framework: [simpledet]").replace(
-        "[retinanet]", "[efficientdet_d0]"), 4, "matrix.model.0", "simpledet cannot run efficientdet_d0"),
+    ("framework-cannot", replace("framework: [calibrate]", "framework: [detbench-trainer]").replace(
+        "[retinanet]", "[efficientdet_d0]"), 4, "matrix.model.0", "detbench-trainer cannot run efficientdet_d0"),
     ("empty-matrix", replace("framework: [calibrate]", "framework: []"), 3, "matrix.framework",
      "at least 1 item"),
     ("exclude-matches-nothing", GOOD_SCENARIO + "exclude:\n  - {framework: calibrate, precision: fp16, reason: x}\n",
@@ -123,10 +123,10 @@ def test_good_scenario_validates(write_scenario):
 
 
 def test_exclude_becomes_na_with_reason(write_scenario):
-    text = replace("framework: [calibrate]", "framework: [calibrate, simpledet]").replace(
+    text = replace("framework: [calibrate]", "framework: [calibrate, detbench-trainer]").replace(
         "precision: [fp32]", "precision: [fp32, fp16]")
-    text += "exclude:\n  - {framework: simpledet, precision: fp16, reason: needs CUDA}\n"
+    text += "exclude:\n  - {framework: detbench-trainer, precision: fp16, reason: needs CUDA}\n"
     sc = scenario.load(write_scenario(text))
     planned = {p.cell.key: p.excluded for p in scenario.plan(sc)}
-    assert planned["simpledet/retinanet/fp16/local/1/1"] == "needs CUDA"
+    assert planned["detbench-trainer/retinanet/fp16/local/1/1"] == "needs CUDA"
     assert planned["calibrate/retinanet/fp16/local/1/1"] is None

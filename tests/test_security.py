@@ -119,7 +119,7 @@ def hostile_scenario(tmp_path, framework, canary, backend="local"):
     fw = frameworks.FRAMEWORKS[framework]
     model = sorted(fw.models)[0]
     precision = "fp32" if "fp32" in fw.precisions else sorted(fw.precisions)[0]
-    opts = {"simpledet": {"data.note": "$(touch %s.option)" % canary},
+    opts = {"detbench-trainer": {"data.note": "$(touch %s.option)" % canary},
             "torchvision": {"norm": "`touch %s.option`" % canary}}.get(framework)
     doc = {"name": "hostile", "backend": backend,
            "matrix": {"framework": [framework], "model": [model], "precision": [precision]},

@@ -27,7 +27,7 @@ BASE = """\
 name: slurm-ref
 backend: slurm
 matrix:
-  framework: [simpledet]
+  framework: [detbench-trainer]
   model: [faster_rcnn]
   precision: [fp16]
   platform: [local]

@@ -1,13 +1,14 @@
 """Framework adapters, one module each, listed explicitly."""
+from harness import names
 from harness.errors import UserError
-from harness.frameworks import calibrate, simpledet
+from harness.frameworks import calibrate, detbench_trainer
 from harness.frameworks import (detectron2, effdet, maskrcnn_benchmark, mmdetection, mmdetection_v1,
                                 nvidia_efficientdet_tf2, simpledet_mxnet)
 from harness.frameworks import torchvision as torchvision_fw
 
 FRAMEWORKS = {
     "calibrate": calibrate.FRAMEWORK,
-    "simpledet": simpledet.FRAMEWORK,
+    "detbench-trainer": detbench_trainer.FRAMEWORK,
     "torchvision": torchvision_fw.FRAMEWORK,
     "mmdetection": mmdetection.FRAMEWORK,
     "detectron2": detectron2.FRAMEWORK,
@@ -23,4 +24,5 @@ def get(name):
     try:
         return FRAMEWORKS[name]
     except KeyError:
-        raise UserError("unknown framework %r (known: %s)" % (name, ", ".join(sorted(FRAMEWORKS)))) from None
+        raise UserError("unknown framework %r (known: %s)%s" % (
+            name, ", ".join(sorted(FRAMEWORKS)), names.hint(name))) from None

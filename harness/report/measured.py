@@ -85,6 +85,9 @@ def tables(store, platform=None, run_id=None, ci=True):
         forced = [n for n in (platforms.forced_note(store.run(r)["host_json"])
                               for r in sorted({e.detail["run_id"] for e in done})) if n]
         notes += forced
+        if store.renamed:
+            notes.append("Read from a store that names the bundled trainer by its old name "
+                         "'simpledet'; shown as 'detbench-trainer'.")
         title = _title(plat, prec, gpus, nodes, _devices(plat))
         common = dict(platform=plat, precision=prec, gpus=gpus, nodes=nodes, batch_per_gpu=batch,
                       columns=columns, models=models, entries=cells, notes=notes)

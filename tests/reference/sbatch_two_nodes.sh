@@ -1,6 +1,6 @@
 #!/bin/bash
 #SBATCH --job-name=detbench-20260101-000000-abcdef-0002
-#SBATCH --comment=detbench:20260101-000000-abcdef-0002:simpledet:faster_rcnn:fp16:local:8:2
+#SBATCH --comment=detbench:20260101-000000-abcdef-0002:detbench-trainer:faster_rcnn:fp16:local:8:2
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=1
 #SBATCH --gpus-per-node=8
@@ -12,7 +12,7 @@
 #SBATCH --open-mode=append
 #SBATCH --exclusive
 #SBATCH --constraint=a100&ib
-# detbench trial 20260101-000000-abcdef-0002: cell simpledet/faster_rcnn/fp16/local/8/2
+# detbench trial 20260101-000000-abcdef-0002: cell detbench-trainer/faster_rcnn/fp16/local/8/2
 set -euo pipefail
 cd <ROOT>
 export PYTHONPATH=<ROOT>"${PYTHONPATH:+:$PYTHONPATH}"

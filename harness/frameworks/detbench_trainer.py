@@ -61,7 +61,7 @@ def settings(ctx):
 
 
 FRAMEWORK = Framework(
-    name="simpledet", title="simpledet", scraper="detbench-jsonl",
+    name="detbench-trainer", title="detbench-trainer (PyTorch)", scraper="detbench-jsonl",
     models=frozenset(CONFIGS), precisions=frozenset({"fp32", "tf32", "fp16", "bf16"}),
     status=RUNS_HERE, why="bundled PyTorch trainer (pip extra `trainer`); fp16 needs CUDA",
     figures="per iteration, exact (CUDA synchronized)", command=command, settings=settings)
