@@ -16,9 +16,12 @@ timeout, and finally writes DIR/trial.json atomically (write, fsync, rename).
 trial.json also describes the machine ("host": CPU, memory, NUMA, kernel, GPUs and how
 they are connected) and, unless --sample-interval is 0, a "telemetry" summary of the
 samples a background thread writes to DIR/telemetry.jsonl: per-core CPU use, run queue,
-memory and swap (from /proc), the trial's process tree CPU and RSS (when psutil imports)
-and per-GPU use, clocks, temperature, power and throttle reasons (when pynvml imports
-and nvmlInit works).
+memory and swap, the trial's process tree (its descendants and every process of its
+session, so loader workers and launcher children count): CPU, resident memory summed
+over the processes (RSS) and with shared pages counted once (PSS, where the kernel has
+smaps_rollup), all from /proc; and per-GPU use, clocks, temperature, power, throttle
+reasons and the device memory the tree's processes hold (when pynvml imports and
+nvmlInit works).
 """
 import argparse
 import json
@@ -109,7 +112,7 @@ def die_with_parent():
 
 # ---------------------------------------------------------------- host facts
 # Everything below reads the machine the trial runs on: /proc and /sys (standard library)
-# always, psutil and pynvml only when they import. A trial environment without them still
+# always, pynvml only when it imports. A trial environment without it still
 # runs; its record just says what was missing.
 
 TOPOLOGY = {0: "same-board", 10: "pcie-switch", 20: "pcie-switches", 30: "host-bridge",
@@ -133,7 +136,7 @@ def text(value):
 
 
 def optional_module(name):
-    """(module, None) or (None, why not): psutil and pynvml are used when present, never needed.
+    """(module, None) or (None, why not): pynvml is used when present, never needed.
 
     Imported by name through importlib so that the file's import statements stay standard
     library only (tests/test_runner.py checks them)."""
@@ -328,6 +331,58 @@ def swap_pages():
     return pages
 
 
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def pid_stat(pid):
+    """(ppid, session, start ticks, CPU seconds, RSS bytes) of a process from /proc/PID/stat,
+    or None when it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            stat = f.read()
+    except (OSError, IOError):
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()   # field 3 (state) onwards; the name may hold anything
+    try:
+        return (int(fields[1]), int(fields[3]), int(fields[19]),
+                (int(fields[11]) + int(fields[12])) / float(CLOCK_TICKS), int(fields[21]) * PAGE_BYTES)
+    except (IndexError, ValueError):
+        return None
+
+
+def process_tree(root):
+    """{pid: (start ticks, CPU seconds, RSS bytes)} of the trial's processes: root, its
+    descendants, and every process of its session (the trial starts a new session, so a
+    worker whose parent died and that init adopted still counts)."""
+    procs = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = pid_stat(int(name))
+            if st is not None:
+                procs[int(name)] = st
+    if root not in procs:
+        return {}
+    children = {}
+    for pid, st in procs.items():
+        children.setdefault(st[0], []).append(pid)
+    tree, todo = set(), [root] + [pid for pid, st in procs.items() if st[1] == root]
+    while todo:
+        pid = todo.pop()
+        if pid not in tree:
+            tree.add(pid)
+            todo += children.get(pid, ())
+    return dict((pid, procs[pid][2:]) for pid in tree)
+
+
+def pss_kb(pid):
+    """Proportional set size of a process in KiB (shared pages split among their users)."""
+    for line in read_text("/proc/%d/smaps_rollup" % pid).splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1])
+    return None
+
+
 class Stat(object):
     """Running mean, minimum and maximum of one figure."""
 
@@ -372,7 +427,8 @@ class Sampler(object):
         self.gpus = {}
         self.samples = 0
         self.cost_s = 0.0
-        self.psutil, self.psutil_error = optional_module("psutil")
+        self.pss = os.path.exists("/proc/self/smaps_rollup")
+        self.tree_pids = set()
         self.proc_cache = {}
         self.ended_cpu = 0.0
         self.prev = None
@@ -449,43 +505,55 @@ class Sampler(object):
             self._add("tree_cpu_percent", s["tree_cpu_percent"])
         if self.nvml is not None:
             s["gpus"] = [self._gpu(i) for i in range(self.nvml.nvmlDeviceGetCount())]
+            self._device_memory(s)
         self.prev = {"mono": now, "cores": cores, "swap": swap,
                      "tree_cpu": tree_cpu if tree_cpu is not None else prev["tree_cpu"]}
         self.samples += 1
         return s
 
     def _tree(self, s):
-        """CPU seconds used so far by the trial's live process tree; fills RSS and count."""
-        ps = self.psutil
-        if ps is None:
+        """CPU seconds used so far by the trial's live process tree; fills RSS, PSS and count."""
+        procs = process_tree(self.pid)
+        if not procs:
+            self.tree_pids = set()
             return None
-        try:
-            root = ps.Process(self.pid)
-            procs = [root] + root.children(recursive=True)
-        except ps.Error:
-            return None
-        rss, seen = 0, {}
-        for p in procs:
-            try:
-                with p.oneshot():
-                    key = (p.pid, p.create_time())
-                    t = p.cpu_times()
-                    rss += p.memory_info().rss
-            except ps.Error:
-                continue
-            seen[key] = t.user + t.system
+        seen = dict(((pid, p[0]), p[1]) for pid, p in procs.items())
         # CPU time of processes that ended since the last sample still counts
         gone = sum(v for k, v in self.proc_cache.items() if k not in seen)
         self.ended_cpu += gone
         self.proc_cache = seen
+        self.tree_pids = set(procs)
         used = self.ended_cpu + sum(seen.values())
-        s["tree_rss_mb"] = round(rss / 2.0 ** 20, 1)
-        s["tree_procs"] = len(seen)
-        s["tree_runnable"] = runnable_threads([pid for pid, _ in seen])
+        s["tree_rss_mb"] = round(sum(p[2] for p in procs.values()) / 2.0 ** 20, 1)
+        s["tree_procs"] = len(procs)
+        s["tree_runnable"] = runnable_threads(sorted(procs))
+        if self.pss:
+            pss = [pss_kb(pid) for pid in procs]
+            if any(v is not None for v in pss):   # a process that ended meanwhile holds nothing
+                s["tree_pss_mb"] = round(sum(v for v in pss if v is not None) / 1024.0, 1)
+                self._add("tree_pss_mb", s["tree_pss_mb"])
         self._add("tree_runnable", s["tree_runnable"])
         self._add("tree_rss_mb", s["tree_rss_mb"])
         self._add("tree_procs", s["tree_procs"])
         return used
+
+    def _device_memory(self, s):
+        """Device memory (MiB) the tree's processes hold on all GPUs now, from NVML's
+        per-process list; nothing when no GPU answers the query."""
+        nvml, total, answered = self.nvml, 0.0, False
+        for i, g in enumerate(s.get("gpus") or []):
+            try:
+                listed = nvml.nvmlDeviceGetComputeRunningProcesses(nvml.nvmlDeviceGetHandleByIndex(i))
+            except Exception:   # not supported on this board or driver
+                continue
+            answered = True
+            used = sum((p.usedGpuMemory or 0) for p in listed
+                       if p.pid in self.tree_pids and isinstance(p.usedGpuMemory, int))
+            g["tree_mem_mb"] = round(used / 2.0 ** 20, 1)
+            total += g["tree_mem_mb"]
+        if answered:
+            s["tree_device_mb"] = round(total, 1)
+            self._add("tree_device_mb", s["tree_device_mb"])
 
     def _gpu(self, i):
         nvml = self.nvml
@@ -520,8 +588,7 @@ class Sampler(object):
     def summary(self):
         out = {"interval_s": self.interval, "samples": self.samples, "cores": self.cores,
                "sources": {"proc": bool(read_text("/proc/stat")),
-                           "psutil": getattr(self.psutil, "__version__", None) if self.psutil else
-                           "none (%s)" % self.psutil_error,
+                           "tree": "proc" + (" with smaps_rollup" if self.pss else ""),
                            "nvml": "ok" if self.nvml is not None else None},
                "memory_total_mb": meminfo().get("MemTotal", 0) // 1024,
                "sampler_cpu_s": round(self.cost_s, 4),

@@ -31,7 +31,6 @@ from torchvision.ops.misc import FrozenBatchNorm2d  # noqa: E402
 
 from harness.trainer.config import apply_overrides, load_config_module  # noqa: E402
 from harness.trainer.data import SyntheticBatches  # noqa: E402
-from harness.trainer.hostmem import keep_freed_memory  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = {"retina": "retina_r50v1_fpn_1x.py", "faster": "faster_r50v1_fpn_1x.py",
@@ -177,8 +176,8 @@ def main():
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    # one process holds both sides, so this allocator setting helps both alike
-    print(f"host allocator keeps freed memory: {keep_freed_memory()}")
+    # one process holds both sides, so an allocator setting (GLIBC_TUNABLES) acts on both alike
+    print(f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')!r}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, size {args.size}, "
           f"batch {args.batch}, precision {args.precision}, {args.rounds} rounds x {args.iters} iters "
           f"per side (after {args.warmup_rounds} warm-up round)", flush=True)

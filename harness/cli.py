@@ -143,22 +143,81 @@ def validate(files):
 
 
 @main.command()
-@click.option("--framework", "framework_name", required=True, help="framework whose log format to read")
-@click.argument("logfile", type=click.Path(exists=True, dir_okay=False))
+@click.option("--framework", "framework_name", help="read the log as detbench runs this framework")
+@click.option("--format", "fmt", metavar="NAME", help="read the log in this format, with its defaults")
+@click.option("--list-formats", is_flag=True, help="list the log formats and exit")
+@click.option("--warmup", type=int, help="iterations before the measured window")
+@click.option("--measure", type=int, help="iterations in the measured window")
+@click.option("--images-per-iteration", type=click.IntRange(min=1),
+              help="images per iteration, all devices (for throughput where the log does not count them)")
+@click.argument("logfile", required=False, type=click.Path(exists=True, dir_okay=False))
 @user_errors
-def scrape(framework_name, logfile):
-    """Print one JSON object per iteration record read from a log file."""
-    from harness import frameworks, scrapers
-    from harness.records import IterationRecord
+def scrape(framework_name, fmt, list_formats, warmup, measure, images_per_iteration, logfile):
+    """Print one JSON object per iteration record read from a log file.
 
-    fw = frameworks.get(framework_name)
-    records, errors = scrapers.scrape_path(fw.scraper, logfile, **fw.scrape_options)
-    write = sys.stdout.write
-    for r in records:
-        if isinstance(r, IterationRecord):
-            write(json.dumps(r._asdict()) + "\n")
+    With --warmup and --measure, a last line holds the measured window's figure: the one a
+    trial of this log gets. With neither --framework nor --format, the format is detected.
+    """
+    from harness import logfigure, scrapers
+
+    if list_formats:
+        width = max(map(len, scrapers.FORMATS))
+        for name, text in scrapers.FORMATS.items():
+            click.echo("%-*s  %s" % (width, name, text))
+        return
+    if logfile is None:
+        raise UserError("give the LOG file to read (or --list-formats)")
+    if framework_name and fmt:
+        raise UserError("give --framework or --format, not both")
+    if (warmup is None) != (measure is None):
+        logfigure.check_window(warmup, measure)
+    how = logfigure.reading(logfile, framework_name, fmt)
+    if how.how == "detected":
+        click.echo("detbench: reading %s as %s (detected)" % (logfile, how.scraper), err=True)
+    records, errors = logfigure.read(logfile, how)
     for e in errors:
         click.echo("%s:%d: %s" % (logfile, e.line + 1, e.reason), err=True)
+    logfigure.require_records(logfile, how, records)
+    figure = None
+    if warmup is not None:
+        logfigure.check_window(warmup, measure)
+        figure = logfigure.figure(logfile, records, warmup, measure, images_per_iteration)
+        problem = logfigure.coverage_problem(records, figure)
+        if problem:
+            click.echo("detbench: warning: %s: %s" % (logfile, problem), err=True)
+    write = sys.stdout.write
+    for r in records:
+        write(json.dumps(r._asdict()) + "\n")
+    if figure is not None:
+        write(json.dumps(figure.as_dict()) + "\n")
+
+
+@main.command("import")
+@click.option("--framework", "framework_name", help="the framework (table column) the logs belong to")
+@click.option("--format", "fmt", metavar="NAME", help="read the logs in this format, with its defaults")
+@click.argument("logs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--scenario-name", required=True, help="scenario the imported run is filed under")
+@click.option("--model", required=True, help="model the logs trained, e.g. faster_rcnn")
+@click.option("--precision", required=True, help="precision, e.g. fp32")
+@click.option("--platform", "platform_name", required=True, help="platform the logs were made on, e.g. P2")
+@click.option("--batch-per-gpu", required=True, type=int, help="images per device per iteration")
+@click.option("--gpus", required=True, type=int, help="devices per node")
+@click.option("--nodes", default=1, show_default=True, type=int)
+@click.option("--warmup", type=int, help="iterations before the measured window (default: the scenario's)")
+@click.option("--measure", type=int, help="iterations in the measured window (default: the scenario's)")
+@RESULTS
+@user_errors
+def import_cmd(framework_name, fmt, logs, scenario_name, model, precision, platform_name, batch_per_gpu,
+               gpus, nodes, warmup, measure, results_dir):
+    """Store logs of runs made elsewhere as one run, one trial per log, marked imported."""
+    from harness import importer
+
+    run_id, key = importer.import_logs(
+        list(logs), framework_name, model, precision, platform_name, batch_per_gpu, gpus, nodes=nodes,
+        scenario_name=scenario_name, warmup=warmup, measure=measure, fmt=fmt, results_dir=results_dir,
+        note=lambda line: click.echo(line, err=True))
+    click.echo("run %s: imported %d log%s as %s -> %s" % (run_id, len(logs), "" if len(logs) == 1 else "s",
+                                                          key, results_dir))
 
 
 @main.command("frameworks")
@@ -286,6 +345,23 @@ def env_list():
     for fw in frameworks.FRAMEWORKS.values():
         if fw.env is not None:
             click.echo(envs.describe(fw.env))
+
+
+@main.group()
+def weights():
+    """Initial weights every framework of a cell starts from (scenario key `weights`)."""
+
+
+@weights.command("make")
+@click.argument("model")
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help="file to write")
+@click.option("--seed", default=0, show_default=True, type=int, help="seed of the initial state")
+@user_errors
+def weights_make(model, out_path, seed):
+    """Write one seeded initial state of MODEL (retinanet, faster_rcnn, mask_rcnn) in torchvision's layout."""
+    from harness import weights as weights_mod
+
+    click.echo(weights_mod.make(model, out_path, seed))
 
 
 @main.group()

@@ -1,11 +1,14 @@
 """Small, deterministic COCO-format datasets that every framework can read.
 
 ``make_coco(DIR, images=N, size=(H, W))`` writes DIR/images/000001.png ... (real PNG
-files, standard library only) and DIR/annotations/instances_train.json with boxes,
-box-shaped polygons and the 80 COCO category names (mmdetection keeps only categories
-whose names it knows). The same arguments always give byte-identical files.
+files, standard library only) and DIR/annotations/instances_train.json with the 80 COCO
+category names (mmdetection keeps only categories whose names it knows). Each object is a
+polygon of 8 to 12 corners around the centre of a random box, painted in its own colour;
+its annotation gives that polygon as the segmentation, its tight box and its area, so the
+mask heads train on real polygon masks. The same arguments always give byte-identical files.
 """
 import json
+import math
 import os
 import random
 import struct
@@ -39,18 +42,56 @@ def png_bytes(width, height, rows):
             + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
 
 
-def _image(rng, width, height, boxes):
-    """A textured background with each box filled in its own colour."""
+def polygon(rng, x, y, w, h):
+    """Corners [x0, y0, x1, y1, ...] of a star-shaped polygon inside the box (x, y, w, h):
+    8 to 12 corners at increasing angles around the box's centre, each 55-100% of the way
+    to the ellipse the box encloses."""
+    corners = rng.randint(8, 12)
+    cx, cy = x + w / 2.0, y + h / 2.0
+    points = []
+    for k in range(corners):
+        angle = 2 * math.pi * (k + 0.8 * rng.random()) / corners
+        reach = rng.uniform(0.55, 1.0)
+        points += [round(cx + reach * w / 2.0 * math.cos(angle), 2),
+                   round(cy + reach * h / 2.0 * math.sin(angle), 2)]
+    return points
+
+
+def polygon_box(points):
+    """The tight box [x, y, w, h] and the area of a polygon [x0, y0, x1, y1, ...]."""
+    xs, ys = points[0::2], points[1::2]
+    twice = sum(xs[i] * ys[i - 1] - xs[i - 1] * ys[i] for i in range(len(xs)))
+    box = [min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)]
+    return [round(v, 2) for v in box], round(abs(twice) / 2.0, 2)
+
+
+def polygon_spans(points, row):
+    """Column ranges [start, stop) of the pixels of `row` whose centres the polygon covers."""
+    yc = row + 0.5
+    xs, ys = points[0::2], points[1::2]
+    cuts = []
+    for i in range(len(xs)):
+        x0, y0, x1, y1 = xs[i - 1], ys[i - 1], xs[i], ys[i]
+        if (y0 <= yc < y1) or (y1 <= yc < y0):
+            cuts.append(x0 + (yc - y0) * (x1 - x0) / (y1 - y0))
+    cuts.sort()
+    return [(math.ceil(a - 0.5), math.ceil(b - 0.5)) for a, b in zip(cuts[0::2], cuts[1::2])]
+
+
+def _image(rng, width, height, shapes):
+    """A textured background with each polygon filled in its own colour."""
     base = [rng.randrange(40, 216) for _ in range(3)]
     pixels = bytearray()
     for y in range(height):
         shade = (y * 64) // max(height, 1)
         pixels += bytes(((base[0] + shade) % 256, base[1], (base[2] + 255 - shade) % 256)) * width
-    for (x, y, w, h), colour in boxes:
-        fill = bytes(colour) * int(w)
-        for row in range(int(y), int(y + h)):
-            start = (row * width + int(x)) * 3
-            pixels[start:start + len(fill)] = fill
+    for points, colour in shapes:
+        ys = points[1::2]
+        for row in range(max(0, math.floor(min(ys))), min(height, math.ceil(max(ys)))):
+            for start, stop in polygon_spans(points, row):
+                start, stop = max(0, start), min(width, stop)
+                if stop > start:
+                    pixels[(row * width + start) * 3:(row * width + stop) * 3] = bytes(colour) * (stop - start)
     return [bytes(pixels[r * width * 3:(r + 1) * width * 3]) for r in range(height)]
 
 
@@ -71,21 +112,22 @@ def make_coco(root, images=16, size=(320, 320), seed=0, max_objects=6):
                           for i, n in enumerate(COCO_CLASSES)]}
     ann_id = 0
     for index in range(1, images + 1):
-        boxes = []
+        shapes = []
         for _ in range(rng.randint(1, max_objects)):
             w = rng.randint(max(8, width // 16), max(9, width // 2))
             h = rng.randint(max(8, height // 16), max(9, height // 2))
             x = rng.randint(0, width - w)
             y = rng.randint(0, height - h)
             colour = tuple(rng.randrange(256) for _ in range(3))
-            boxes.append(((x, y, w, h), colour))
+            points = polygon(rng, x, y, w, h)
+            shapes.append((points, colour))
+            box, area = polygon_box(points)
             ann_id += 1
             doc["annotations"].append({
                 "id": ann_id, "image_id": index, "category_id": rng.randint(1, len(COCO_CLASSES)),
-                "bbox": [x, y, w, h], "area": w * h, "iscrowd": 0,
-                "segmentation": [[x, y, x + w, y, x + w, y + h, x, y + h]]})
+                "bbox": box, "area": area, "iscrowd": 0, "segmentation": [points]})
         name = "%06d.png" % index
-        data = png_bytes(width, height, _image(rng, width, height, boxes))
+        data = png_bytes(width, height, _image(rng, width, height, shapes))
         _write(root / IMAGES / name, data)
         doc["images"].append({"id": index, "file_name": name, "width": width, "height": height})
     _write(root / ANNOTATIONS, json.dumps(doc, sort_keys=True).encode())

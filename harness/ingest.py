@@ -7,7 +7,7 @@ import collections
 import json
 import os
 
-from harness import scrapers, stats
+from harness import scrapers, stats, work
 from harness.fingerprint import fingerprint
 from harness.records import IterationRecord
 from harness.scrapers.common import read_lines
@@ -102,7 +102,8 @@ def analyse(trial_dir, scraper_name, warmup, measure, images_per_iteration, scra
         try:
             rep = stats.reported(records, warmup, measure, images_per_iteration)
             row.update(throughput=rep.throughput, iteration_time_s=rep.iteration_time_s,
-                       data_time_s=rep.data_time_s, exact=int(rep.exact))
+                       data_time_s=rep.data_time_s, exact=int(rep.exact), figure_kind=rep.kind,
+                       window_json=json.dumps(list(rep.window)))
         except stats.WindowError as exc:
             reason = str(exc)
             if errors:
@@ -120,4 +121,23 @@ def analyse(trial_dir, scraper_name, warmup, measure, images_per_iteration, scra
         row["fingerprint"] = None
     row["telemetry_json"] = json.dumps(record["telemetry"], sort_keys=True) \
         if record and record.get("telemetry") else None
+    row.update(memory_peaks(record.get("telemetry") if record else None))
+    means = work.window_means(log_path, warmup + 1, warmup + measure) if reason is None else None
+    row["work_json"] = json.dumps(means, sort_keys=True) if means else None
     return row, iterations
+
+
+def memory_peaks(summary):
+    """peak_rss_mb and peak_device_mb from runner.py's telemetry summary: memory measured
+    the same way for every framework, whatever it logs itself.
+
+    peak_rss_mb: the trial's process tree, shared pages counted once (PSS) where the kernel
+    gives it, else the RSS sum. peak_device_mb: device memory the tree's processes held
+    (NVML), None where no GPU answered or none of the tree's processes used one."""
+    def peak(name):
+        figure = summary.get(name) if isinstance(summary, dict) else None
+        value = _number(figure.get("max")) if isinstance(figure, dict) else None
+        return value if value is None or value > 0 else None
+    rss = peak("tree_pss_mb")
+    return {"peak_rss_mb": rss if rss is not None else peak("tree_rss_mb"),
+            "peak_device_mb": peak("tree_device_mb")}

@@ -2,21 +2,35 @@
 
 One JSON object per line behind a fixed prefix, so it can share stdout with anything
 else a workload prints. Standard library only: workloads import it without the harness.
+
+The WORK line says how much detection work one iteration did (proposals kept, RoIs
+sampled, ...), so that frameworks can be shown to do the same work. The rival drivers
+in harness/rivals/ run in their own envs and write the same line themselves.
 """
 import json
 
 ITER_PREFIX = "DETBENCH_ITER "
 META_PREFIX = "DETBENCH_META "
+WORK_PREFIX = "DETBENCH_WORK "   # work done in one iteration: {"iteration": N, "proposals": P, ...}
 
 # keys of an ITER object
 ITERATION = "iteration"      # 1-based index of the iteration that just ended
-TIME_S = "time_s"            # wall seconds of this iteration, data loading included
+TIME_S = "time_s"            # wall seconds from the end of the previous iteration to the end of this one
 DATA_TIME_S = "data_time_s"  # seconds of it spent waiting for the batch
 IMAGES = "images"            # images in this iteration, summed over all ranks
 LOSS = "loss"                # total loss
 LOSSES = "losses"            # {name: value}
 LR = "lr"
 PEAK_MEM_MB = "peak_mem_mb"  # peak device memory so far in MiB, null where unknown
+
+# keys of a WORK object besides ITERATION: counts summed over the images of the batch (rank 0)
+WORK_KEYS = (
+    "proposals",         # region proposals kept after the RPN's NMS and top-k
+    "sampled_rois",      # RoIs the box head was trained on (positives and negatives)
+    "positive_rois",     # of those, the ones matched to a ground-truth box
+    "mask_rois",         # RoIs the mask head was trained on
+    "positive_anchors",  # RetinaNet: anchors matched to a ground-truth box
+)
 
 
 def iter_line(iteration, time_s, data_time_s, images, loss=None, losses=None, lr=None,
@@ -33,6 +47,16 @@ def iter_line(iteration, time_s, data_time_s, images, loss=None, losses=None, lr
         PEAK_MEM_MB: peak_mem_mb,
     }
     return ITER_PREFIX + json.dumps(obj, separators=(",", ":"))
+
+
+def work_line(iteration, **counts):
+    """Return one WORK line (without the newline); counts given as None are left out."""
+    unknown = sorted(set(counts) - set(WORK_KEYS))
+    if unknown:
+        raise ValueError("unknown work counts %s (known: %s)" % (", ".join(unknown), ", ".join(WORK_KEYS)))
+    obj = {ITERATION: int(iteration)}
+    obj.update((k, int(v)) for k, v in counts.items() if v is not None)
+    return WORK_PREFIX + json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
 def meta_line(settings):

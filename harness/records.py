@@ -2,14 +2,39 @@
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
-# What a record's time figure means. Stats treat each kind honestly: only
-# ITERATION and WINDOW_MEAN add up to exact window times.
+# What a record's time figure means. Stats treat each kind honestly: ITERATION and
+# WINDOW_MEAN add up to exact window times, and two CUMULATIVE_MEAN records of one
+# running sum give the exact mean of the iterations between them.
 ITERATION = "iteration"          # exactly this one iteration (span == 1)
 WINDOW_MEAN = "window_mean"      # mean over the last `span` iterations
 WINDOW_MEDIAN = "window_median"  # median over the last `span` iterations
-GLOBAL_MEAN = "global_mean"      # mean since training (or warmup) began
+# Mean of the `span` iterations iteration - span + 1 .. iteration: a running mean whose
+# first iteration the format's source fixes (detectron2's timer starts at its 3rd
+# iteration, maskrcnn-benchmark's meters at the 1st, timm's at each epoch's 1st).
+# Records sharing that first iteration are one running sum; a sum that restarts right
+# after the previous record continues it. data_time_s is a running mean over the same
+# iterations, or None where the format's data figure covers other iterations.
+CUMULATIVE_MEAN = "cumulative_mean"
+# A running mean whose first iteration the log does not tell (span 1 by convention):
+# it cannot be differenced, so its figure is an approximation.
+GLOBAL_MEAN = "global_mean"
 THROUGHPUT = "throughput"        # only images/s over the last `span` iterations
-KINDS = (ITERATION, WINDOW_MEAN, WINDOW_MEDIAN, GLOBAL_MEAN, THROUGHPUT)
+KINDS = (ITERATION, WINDOW_MEAN, WINDOW_MEDIAN, CUMULATIVE_MEAN, GLOBAL_MEAN, THROUGHPUT)
+
+# How exact a trial's reported figure is (stats.TrialEstimate.kind), and its phrase in reports.
+EXACT = "exact"                        # every iteration's own time summed (per-iteration or window-mean records)
+EXACT_CUMULATIVE = "exact-cumulative"  # (n2*g2 - n1*g1) / (n2 - n1) from two running means
+WINDOW_MEDIAN_FIGURE = "window-median"  # medians of windows
+GLOBAL_MEAN_FIGURE = "global-mean"     # running means that cannot be differenced
+THROUGHPUT_FIGURE = "throughput"       # images/s only
+FIGURE_KINDS = (EXACT, EXACT_CUMULATIVE, WINDOW_MEDIAN_FIGURE, GLOBAL_MEAN_FIGURE, THROUGHPUT_FIGURE)
+FIGURE_TEXT = {
+    EXACT: "exact: every iteration's own time",
+    EXACT_CUMULATIVE: "exact: window mean from two running means",
+    WINDOW_MEDIAN_FIGURE: "approximate: median of windows",
+    GLOBAL_MEAN_FIGURE: "approximate: running means since an unknown start",
+    THROUGHPUT_FIGURE: "approximate: images/s only",
+}
 
 
 class IterationRecord(NamedTuple):

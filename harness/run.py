@@ -43,7 +43,8 @@ def context(sc, cell, python=sys.executable, rendezvous=None):
         nodes=cell.nodes, batch_per_gpu=sc.batch_per_gpu, input_size=tuple(sc.input_size),
         iterations=sc.iterations, data=data, extra_args=tuple(sc.extra_args.get(cell.framework, ())),
         options=sc.framework_options(cell.framework), python=python, seed=sc.seed,
-        rendezvous=rendezvous)
+        rendezvous=rendezvous, env=dict(sc.env),
+        weights=os.path.abspath(sc.weights[cell.model]) if cell.model in sc.weights else None)
 
 
 def framework_python(name, default=sys.executable, require=False):
@@ -150,7 +151,11 @@ def start(scenario_path, results_dir, backend=None, dry_run=False, out=None, for
 def resume(run_id, results_dir, out=None):
     out = out or sys.stdout
     store = Store(results_dir, create=False)
-    run_id = store.run(run_id)["id"]
+    run = store.run(run_id)
+    if run["origin"] == "imported":
+        raise UserError("run %s was imported from logs (detbench import): there is nothing to run; "
+                        "import the logs again instead" % run["id"])
+    run_id = run["id"]
     execute(store, run_id, out)
     return run_id
 
@@ -193,7 +198,8 @@ def _execute_trials(store, run_id, sc, launcher, out):
             store.mark_running(trial["id"])
             try:
                 placement = {"cell": cell} if getattr(launcher, "sized_by_cell", False) else {}
-                launcher.run(trial_dir, json.loads(trial["argv_json"]), sc.env, sc.timeout_s, **placement)
+                launcher.run(trial_dir, json.loads(trial["argv_json"]), sc.env, sc.timeout_s,
+                             files=fw.trial_files(ctx), **placement)
             except KeyboardInterrupt:
                 store.mark_pending(trial["id"])
                 raise

@@ -113,6 +113,7 @@ class Scenario(Strict):
     timeout_s: float = Field(default=3600.0, gt=0)
     seed: int = 0
     env: Dict[str, str] = {}
+    weights: Dict[str, str] = {}     # model -> initial weights file every framework of its cells loads
     extra_args: Dict[str, List[str]] = {}
     calibrate: CalibrateOptions = CalibrateOptions()
     slurm: Optional[SlurmOptions] = None   # backend slurm: partition, account, time limit, container
@@ -224,6 +225,7 @@ def check(scenario, path, positions):
             fail(("data", "annotations"), "no such file: %s" % scenario.data.annotations)
         if not Path(scenario.data.images).is_dir():
             fail(("data", "images"), "no such directory: %s" % scenario.data.images)
+    _check_weights(scenario, fail)
     sizes = [len(getattr(scenario.matrix, axis)) for axis in MATRIX_AXES]
     if math.prod(sizes) > MAX_TRIALS:
         fail(("matrix",), "%s cells is more than %d" % (" x ".join(map(str, sizes)), MAX_TRIALS))
@@ -248,6 +250,22 @@ def check(scenario, path, positions):
         fail(("repeats",), "%d cells x %d repeats is more than %d trials"
              % (len(runnable), scenario.repeats, MAX_TRIALS))
     _check_commands(scenario, runnable, fail)
+
+
+def _check_weights(scenario, fail):
+    """One file per model (`detbench weights make`), checked against that model's layout."""
+    from harness import weights
+    for model, path in scenario.weights.items():
+        if model not in weights.MODELS:
+            fail(("weights", model), "no shared weights layout for %r (known: %s)"
+                 % (model, ", ".join(weights.MODELS)))
+        if model not in scenario.matrix.model:
+            fail(("weights", model), "model %r is not in the matrix" % model)
+        if not Path(path).is_file():
+            fail(("weights", model), "no such file: %s" % path)
+        problem = weights.problem(model, path)
+        if problem:
+            fail(("weights", model), problem)
 
 
 def _check_command_values(scenario, fail):
@@ -286,6 +304,7 @@ def _check_commands(scenario, cells, fail):
                 ctx = context(sc, cell)
                 fw.command(ctx)
                 fw.settings(ctx)
+                fw.trial_files(ctx)
             except (UserError, ValueError, TypeError) as exc:
                 where = ("options", cell.framework) if opts else (
                     "matrix", "framework", scenario.matrix.framework.index(cell.framework))

@@ -4,14 +4,16 @@ Throughput of a trial is images in the measured window divided by the wall time 
 window, never a mean of per-iteration rates. Two independent estimators:
 
 - reported: from the times the framework printed (exact where it prints every iteration,
-  honest approximations for window means, medians and global means);
+  window means, or running means that can be differenced; honest approximations for
+  window medians, running means of unknown start and throughput-only logs);
 - observed: from the arrival times of the log lines themselves (runner.py's clock).
 """
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
-from harness.records import ITERATION, THROUGHPUT, WINDOW_MEAN
+from harness.records import (CUMULATIVE_MEAN, EXACT, EXACT_CUMULATIVE, GLOBAL_MEAN, GLOBAL_MEAN_FIGURE,
+                             ITERATION, THROUGHPUT, THROUGHPUT_FIGURE, WINDOW_MEAN, WINDOW_MEDIAN_FIGURE)
 
 UNSTABLE_SPREAD = 0.07      # (max - min) / min over repeats
 DATA_BOUND_SHARE = 0.10     # data time / iteration time
@@ -24,6 +26,10 @@ class WindowError(ValueError):
     """The log does not cover the measured window."""
 
 
+class CounterError(WindowError):
+    """The log's counters run backwards: an iteration goes back, or a running sum shrinks."""
+
+
 @dataclass(frozen=True)
 class TrialEstimate:
     throughput: float               # images / s
@@ -31,6 +37,8 @@ class TrialEstimate:
     data_time_s: Optional[float]    # mean data seconds per iteration, None if not logged
     exact: bool                     # True when the figure adds up exact per-iteration times
     iterations: int                 # iterations the figure is based on
+    window: Tuple[int, int]         # first and last iteration the figure covers
+    kind: str                       # one of records.FIGURE_KINDS
 
 
 def _covered(rec):
@@ -48,15 +56,47 @@ def in_window(records, warmup, measure):
     return out
 
 
+def _check_order(records):
+    """Iterations must rise in log order (after dedupe: repeats of other ranks are gone)."""
+    for prev, rec in zip(records, records[1:]):
+        if rec.iteration <= prev.iteration:
+            raise CounterError("iteration goes back from %d (log line %d) to %d (log line %d)"
+                               % (prev.iteration, prev.line + 1, rec.iteration, rec.line + 1))
+
+
+def _reach(records, warmup, measure):
+    """The log must cover the whole window: no figure from part of it."""
+    lo, hi = warmup + 1, warmup + measure
+    if not records:
+        raise WindowError("the log has no iteration records; the window is %d..%d" % (lo, hi))
+    last = records[-1].iteration
+    if last < lo:
+        raise WindowError("the log never reaches the window: it reaches iteration %d, the window is %d..%d"
+                          % (last, lo, hi))
+    if last < hi:
+        raise WindowError("the window %d..%d is larger than the log: it reaches iteration %d" % (lo, hi, last))
+
+
 def reported(records, warmup, measure, images_per_iteration):
-    """Throughput from the framework's own figures over the measured window."""
+    """Throughput from the framework's own figures over the measured window.
+
+    The records' kind at the window decides the estimator: per-iteration times and window
+    means add up exactly; running means are differenced exactly (``cumulative_window``);
+    window medians, running means of unknown start and throughput-only figures give an
+    approximation. The estimate's ``window`` is what the figure really covers.
+    """
     records = dedupe(records)
+    _check_order(records)
+    _reach(records, warmup, measure)
+    kind = next(r.kind for r in records if r.iteration > warmup)
+    records = [r for r in records if r.kind == kind]
+    if kind == CUMULATIVE_MEAN:
+        return cumulative_window(records, warmup, measure, images_per_iteration)
     window = in_window(records, warmup, measure)
     if not window:
-        last = max((r.iteration for r in records), default=0)
-        raise WindowError("log reaches iteration %d; the window needs %d..%d"
-                          % (last, warmup + 1, warmup + measure))
-    kind = window[0].kind
+        raise WindowError("no record of the log lies inside the window %d..%d (records cover %d iterations each)"
+                          % (warmup + 1, warmup + measure, max(r.span for r in records)))
+    edges = (min(_covered(r)[0] for r in window), max(r.iteration for r in window))
     if kind in (ITERATION, WINDOW_MEAN):
         timed = [r for r in window if r.time_s is not None]
         if not timed:
@@ -67,22 +107,111 @@ def reported(records, warmup, measure, images_per_iteration):
                      for r in timed)
         data = [r for r in timed if r.data_time_s is not None]
         data_time = sum(r.data_time_s * r.span for r in data) / sum(r.span for r in data) if data else None
-        return TrialEstimate(images / seconds, seconds / iters, data_time, True, iters)
+        return TrialEstimate(images / seconds, seconds / iters, data_time, True, iters, edges, EXACT)
     if kind == THROUGHPUT:
         rated = [r for r in window if r.images_per_s]
         if not rated:
             raise WindowError("no throughput figures in the window")
         iters = sum(r.span for r in rated)
         seconds = sum(r.span * images_per_iteration / r.images_per_s for r in rated)
-        return TrialEstimate(iters * images_per_iteration / seconds, seconds / iters, None, False, iters)
-    # WINDOW_MEDIAN and GLOBAL_MEAN: no exact sum exists; take the median of the figures
+        return TrialEstimate(iters * images_per_iteration / seconds, seconds / iters, None, False, iters,
+                             edges, THROUGHPUT_FIGURE)
+    # window medians and running means of unknown start: no exact sum exists; take the median
     times = [r.time_s for r in window if r.time_s is not None]
     if not times:
         raise WindowError("no iteration times in the window")
     t = median(times)
     datas = [r.data_time_s for r in window if r.data_time_s is not None]
     return TrialEstimate(images_per_iteration / t, t, median(datas) if datas else None, False,
-                         max(r.iteration for r in window) - warmup)
+                         max(r.iteration for r in window) - warmup, edges,
+                         GLOBAL_MEAN_FIGURE if kind == GLOBAL_MEAN else WINDOW_MEDIAN_FIGURE)
+
+
+@dataclass(frozen=True)
+class _Point:
+    """A record as a point of its running sum: seconds since the chain began."""
+    record: object
+    chain: int                 # records of one chain can be differenced
+    seconds: float             # time summed over the chain up to record.iteration
+    data_seconds: Optional[float]
+
+
+def _chains(records):
+    """Each record's place in its running sum. A record whose first covered iteration
+    differs from the previous record's starts a new sum; one that starts right after the
+    previous record continues the chain (a framework that restarts its meters at a logged
+    iteration), any other starts a new chain that cannot be differenced with the old."""
+    points = []
+    chain = 0
+    base = data_base = 0.0
+    prev = None
+    for rec in records:
+        if rec.span < 1 or rec.span > rec.iteration:
+            raise CounterError("log line %d: a running mean over %d iterations ending at iteration %d"
+                               % (rec.line + 1, rec.span, rec.iteration))
+        first = rec.iteration - rec.span + 1
+        if prev is not None and first != prev.record.iteration - prev.record.span + 1:
+            if first == prev.record.iteration + 1:
+                base, data_base = prev.seconds, prev.data_seconds
+            else:
+                chain += 1
+                base, data_base = 0.0, 0.0
+        data = None if rec.data_time_s is None or data_base is None else data_base + rec.span * rec.data_time_s
+        prev = _Point(rec, chain, base + rec.span * rec.time_s, data)
+        points.append(prev)
+    return points
+
+
+def cumulative_window(records, warmup, measure, images_per_iteration):
+    """Exact window mean from running means: (n2*g2 - n1*g1) / (n2 - n1).
+
+    The start is the last record at or before the window's start (iteration ``warmup``),
+    the end the last record at or before its end (``warmup + measure``), both of one chain
+    (``_chains``). Where the chain has no record at or before the start, the start moves to
+    its first record; where that leaves no later record at or before the end, the end
+    moves to the next record. The estimate's window says which iterations the figure
+    covers; one that spans less than half the measured iterations is refused. The data
+    time is differenced the same way where the format logs it as a running mean over the
+    same iterations, else None.
+    """
+    lo, hi = warmup + 1, warmup + measure
+    timed = [r for r in records if r.time_s is not None]
+    if len(timed) < 2:
+        raise WindowError("the log has %d running-mean record%s with a time; an exact window mean needs two"
+                          % (len(timed), "" if len(timed) == 1 else "s"))
+    points = _chains(timed)
+    ends = [p for p in points if p.record.iteration <= hi]
+    if not ends:
+        raise WindowError("the first running mean is at iteration %d, after the window %d..%d ends"
+                          % (points[0].record.iteration, lo, hi))
+    end = ends[-1]
+    chain = [p for p in points if p.chain == end.chain]
+    starts = [p for p in chain if p.record.iteration <= warmup]
+    start = starts[-1] if starts else chain[0]
+    if start is end:
+        later = [p for p in chain if p.record.iteration > end.record.iteration]
+        if not later:
+            raise WindowError("only one running mean (iteration %d) lies near the window %d..%d; an "
+                              "exact window mean needs two" % (end.record.iteration, lo, hi))
+        end = later[0]
+    between = [p for p in chain if start.record.iteration <= p.record.iteration <= end.record.iteration]
+    for a, b in zip(between, between[1:]):
+        if b.seconds <= a.seconds:
+            raise CounterError("running sums shrink: %.6g s by iteration %d (log line %d), %.6g s by iteration "
+                               "%d (log line %d)" % (a.seconds, a.record.iteration, a.record.line + 1,
+                                                     b.seconds, b.record.iteration, b.record.line + 1))
+    iters = end.record.iteration - start.record.iteration
+    if 2 * iters < measure:
+        raise WindowError("the running means nearest the window %d..%d, at iterations %d and %d, span only %d "
+                          "of its %d iterations" % (lo, hi, start.record.iteration, end.record.iteration,
+                                                    iters, measure))
+    seconds = end.seconds - start.seconds
+    data_time = None
+    if start.data_seconds is not None and end.data_seconds is not None:
+        # the printed rounding can take a near-zero data sum below zero; the true one is not
+        data_time = max(0.0, end.data_seconds - start.data_seconds) / iters
+    return TrialEstimate(iters * images_per_iteration / seconds, seconds / iters, data_time, True, iters,
+                         (start.record.iteration + 1, end.record.iteration), EXACT_CUMULATIVE)
 
 
 def observed(records, line_times, warmup, measure, images_per_iteration):
@@ -106,7 +235,8 @@ def observed(records, line_times, warmup, measure, images_per_iteration):
     if elapsed <= 0:
         raise WindowError("log lines of iterations %d and %d arrived together" % (a.iteration, b.iteration))
     iters = b.iteration - a.iteration
-    return TrialEstimate(iters * images_per_iteration / elapsed, elapsed / iters, None, True, iters)
+    return TrialEstimate(iters * images_per_iteration / elapsed, elapsed / iters, None, True, iters,
+                         (a.iteration + 1, b.iteration), EXACT)
 
 
 def dedupe(records):

@@ -4,7 +4,8 @@ FAKE_PYNVML is the text of a small module with pynvml's function names. Tests ei
 it into a module object and put that in sys.modules (in-process), or write it out as
 pynvml.py on PYTHONPATH (runner.py in a subprocess, also under Python 3.6). Its knobs are
 module variables: NAMES (one per GPU), MEMORY_MB, REASONS (throttle bit mask), FAIL_INIT,
-NVLINK_PAIRS ({(a, b): links}) and LEVELS ({(a, b): topology level}).
+NVLINK_PAIRS ({(a, b): links}), LEVELS ({(a, b): topology level}) and PROCESSES
+({gpu index: [(pid, MiB in use), ...]}, what nvmlDeviceGetComputeRunningProcesses lists).
 """
 
 FAKE_PYNVML = '''
@@ -16,6 +17,7 @@ REASONS = 0
 FAIL_INIT = False
 NVLINK_PAIRS = {}
 LEVELS = {}
+PROCESSES = {}
 
 
 class NVMLError(Exception):
@@ -110,6 +112,11 @@ def nvmlDeviceGetPowerUsage(h):
 
 def nvmlDeviceGetCurrentClocksThrottleReasons(h):
     return REASONS
+
+
+def nvmlDeviceGetComputeRunningProcesses(h):
+    return [_Obj(pid=pid, usedGpuMemory=None if mb is None else mb * 2 ** 20)
+            for pid, mb in PROCESSES.get(h, [])]
 '''
 
 

@@ -127,3 +127,81 @@ def test_the_cpu_job_proves_the_gate_on_the_calibration_workload():
 def test_a_mistyped_option_in_a_workflow_line_is_caught():
     with pytest.raises(click.UsageError):
         parse_cli("detbench compare --baseline a.json --candidate latest --treshold 0.05")
+
+
+# ------------------------------------------------------------------ a missing baseline fails
+
+FAKE_DETBENCH = """#!/bin/sh
+# stands in for detbench: `baseline save ... --out FILE` writes a candidate; the rest succeed
+out=""
+while [ $# -gt 0 ]; do
+  if [ "$1" = "--out" ]; then out="$2"; fi
+  shift
+done
+if [ -n "$out" ]; then echo '{"cells": {}, "host": {"fingerprint": "fp1-x"}}' > "$out"; fi
+exit 0
+"""
+
+
+def compare_step(job_name):
+    job = workflow()["jobs"][job_name]
+    return next(s for s in scripts(job) if "detbench compare" in s)
+
+
+def run_step(script, tmp_path, bootstrap):
+    """Run a workflow step's script with bash in an empty checkout, detbench faked on PATH."""
+    need_service(shutil.which("bash"), "bash is not installed")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "detbench"
+    fake.write_text(FAKE_DETBENCH)
+    fake.chmod(0o755)
+    work = tmp_path / "checkout"
+    work.mkdir()
+    summary = tmp_path / "summary.md"
+    env = {"PATH": "%s:/usr/bin:/bin" % bin_dir, "GITHUB_STEP_SUMMARY": str(summary),
+           "THRESHOLD": "0.05", "BOOTSTRAP": "true" if bootstrap else "false"}
+    out = subprocess.run(["bash", "-e", "-c", script], cwd=str(work), env=env, capture_output=True,
+                         text=True, timeout=60)
+    return out, summary.read_text() if summary.exists() else ""
+
+
+@pytest.mark.parametrize("job_name", ["gpu-gate", "cpu-nightly"])
+def test_a_missing_baseline_fails_the_job(job_name, tmp_path):
+    out, summary = run_step(compare_step(job_name), tmp_path, bootstrap=False)
+    assert out.returncode == 1
+    assert "::error::baselines/nightly" in out.stdout and "bootstrap: true" in out.stdout
+
+
+@pytest.mark.parametrize("job_name", ["gpu-gate", "cpu-nightly"])
+def test_a_bootstrap_run_saves_the_candidate_and_says_so(job_name, tmp_path):
+    out, summary = run_step(compare_step(job_name), tmp_path, bootstrap=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "bootstrap: saved report/candidate-baseline" in out.stdout and "bootstrapped" in summary
+    assert list((tmp_path / "checkout" / "report").glob("candidate-baseline*.json"))
+
+
+def test_bootstrap_is_an_explicit_boolean_input_that_defaults_to_off():
+    spec = workflow()["on"]["workflow_dispatch"]["inputs"]["bootstrap"]
+    assert spec["type"] == "boolean" and spec["default"] is False
+    assert "github.event.inputs.bootstrap == 'true'" in workflow()["env"]["BOOTSTRAP"]
+
+
+def test_the_cpu_nightly_gates_its_scenario_against_the_committed_cpu_baseline():
+    from harness import baseline
+
+    job = workflow()["jobs"]["cpu-nightly"]
+    assert job["runs-on"] == "ubuntu-latest"
+    commands = [parse_cli(line) for s in scripts(job) for line in detbench_lines(s)]
+    assert [p["scenario_path"] for name, p in commands if name == "run"] == ["scenarios/nightly-cpu.yaml"]
+    gates = [p for name, p in commands if name == "compare"]
+    assert [(g["baseline_ref"], g["candidate_ref"], g["strict"]) for g in gates] == [
+        ("baselines/nightly-cpu.json", "latest", True),     # on the baseline's machine
+        ("baselines/nightly-cpu.json", "latest", False)]    # elsewhere: speeds not comparable
+    sc = scenario.load(ROOT / "scenarios" / "nightly-cpu.yaml")
+    assert sc.repeats >= 5 and "calibrate" in sc.matrix.framework
+    committed = baseline.load(ROOT / "baselines" / "nightly-cpu.json")
+    runnable = {p.cell.key for p in scenario.plan(sc) if p.excluded is None}
+    assert set(committed["cells"]) == runnable
+    assert all(len(cell["throughput"]) == sc.repeats and not cell["failed"] for cell in committed["cells"].values())
+    assert committed["host"].get("fingerprint")

@@ -70,9 +70,20 @@ def test_scaling_chart_has_a_point_per_device_count_and_the_linear_line():
 
 
 def test_peak_memory_has_one_bar_per_configuration():
-    ax = plots.peak_memory_chart([("simpledet Faster R-CNN FP32", 7800.0), ("simpledet Faster R-CNN FP16", 4100.0)]).axes[0]
+    ax = plots.peak_memory_chart([("torchvision Faster R-CNN FP32", 7800.0, None),
+                                  ("torchvision Faster R-CNN FP16", 4100.0, None)]).axes[0]
     assert [p.get_width() for p in bars(ax)] == [7800.0, 4100.0]
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["simpledet Faster R-CNN FP32", "simpledet Faster R-CNN FP16"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["torchvision Faster R-CNN FP32", "torchvision Faster R-CNN FP16"]
+    assert ax.get_legend() is None                     # nothing logged: no second series to tell apart
+
+
+def test_peak_memory_puts_the_logged_figure_beside_the_measured_one():
+    ax = plots.peak_memory_chart([("a", 3000.0, 2500.0), ("b", 4000.0, None)]).axes[0]
+    measured, logged = [c for c in ax.containers if isinstance(c, BarContainer)]
+    assert [p.get_width() for p in measured] == [3000.0, 4000.0] and [p.get_width() for p in logged] == [2500.0]
+    assert logged[0].get_y() > measured[0].get_y()      # just below the measured bar of its row
+    assert logged[0].get_y() < measured[1].get_y()
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["measured", "the framework's own logged peak"]
 
 
 def test_iteration_trace_draws_each_trial_and_shades_the_window():

@@ -63,17 +63,19 @@ def synthetic_store(root, peak_mem=True):
     store = Store(root)
     cells = [dict(cell_key="%s/%s/fp32/P2/8/1" % (fw, m), framework=fw, model=m, precision="fp32", platform="P2",
                   gpus=8, nodes=1, batch_per_gpu=2, images_per_iteration=16, excluded=None)
-             for fw in ("simpledet", "calibrate") for m in ("retinanet", "faster_rcnn")]
+             for fw in ("detbench-trainer", "calibrate") for m in ("retinanet", "faster_rcnn")]
     trials = [(i + 1, c["cell_key"], rep, ["true"]) for i, (rep, c) in enumerate(
         [(r, c) for r in (1, 2) for c in cells])]
     store.create_run("run-1", sc.name, "s.yaml", sc.model_dump_json(), "local", {"cpu": {"model": "Xeon <b>"}},
                      cells, trials)
-    speed = {"simpledet/retinanet": 0.29, "simpledet/faster_rcnn": 0.26, "calibrate/retinanet": 0.40,
+    speed = {"detbench-trainer/retinanet": 0.29, "detbench-trainer/faster_rcnn": 0.26, "calibrate/retinanet": 0.40,
              "calibrate/faster_rcnn": 0.33}
     for t in store.trials("run-1"):
         it = speed["/".join(t["cell_key"].split("/")[:2])] * (1 + 0.01 * t["repeat"])
+        logs_memory = peak_mem and t["cell_key"].startswith("detbench-trainer/")
         row = dict(status="done", throughput=16 / it, observed=16 / it, iteration_time_s=it, data_time_s=0.01,
-                   exact=1, peak_mem_mb=5000.0 + 100 * t["seq"] if peak_mem else None, records=8,
+                   exact=1, peak_mem_mb=5000.0 + 100 * t["seq"] if logs_memory else None, records=8,
+                   peak_rss_mb=3000.0 + 100 * t["seq"] if peak_mem else None,
                    settings_json=json.dumps({"images_per_device": 2}))
         store.finish_trial(t["id"], row, [(k, it * (3 if k <= 2 else 1), 0.01, None) for k in range(1, 9)])
     store.close()
@@ -90,7 +92,7 @@ def test_published_figures_sit_beside_measured_ones_and_all_figures_are_there(tm
     images = [i for i in parsed.imgs if i["src"].startswith("data:image/png;base64,")]
     assert len(images) == len(parsed.imgs)                            # self-contained: no external images
     alts = [i["alt"] for i in images]
-    assert "throughput, P2 FP32" in alts and "peak memory per configuration" in alts
+    assert "throughput, P2 FP32" in alts and "peak resident memory of the trial's process tree" in alts
     assert "data time share" in alts
     assert sum(a.startswith("iteration trace ") for a in alts) == 4
     assert 'id="scaling"' not in page                                 # one device count only

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 from harness import stats
-from harness.records import GLOBAL_MEAN, THROUGHPUT, WINDOW_MEAN, IterationRecord
+from harness.records import (CUMULATIVE_MEAN, EXACT, EXACT_CUMULATIVE, GLOBAL_MEAN, GLOBAL_MEAN_FIGURE,
+                             THROUGHPUT, THROUGHPUT_FIGURE, WINDOW_MEAN, WINDOW_MEDIAN,
+                             WINDOW_MEDIAN_FIGURE, IterationRecord)
 
 SAMPLES = [
     [40.0],
@@ -62,6 +64,7 @@ def test_reported_throughput_is_images_over_window_time_not_mean_of_rates():
     assert est.throughput != pytest.approx(np.mean([2 / t for t in times[2:]]))
     assert est.iteration_time_s == pytest.approx(0.2)
     assert est.exact and est.iterations == 10
+    assert est.window == (3, 12) and est.kind == EXACT
 
 
 def test_reported_prefers_printed_images_per_iteration():
@@ -80,7 +83,18 @@ def test_window_mean_records_add_up_exactly():
             for i, t in [(5, 9.0), (10, 0.2), (15, 0.4), (20, 0.3)]]
     est = stats.reported(recs, warmup=5, measure=15, images_per_iteration=2)
     assert est.throughput == pytest.approx(30 / (5 * 0.9))
-    assert est.exact
+    assert est.exact and est.window == (6, 20) and est.kind == EXACT
+
+
+def test_two_running_means_give_the_exact_mean_between_them():
+    # detectron2's shape: means since iteration 3, so 18 and 38 iterations at 20 and 40
+    recs = [IterationRecord(iteration=i, line=k, time_s=t, span=i - 2, kind=CUMULATIVE_MEAN)
+            for k, (i, t) in enumerate([(20, 0.5), (40, 0.45), (60, 0.44)])]
+    est = stats.reported(recs, warmup=20, measure=20, images_per_iteration=2)
+    assert est.iteration_time_s == pytest.approx((38 * 0.45 - 18 * 0.5) / 20)
+    assert est.throughput == pytest.approx(2 * 20 / (38 * 0.45 - 18 * 0.5))
+    assert est.exact and est.kind == EXACT_CUMULATIVE and est.window == (21, 40) and est.iterations == 20
+    assert est.data_time_s is None
 
 
 def test_throughput_only_records():
@@ -88,18 +102,34 @@ def test_throughput_only_records():
             for i, r in [(10, 5.0), (20, 40.0), (30, 20.0)]]
     est = stats.reported(recs, warmup=10, measure=20, images_per_iteration=4)
     assert est.throughput == pytest.approx(80 / (40 / 40.0 + 40 / 20.0))
-    assert not est.exact
+    assert not est.exact and est.kind == THROUGHPUT_FIGURE and est.window == (11, 30)
 
 
-def test_global_means_are_approximate():
+def test_window_medians_are_approximate():
+    recs = [IterationRecord(iteration=i, line=i, time_s=t, span=20, kind=WINDOW_MEDIAN)
+            for i, t in [(20, 0.9), (40, 0.5), (60, 0.4)]]
+    est = stats.reported(recs, warmup=20, measure=40, images_per_iteration=2)
+    assert est.iteration_time_s == pytest.approx(0.45)
+    assert not est.exact and est.kind == WINDOW_MEDIAN_FIGURE and est.window == (21, 60)
+
+
+def test_running_means_of_unknown_start_are_approximate():
+    # GLOBAL_MEAN: the log does not tell where the mean began (span 1 by convention)
     recs = [IterationRecord(iteration=i, line=i, time_s=t, kind=GLOBAL_MEAN) for i, t in [(20, 0.5), (40, 0.4)]]
     est = stats.reported(recs, warmup=19, measure=21, images_per_iteration=2)
-    assert not est.exact
+    assert est.iteration_time_s == pytest.approx(0.45)
+    assert not est.exact and est.kind == GLOBAL_MEAN_FIGURE
 
 
 def test_short_log_is_a_window_error():
-    with pytest.raises(stats.WindowError, match="reaches iteration 3"):
+    with pytest.raises(stats.WindowError, match="never reaches the window: it reaches iteration 3"):
         stats.reported(per_iteration([0.1] * 3), warmup=5, measure=10, images_per_iteration=1)
+
+
+def test_no_figure_from_part_of_the_window():
+    with pytest.raises(stats.WindowError,
+                       match=r"^the window 3\.\.14 is larger than the log: it reaches iteration 12$"):
+        stats.reported(per_iteration([0.1] * 12), warmup=2, measure=12, images_per_iteration=1)
 
 
 def test_observed_uses_line_arrival_times():

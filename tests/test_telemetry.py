@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,8 @@ def test_samples_cpu_memory_and_the_process_tree(tmp_path):
     assert t["tree_procs"]["max"] == 1 and t["tree_cpu_percent"]["max"] > 20
     assert t["tree_runnable"]["max"] >= 1 and t["tree_rss_mb"]["max"] > 1
     assert 0 < t["mem_available_mb"]["min"] <= t["memory_total_mb"]
-    assert t["gpus"] == [] and t["sources"]["nvml"] is None and t["sources"]["psutil"]
+    assert t["gpus"] == [] and t["sources"]["nvml"] is None and t["sources"]["tree"].startswith("proc")
+    assert "tree_device_mb" not in t                            # no GPU: no device memory figure
     # the sampler's own cost is measured and small: well under 20 ms of CPU per sample
     assert 0 < t["sampler_ms_per_sample"] < 20
 
@@ -77,13 +79,12 @@ def test_bare_python_36_without_psutil_or_pynvml(tmp_path):
     py36 = python36()
     if py36 is None:
         pytest.skip("no Python 3.6 interpreter here (the vermin check in test_runner.py still applies)")
-    probe = subprocess.run([py36, "-c", "import psutil"], capture_output=True)
     record, trial = run_runner(tmp_path, [py36, "-c", SPIN % 0.5], python=py36)
     t = record["telemetry"]
     assert record["runner_python"].startswith("3.6") and t["samples"] >= 2
     assert "cpu_util_mean" in t and "mem_available_mb" in t     # from /proc, standard library
-    if probe.returncode != 0:                                    # psutil missing: no process tree
-        assert "tree_cpu_percent" not in t and t["sources"]["psutil"].startswith("none")
+    # the process tree comes from /proc too: no module beyond the standard library needed
+    assert t["tree_procs"]["max"] == 1 and t["tree_rss_mb"]["max"] > 1 and t["tree_cpu_percent"]["max"] > 20
 
 
 # ---------------------------------------------------------------- runner.py with a fake pynvml
@@ -184,3 +185,63 @@ def test_cell_flags_join_trials_and_notice_mixed_hosts():
     assert telemetry.cell_flags([None, json.dumps(summary()), hot]) == [telemetry.GPU_THERMAL]
     assert telemetry.cell_flags([None, "not json"], ["fp1-a", "fp1-a", None]) == []
     assert telemetry.cell_flags([], ["fp1-a", "fp1-b"]) == [telemetry.MIXED_HOSTS]
+
+
+# ---------------------------------------------------------------- the trial's process tree and its memory
+
+ORPHAN = """\
+import os, time
+if os.fork() == 0:
+    if os.fork() == 0:                       # a worker whose parent exits: init adopts it
+        block = b"\\x01" * (96 * 2 ** 20)    # resident, not just reserved
+        time.sleep(1.5)
+        os._exit(0)
+    os._exit(0)
+os.wait()
+time.sleep(1.0)
+print("done")
+"""
+
+
+def test_the_tree_keeps_a_worker_whose_parent_died(tmp_path):
+    record, _ = run_runner(tmp_path, [sys.executable, "-c", ORPHAN])
+    t = record["telemetry"]
+    # the trial and its orphaned worker: the worker is no descendant any more, but of the trial's session
+    assert t["tree_procs"]["max"] == 2
+    assert t["tree_rss_mb"]["max"] > 96
+    if "tree_pss_mb" in t:
+        assert 96 < t["tree_pss_mb"]["max"] <= t["tree_rss_mb"]["max"]
+
+
+def test_device_memory_sums_the_trees_processes_on_every_gpu(tmp_path, monkeypatch):
+    trial = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.run(['sleep', '20'])"],
+                             start_new_session=True)
+    try:
+        child = None
+        for _ in range(200):   # wait for the trial's own child to appear
+            found = [p for p in runner.process_tree(trial.pid) if p != trial.pid]
+            if found:
+                child = found[0]
+                break
+            time.sleep(0.05)
+        assert child is not None
+        nvml = fake_module(PROCESSES={0: [(trial.pid, 1500), (os.getpid(), 7000)],   # not the trial's
+                                      1: [(child, 500), (trial.pid, None)]})         # usage not available
+        monkeypatch.setitem(sys.modules, "pynvml", nvml)
+        sampler = runner.Sampler(str(tmp_path / "t.jsonl"), 1.0, runner.load_nvml()[0], 2)
+        sampler.pid = trial.pid
+        sampler.prev = sampler._baseline()
+        sample = sampler.sample()
+        assert [g["tree_mem_mb"] for g in sample["gpus"]] == [1500.0, 500.0]
+        assert sample["tree_device_mb"] == 2000.0
+        nvml.PROCESSES = {0: [(child, 2500)]}
+        sampler.sample()
+        assert sampler.summary()["tree_device_mb"]["max"] == 2500.0
+
+        def unsupported(handle):
+            raise nvml.NVMLError("Not Supported")
+        monkeypatch.setattr(nvml, "nvmlDeviceGetComputeRunningProcesses", unsupported)
+        assert "tree_device_mb" not in sampler.sample()
+    finally:
+        os.killpg(trial.pid, 9)
+        trial.wait()

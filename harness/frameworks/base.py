@@ -8,6 +8,10 @@ RUNS_HERE = "runs here"
 NEEDS_GPU = "needs a GPU"
 CONTAINER_ONLY = "container only"
 
+# in an argv item: the trial's own folder (absolute), filled in by every launcher just before
+# the start (harness/launchers/trialfiles.py), so one argv serves every repeat of a cell
+TRIAL_DIR = "{trial_dir}"
+
 
 @dataclass(frozen=True)
 class TrialContext:
@@ -30,6 +34,8 @@ class TrialContext:
     # PET_NODE_RANK on each (torchrun reads PET_<OPTION>); the adapter adds --rdzv-backend static,
     # so node 0 (whose folder holds the trial's log) is always the node of global rank 0
     rendezvous: Optional[str] = None
+    env: Dict[str, str] = field(default_factory=dict)   # the scenario's env: every framework's process gets it
+    weights: Optional[str] = None   # the scenario's weights file for this model (absolute), None: random init
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,13 @@ class Framework:
     pins: Dict[str, str] = field(default_factory=dict)
     scrape_options: Dict[str, object] = field(default_factory=dict)   # passed to the scraper
     env: Optional[object] = None        # harness.envs.EnvSpec when it runs in its own pinned venv
+    # files the trial needs in its folder, {name: text} (derived configs of frameworks that take
+    # their batch, devices, precision or iteration count only from a config file); every launcher
+    # writes them there before the start, and the argv names them as TRIAL_DIR + "/" + name
+    files: Optional[Callable[[TrialContext], Dict[str, str]]] = None
+
+    def trial_files(self, ctx):
+        return dict(self.files(ctx)) if self.files is not None else {}
 
     def supports(self, model, precision):
         return model in self.models and precision in self.precisions

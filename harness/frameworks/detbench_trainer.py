@@ -1,8 +1,9 @@
 """The bundled SimpleDet-style PyTorch trainer (harness/trainer), launched like any rival."""
 import os
 
+from harness.errors import UserError
 from harness.frameworks.base import RUNS_HERE, Framework
-from harness.rivals.settings import common
+from harness.rivals import settings as rival_settings
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "trainer", "configs")
@@ -19,7 +20,19 @@ def _value(value):
     return str(value)
 
 
+def _check_threads(ctx):
+    """train.threads may only repeat the scenario's OMP_NUM_THREADS (one thread count for all)."""
+    threads = ctx.options.get("train.threads")
+    omp = ctx.env.get("OMP_NUM_THREADS")
+    if threads in (None, 0, "0") or omp is None:
+        return
+    if str(threads).strip() != str(omp).strip():
+        raise UserError("detbench-trainer: train.threads=%s differs from the scenario's OMP_NUM_THREADS=%s: "
+                        "set the thread count once, in env, so every framework gets it" % (threads, omp))
+
+
 def command(ctx):
+    _check_threads(ctx)
     world = ctx.gpus * ctx.nodes
     sets = {
         "train.max_iter": ctx.iterations,
@@ -40,6 +53,8 @@ def command(ctx):
     train = ["-m", "harness.trainer.train", os.path.join(CONFIG_DIR, CONFIGS[ctx.model])]
     for key, value in sets.items():
         train += ["--set", "%s=%s" % (key, _value(value))]
+    if ctx.weights:
+        train += ["--weights", ctx.weights]
     if world == 1:
         launch = [ctx.python]
     else:
@@ -53,15 +68,65 @@ def command(ctx):
     return launch + train + list(ctx.extra_args)
 
 
+# the model settings of configs/*_r50v1_fpn_1x.py that settings() reports (the harness does not
+# import the trainer; tests/trainer pins these to the configs)
+MODEL_DEFAULTS = {
+    "frozen_stages": 1, "norm": "frozen_bn",
+    "rpn_pre_nms_top_n_train": 2000, "rpn_post_nms_top_n_train": 2000,
+    "rpn_batch_per_image": 256, "rpn_positive_fraction": 0.5,
+    "roi_batch_per_image": 512, "roi_positive_fraction": 0.25,
+    "roi_align_sampling_ratio": 2, "roi_align_aligned": False, "mask_max_rois_per_image": 128,
+}
+
+
+# the training settings of those configs (learning rate per lr_reference_batch images)
+TRAIN_DEFAULTS = {"lr_reference_batch": 16, "warmup_iters": 500, "warmup_factor": 1.0 / 3}
+CONFIG_LR = {"retinanet": 0.01, "faster_rcnn": 0.02, "mask_rcnn": 0.02}
+
+
+def _typed(default, value):
+    if isinstance(default, bool) and isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return type(default)(value)
+
+
+def _model(opts, name):
+    """A model setting as the trial runs it: the scenario's option, else the config's value."""
+    return _typed(MODEL_DEFAULTS[name], opts.get("model." + name, MODEL_DEFAULTS[name]))
+
+
+def _train(opts, name):
+    return _typed(TRAIN_DEFAULTS[name], opts.get("train." + name, TRAIN_DEFAULTS[name]))
+
+
 def settings(ctx):
     opts = ctx.options
     workers = int(opts.get("data.workers", 2)) if ctx.data else 0   # synthetic data needs no loader
-    return common(ctx, frozen_stages=1, norm=opts.get("model.norm", "frozen_bn"), loader_workers=workers,
-                  flip=False, rpn_post_nms_train=int(opts.get("model.rpn_post_nms_top_n_train", 2000)))
+    out = rival_settings.common(ctx, frozen_stages=_model(opts, "frozen_stages"), norm=_model(opts, "norm"),
+                                loader_workers=workers, flip=False)
+    out.update(rival_settings.detection(
+        ctx, rpn_pre_nms_train=_model(opts, "rpn_pre_nms_top_n_train"),
+        rpn_post_nms_train=_model(opts, "rpn_post_nms_top_n_train"),
+        rpn_batch_per_image=_model(opts, "rpn_batch_per_image"),
+        rpn_positive_fraction=_model(opts, "rpn_positive_fraction"),
+        roi_batch_per_image=_model(opts, "roi_batch_per_image"),
+        roi_positive_fraction=_model(opts, "roi_positive_fraction"),
+        roi_align_sampling_ratio=_model(opts, "roi_align_sampling_ratio"),
+        roi_align_aligned=_model(opts, "roi_align_aligned"),
+        mask_rois_per_image_max=_model(opts, "mask_max_rois_per_image"),
+        box_loss="l1" if ctx.model == "retinanet" else rival_settings.SMOOTH_L1_BOTH,
+        extra_levels_from="p5"))
+    images = ctx.batch_per_gpu * ctx.gpus * ctx.nodes
+    lr = float(opts.get("train.lr", CONFIG_LR[ctx.model])) * images / _train(opts, "lr_reference_batch")
+    out.update(rival_settings.schedule(lr, _train(opts, "warmup_iters"), _train(opts, "warmup_factor"),
+                                       _typed(True, opts.get("data.shuffle", True)) if ctx.data else False))
+    out["init"] = rival_settings.shared_init(ctx)
+    return out
 
 
 FRAMEWORK = Framework(
     name="detbench-trainer", title="detbench-trainer (PyTorch)", scraper="detbench-jsonl",
     models=frozenset(CONFIGS), precisions=frozenset({"fp32", "tf32", "fp16", "bf16"}),
     status=RUNS_HERE, why="bundled PyTorch trainer (pip extra `trainer`); fp16 needs CUDA",
-    figures="per iteration, exact (CUDA synchronized)", command=command, settings=settings)
+    figures="exact per iteration: time from the end of the previous iteration to the end of this one "
+            "(CUDA synchronized), data time the wait for the batch", command=command, settings=settings)

@@ -5,10 +5,16 @@ in a public source index); the hash of a newer release tag could not be verified
 
 upstream's documented command: ``tools/train_net.py --config-file configs/COCO-Detection/
 <model>.yaml --num-gpus N`` with config overrides appended. detbench sets SOLVER.MAX_ITER,
-SOLVER.IMS_PER_BATCH and (fp16) SOLVER.AMP.ENABLED. The metric printer's period is fixed
-at 20; its ``last_time`` column is one iteration's exact time, which the scraper prefers.
+SOLVER.IMS_PER_BATCH and (fp16) SOLVER.AMP.ENABLED; DATASETS.TEST "()" with TEST.EVAL_PERIOD 0,
+so the evaluation hook that runs after the last iteration has no dataset to evaluate;
+MODEL.WEIGHTS "" (random weights instead of the configs' detectron2:// ImageNet download, or
+the mounted file options.weights names); OUTPUT_DIR in the trial folder (the checkout is
+read-only). The metric printer's period is fixed at 20; at this commit it prints no
+``last_time``: its ``time`` is the mean since iteration 3, and two such means give the exact
+window mean.
 """
-from harness.frameworks.base import NEEDS_GPU, Framework
+from harness.frameworks.base import NEEDS_GPU, TRIAL_DIR, Framework
+from harness.rivals import initial
 from harness.rivals import settings as rival_settings
 
 CONFIGS = {"retinanet": "configs/COCO-Detection/retinanet_R_50_FPN_1x.yaml",
@@ -19,7 +25,11 @@ PINS = {"detectron2": COMMIT, "torch": "1.7.1+cu110", "torchvision": "0.8.2+cu11
 WORKDIR = "/opt/detectron2"
 
 
+OPTIONS = ("weights",)
+
+
 def command(ctx):
+    initial.options(ctx, OPTIONS)
     argv = [ctx.python, WORKDIR + "/tools/train_net.py", "--config-file", WORKDIR + "/" + CONFIGS[ctx.model],
             "--num-gpus", str(ctx.gpus)]
     if ctx.nodes > 1:
@@ -28,7 +38,8 @@ def command(ctx):
              "SOLVER.IMS_PER_BATCH", str(ctx.batch_per_gpu * ctx.gpus * ctx.nodes),
              "INPUT.MIN_SIZE_TRAIN", "(%d,)" % min(ctx.input_size),
              "INPUT.MAX_SIZE_TRAIN", str(max(ctx.input_size)),
-             "TEST.EVAL_PERIOD", "0"]
+             "DATASETS.TEST", "()", "TEST.EVAL_PERIOD", "0",
+             "MODEL.WEIGHTS", initial.weights(ctx) or "", "OUTPUT_DIR", TRIAL_DIR + "/output"]
     if ctx.precision == "fp16":
         argv += ["SOLVER.AMP.ENABLED", "True"]
     return argv + list(ctx.extra_args)
@@ -38,12 +49,13 @@ def settings(ctx):
     # Base-RCNN-FPN / Base-RetinaNet: FREEZE_AT 2 (stem + res2), FrozenBN, 4 loader workers,
     # flip 0.5, POST_NMS_TOPK_TRAIN 1000
     return rival_settings.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=4, flip=True,
-                                 rpn_post_nms_train=1000)
+                                 rpn_post_nms_train=1000, init=initial.init(ctx))
 
 
 FRAMEWORK = Framework(
     name="detectron2", title="detectron2", scraper="detectron2",
     models=frozenset(CONFIGS), precisions=frozenset({"fp32", "fp16"}), status=NEEDS_GPU,
     why="detectron2 builds CUDA ops and its train_net.py expects a GPU: dockerfiles/detectron2",
-    figures="per iteration, exact at every 20th iteration (last_time), CUDA synchronized",
-    command=command, settings=settings, pins=PINS, scrape_options={"prefer": "last"})
+    figures="exact window mean from two running means since iteration 3 (time: 4 decimals, printed every 20 "
+            "iterations); hooks after the step count in no iteration; no data time (a 20-iteration window)",
+    command=command, settings=settings, pins=PINS)

@@ -2,13 +2,18 @@
 
 upstream's documented command: ``train.py /coco --model efficientdet_d0 -b B --amp ...``
 (one process per GPU through torch's launcher for several GPUs). detbench sets
---log-interval 1, so each line carries that iteration's own time (AverageMeter.val,
-CUDA synchronized) and the scraper reads exact per-iteration figures. train.py moves the
-model to CUDA unconditionally, so it needs a GPU.
+--log-interval 1; each line carries the mean since the epoch's start (AverageMeter.avg,
+CUDA synchronized), and two of them give the exact window mean. detbench also sets --output
+in the trial folder. train.py has no flag to skip timm's ImageNet backbone download or to
+stop before a whole epoch and its evaluation, so harness/rivals/effdet_launch.py starts it
+with random weights and ends it (exit 0) after warmup + measured iterations. train.py moves
+the model to CUDA unconditionally, so it needs a GPU.
 """
 import os
+from pathlib import Path
 
-from harness.frameworks.base import NEEDS_GPU, Framework
+from harness.frameworks.base import NEEDS_GPU, TRIAL_DIR, Framework
+from harness.rivals import initial
 from harness.rivals import settings as rival_settings
 
 COMMIT = "861838fdb4693b2ebc84ac857c1d04285d30120f"
@@ -16,14 +21,21 @@ PINS = {"efficientdet-pytorch": COMMIT, "torch": "2.14.1", "torchvision": "0.29.
         "pycocotools": "2.0.11", "omegaconf": "2.3.0"}
 WORKDIR = "/opt/efficientdet-pytorch"
 DATA = "/data/coco"               # COCO 2017 layout, mounted into the container
+LAUNCH = Path(__file__).resolve().parents[1] / "rivals" / "effdet_launch.py"
+OPTIONS = ("workers",)
 
 
 def command(ctx):
+    initial.options(ctx, OPTIONS)
+    initial.one_node(ctx)         # torch.distributed.run --standalone: one node
+    initial.init(ctx)
     # train.py takes the COCO root (annotations/ + train2017/): the folder above the annotations file
     root = os.path.dirname(os.path.dirname(ctx.data["annotations"])) if ctx.data else DATA
-    train = [WORKDIR + "/train.py", root, "--model", "efficientdet_d0",
+    train = [str(LAUNCH), "--effdet", WORKDIR, "--stop-after", str(ctx.iterations), "--",
+             root, "--model", "efficientdet_d0",
              "-b", str(ctx.batch_per_gpu), "--log-interval", "1", "--epochs", "1",
-             "--workers", str(int(ctx.options.get("workers", 4))), "--seed", str(ctx.seed)]
+             "--workers", str(int(ctx.options.get("workers", 4))), "--seed", str(ctx.seed),
+             "--output", TRIAL_DIR + "/output"]
     if ctx.precision == "fp16":
         train.append("--amp")
     if ctx.gpus * ctx.nodes == 1:
@@ -35,12 +47,12 @@ def command(ctx):
 def settings(ctx):
     # effdet trains every layer with BatchNorm (SyncBN with --sync-bn); 512x512 input for D0
     return dict(rival_settings.common(ctx, frozen_stages=-1, norm="bn", loader_workers=int(
-        ctx.options.get("workers", 4)), flip=True), input_size=[512, 512], data="coco")
+        ctx.options.get("workers", 4)), flip=True, init=initial.init(ctx)), input_size=[512, 512], data="coco")
 
 
 FRAMEWORK = Framework(
     name="effdet", title="effdet (PyTorch)", scraper="effdet",
     models=frozenset({"efficientdet_d0"}), precisions=frozenset({"fp32", "fp16"}), status=NEEDS_GPU,
     why="train.py calls model.cuda() unconditionally: dockerfiles/effdet on a GPU host; COCO 2017 mounted",
-    figures="per iteration, exact (log interval 1; AverageMeter.val after CUDA sync)",
+    figures="exact window mean from two means since the epoch start (AverageMeter.avg, 3 decimals, CUDA sync)",
     command=command, settings=settings, pins=PINS)

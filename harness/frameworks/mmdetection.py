@@ -5,7 +5,9 @@ installed mmdet and executes the train.py that ships in the mmdet wheel. It logs
 iteration with LogProcessor window_size=1, so each ``time:`` is that iteration's own
 (the scraper is told window=1). mmcv 2.1.0 has no wheel for torch 2.14: `detbench env
 build mmdetection` compiles its sdist once with -std=c++20 and caches the wheel.
-Reads COCO files only (make some with `detbench dataset make-coco`).
+Reads COCO files only (make some with `detbench dataset make-coco`). The driver sets the
+detection work equal to the bundled trainer's and torchvision's (docs/methodology.md):
+frozen BN, proposal counts, samplers, RoIAlign, box losses, an infinite sampler.
 """
 import os
 
@@ -30,8 +32,9 @@ MMCV = SourceBuild(name="mmcv", version="2.1.0",
 # setuptools < 81 still ships pkg_resources, which mmcv's setup.py imports
 TOOLS = {"setuptools": "80.9.0", "wheel": "0.45.1", "ninja": "1.11.1.4"}
 ENV = EnvSpec(framework="mmdetection", pins=PINS, source_builds=(MMCV,), tools=TOOLS)
-OPTIONS = ("workers", "flip", "rpn_post_nms_train")
-CONFIG_RPN_POST_NMS_TRAIN = 1000     # rpn_proposal.max_per_img in mmdet 3.x two-stage configs
+OPTIONS = ("workers", "flip", "shuffle", "lr", "warmup_iters", "warmup_factor", "rpn_pre_nms_train",
+           "rpn_post_nms_train")
+CONFIG_LR = {"retinanet": 0.01, "faster_rcnn": 0.02, "mask_rcnn": 0.02}   # mmdet 3.3.0's 1x configs
 
 
 def _options(ctx):
@@ -40,7 +43,13 @@ def _options(ctx):
     if unknown:
         raise UserError("mmdetection: unknown options %s (known: %s)" % (", ".join(unknown), ", ".join(OPTIONS)))
     return {"workers": int(opts.get("workers", 2)), "flip": bool(opts.get("flip", True)),
-            "rpn_post_nms_train": int(opts.get("rpn_post_nms_train", CONFIG_RPN_POST_NMS_TRAIN))}
+            "shuffle": bool(opts.get("shuffle", True)),
+            "lr": float(opts.get("lr", CONFIG_LR[ctx.model])),
+            "warmup_iters": int(opts.get("warmup_iters", 500)),      # the driver's LinearLR
+            "warmup_factor": float(opts.get("warmup_factor", 0.001)),
+            # mmdet's configs keep 1000 proposals after NMS; the driver takes the shared 2000
+            "rpn_pre_nms_train": int(opts.get("rpn_pre_nms_train", rival_settings.RPN_PRE_NMS_TRAIN)),
+            "rpn_post_nms_train": int(opts.get("rpn_post_nms_train", rival_settings.RPN_POST_NMS_TRAIN))}
 
 
 def command(ctx):
@@ -52,13 +61,19 @@ def command(ctx):
     train = [DRIVER, "--model", ctx.model, "--iterations", str(ctx.iterations),
              "--batch-size", str(ctx.batch_per_gpu), "--input-size", "%dx%d" % tuple(ctx.input_size),
              "--workers", str(o["workers"]), "--ann", ctx.data["annotations"],
-             "--images", ctx.data["images"], "--seed", str(ctx.seed)]
+             "--images", ctx.data["images"], "--seed", str(ctx.seed), "--lr", repr(o["lr"]),
+             "--warmup-iters", str(o["warmup_iters"]), "--warmup-factor", repr(o["warmup_factor"])]
     if ctx.model != "retinanet":
-        train += ["--rpn-post-nms-train", str(o["rpn_post_nms_train"])]
+        train += ["--rpn-pre-nms-train", str(o["rpn_pre_nms_train"]),
+                  "--rpn-post-nms-train", str(o["rpn_post_nms_train"])]
     if ctx.precision == "fp16":
         train.append("--amp")
     if not o["flip"]:
         train.append("--no-flip")
+    if not o["shuffle"]:
+        train.append("--no-shuffle")
+    if ctx.weights:
+        train += ["--weights", ctx.weights]
     if world == 1:
         return [ctx.python] + train + list(ctx.extra_args)
     # what tools/dist_train.sh does: one process per GPU through torch's launcher
@@ -69,14 +84,29 @@ def command(ctx):
 
 def settings(ctx):
     o = _options(ctx)
-    # the R50 configs: frozen_stages=1, BN with requires_grad=False and norm_eval=True
-    return rival_settings.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=o["workers"],
-                                 flip=o["flip"], rpn_post_nms_train=o["rpn_post_nms_train"])
+    # the driver's config: frozen_stages=1, BN with requires_grad=False and norm_eval=True, the
+    # samplers of mmdet's configs (256 at 0.5, 512 at 0.25), RoIAlign 2 / aligned=False, smooth L1
+    # (beta 1/9) in both stages, no mask RoI cap of its own; RetinaNet: L1, P6 from P5 ('on_output')
+    out = rival_settings.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=o["workers"],
+                                flip=o["flip"])
+    out.update(rival_settings.detection(
+        ctx, rpn_pre_nms_train=o["rpn_pre_nms_train"], rpn_post_nms_train=o["rpn_post_nms_train"],
+        rpn_batch_per_image=256, rpn_positive_fraction=0.5, roi_batch_per_image=512,
+        roi_positive_fraction=0.25, roi_align_sampling_ratio=2, roi_align_aligned=False,
+        mask_rois_per_image_max=None,
+        box_loss="l1" if ctx.model == "retinanet" else rival_settings.SMOOTH_L1_BOTH,
+        extra_levels_from="p5"))
+    # the configs' lr is for 16 images, but the driver does not scale it by the batch
+    out.update(rival_settings.schedule(o["lr"], o["warmup_iters"], o["warmup_factor"], o["shuffle"]))
+    out["init"] = rival_settings.shared_init(ctx)
+    return out
 
 
 FRAMEWORK = Framework(
     name="mmdetection", title="mmdetection", scraper="mmdet-v3",
     models=frozenset(MODELS), precisions=frozenset({"fp32", "fp16"}), status=RUNS_HERE,
     why="pinned venv with mmcv 2.1.0 built from source (C++20); COCO files only; fp16 needs CUDA",
-    figures="per iteration, exact (LoggerHook interval 1, LogProcessor window 1; no CUDA sync)",
+    figures="exact per iteration: mmengine's IterTimerHook time runs from the end of the previous "
+            "iteration to the end of this one (LoggerHook interval 1, LogProcessor window 1; synchronized "
+            "by the loss readback); data time the wait for the batch (the driver's timer hook)",
     command=command, settings=settings, pins=PINS, scrape_options={"window": 1}, env=ENV)

@@ -7,6 +7,7 @@ Follows upstream's scripts/D0/training-benchmark-*.sh: mpirun one process per GP
 --use_fake_data. dllogger's time_log gives images/s over step windows (THROUGHPUT).
 """
 from harness.frameworks.base import CONTAINER_ONLY, Framework
+from harness.rivals import initial
 from harness.rivals import settings as rival_settings
 
 COMMIT = "bd6ca13b59b539fee7394d2887fdff2b1444d49a"
@@ -15,6 +16,7 @@ WORKDIR = "/workspace/effdet-tf2"
 
 
 def command(ctx):
+    initial.options(ctx, ())      # it takes no scenario options
     world = ctx.gpus * ctx.nodes
     train = ["python3", WORKDIR + "/train.py", "--model_name=efficientdet-d0",
              "--model_dir=/tmp/detbench-effdet-tf2", "--batch_size=%d" % ctx.batch_per_gpu,
@@ -32,7 +34,9 @@ def command(ctx):
 
 
 def settings(ctx):
-    return dict(rival_settings.common(ctx, frozen_stages=-1, norm="bn", loader_workers=0, flip=True),
+    # train.py's --backbone_init and --pretrained_ckpt default to None: random weights, nothing fetched
+    return dict(rival_settings.common(ctx, frozen_stages=-1, norm="bn", loader_workers=0, flip=True,
+                                      init=initial.init(ctx)),
                 input_size=[512, 512])
 
 

@@ -17,7 +17,8 @@ MODELS = {"retinanet": "retinanet_resnet50_fpn", "faster_rcnn": "fasterrcnn_resn
           "mask_rcnn": "maskrcnn_resnet50_fpn"}
 PINS = {"torch": "2.14.1", "torchvision": "0.29.1", "numpy": "2.4.6", "pillow": "13.0.0"}
 ENV = EnvSpec(framework="torchvision", pins=PINS)
-OPTIONS = ("workers", "norm", "trainable_layers", "lr", "flip", "rpn_post_nms_train")
+OPTIONS = ("workers", "norm", "trainable_layers", "lr", "warmup_iters", "warmup_factor", "flip", "shuffle",
+           "rpn_pre_nms_train", "rpn_post_nms_train")
 
 
 def _options(ctx):
@@ -27,8 +28,11 @@ def _options(ctx):
         raise UserError("torchvision: unknown options %s (known: %s)" % (", ".join(unknown), ", ".join(OPTIONS)))
     return {"workers": int(opts.get("workers", 0)), "norm": str(opts.get("norm", "frozen_bn")),
             "trainable_layers": int(opts.get("trainable_layers", 3)), "lr": float(opts.get("lr", 0.0025)),
-            "flip": bool(opts.get("flip", True)),
-            "rpn_post_nms_train": int(opts.get("rpn_post_nms_train", 2000))}
+            "warmup_iters": int(opts.get("warmup_iters", 0)),
+            "warmup_factor": float(opts.get("warmup_factor", 1.0 / 3)),
+            "flip": bool(opts.get("flip", True)), "shuffle": bool(opts.get("shuffle", True)),
+            "rpn_pre_nms_train": int(opts.get("rpn_pre_nms_train", rival_settings.RPN_PRE_NMS_TRAIN)),
+            "rpn_post_nms_train": int(opts.get("rpn_post_nms_train", rival_settings.RPN_POST_NMS_TRAIN))}
 
 
 def command(ctx):
@@ -40,10 +44,16 @@ def command(ctx):
             "--batch-size", str(ctx.batch_per_gpu), "--input-size", "%dx%d" % tuple(ctx.input_size),
             "--precision", ctx.precision, "--workers", str(o["workers"]), "--norm", o["norm"],
             "--trainable-layers", str(o["trainable_layers"]), "--lr", repr(o["lr"]),
+            "--warmup-iters", str(o["warmup_iters"]), "--warmup-factor", repr(o["warmup_factor"]),
+            "--rpn-pre-nms-train", str(o["rpn_pre_nms_train"]),
             "--rpn-post-nms-train", str(o["rpn_post_nms_train"]), "--seed", str(ctx.seed),
             "--print-freq", "1"]
     if not o["flip"]:
         argv.append("--no-flip")
+    if not o["shuffle"]:
+        argv.append("--no-shuffle")
+    if ctx.weights:
+        argv += ["--weights", ctx.weights]
     if ctx.data:
         argv += ["--data", ctx.data["annotations"], "--images", ctx.data["images"]]
     return argv + list(ctx.extra_args)
@@ -51,14 +61,27 @@ def command(ctx):
 
 def settings(ctx):
     o = _options(ctx)
-    return rival_settings.common(ctx, frozen_stages=4 - o["trainable_layers"], norm=o["norm"],
-                                 loader_workers=o["workers"], flip=o["flip"],
-                                 rpn_post_nms_train=o["rpn_post_nms_train"])
+    out = rival_settings.common(ctx, frozen_stages=4 - o["trainable_layers"], norm=o["norm"],
+                                loader_workers=o["workers"], flip=o["flip"])
+    # torchvision's own defaults for the samplers (256 at 0.5, 512 at 0.25), MultiScaleRoIAlign
+    # (sampling_ratio=2, aligned=False), its smooth L1 (beta 1/9) in both stages, no mask RoI cap
+    # of its own, and RetinaNet's L1 box loss with P6/P7 from P5 (LastLevelP6P7(256, 256))
+    out.update(rival_settings.detection(
+        ctx, rpn_pre_nms_train=o["rpn_pre_nms_train"], rpn_post_nms_train=o["rpn_post_nms_train"],
+        rpn_batch_per_image=256, rpn_positive_fraction=0.5, roi_batch_per_image=512,
+        roi_positive_fraction=0.25, roi_align_sampling_ratio=2, roi_align_aligned=False,
+        mask_rois_per_image_max=None,
+        box_loss="l1" if ctx.model == "retinanet" else rival_settings.SMOOTH_L1_BOTH,
+        extra_levels_from="p5"))
+    out.update(rival_settings.schedule(o["lr"], o["warmup_iters"], o["warmup_factor"], o["shuffle"]))
+    out["init"] = rival_settings.shared_init(ctx)
+    return out
 
 
 FRAMEWORK = Framework(
     name="torchvision", title="torchvision", scraper="torchvision-ref",
     models=frozenset(MODELS), precisions=frozenset({"fp32", "tf32", "fp16", "bf16"}),
     status=RUNS_HERE, why="pinned venv (torch 2.14.1, torchvision 0.29.1); one device; fp16 needs CUDA",
-    figures="per iteration, exact (MetricLogger window 1, print freq 1; CUDA synchronized)",
+    figures="exact per iteration: time from the end of the previous iteration to the end of this one "
+            "(MetricLogger window 1, print freq 1; CUDA synchronized), data time the wait for the batch",
     command=command, settings=settings, pins=PINS, scrape_options={"window": 1}, env=ENV)

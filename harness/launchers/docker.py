@@ -2,7 +2,8 @@
 
 The detbench checkout (runner.py and harness/) is mounted read-only at its own path and the
 trial's folder read-write at its own path, so argv, PYTHONPATH and trial folder mean the same
-inside and out; a COCO dataset is mounted read-only the same way. Nothing else of the host is
+inside and out; a COCO dataset and the scenario's weights files are mounted read-only the
+same way. Nothing else of the host is
 mounted, the container runs as the invoking user with every capability dropped and
 no-new-privileges, and it has no network unless the scenario asks for one. GPUs are passed
 through with a device request when the host has them.
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from harness import engine, images
 from harness.errors import BackendDown, BackendLost, UserError
+from harness.launchers import trialfiles
 from harness.launchers.docker_reaper import alive
 from harness.launchers.local import ROOT, runner_argv
 from runner import write_json_atomic
@@ -165,7 +167,7 @@ class DockerLauncher:
         self.reaper = None
 
     # ------------------------------------------------------------ one trial
-    def run(self, trial_dir, argv, env, timeout_s, cell=None):
+    def run(self, trial_dir, argv, env, timeout_s, cell=None, files=None):
         """Run one trial in a fresh container; return its exit code (0 when it may have succeeded)."""
         import docker
         import requests
@@ -175,6 +177,7 @@ class DockerLauncher:
         if trial_dir.exists():
             shutil.rmtree(trial_dir)
         trial_dir.mkdir(parents=True)
+        argv = trialfiles.prepare(trial_dir, argv, files)
         name = recipe_for(self.scenario, cell.framework)
         tag, image_id = self.images[name]
         facts = {"recipe": name, "image": tag, "image_id": image_id}
@@ -277,9 +280,9 @@ class DockerLauncher:
 
 def _data_paths(scenario):
     from harness.scenario import CocoData
-    if not isinstance(scenario.data, CocoData):
-        return []
-    paths = {os.path.abspath(scenario.data.images), os.path.dirname(os.path.abspath(scenario.data.annotations))}
+    paths = {os.path.abspath(path) for path in scenario.weights.values()}   # files, bound one by one
+    if isinstance(scenario.data, CocoData):
+        paths |= {os.path.abspath(scenario.data.images), os.path.dirname(os.path.abspath(scenario.data.annotations))}
     return sorted(paths)
 
 

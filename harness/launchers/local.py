@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.launchers import trialfiles
 from harness.store import ResultsWriteError
 
 ROOT = Path(__file__).resolve().parents[2]   # the folder holding runner.py and harness/
@@ -27,8 +28,9 @@ class LocalLauncher:
     def prepare(self, scenario):
         """Nothing to build for the local backend."""
 
-    def run(self, trial_dir, argv, env, timeout_s):
-        """Run one trial to completion; runner.py writes everything into trial_dir."""
+    def run(self, trial_dir, argv, env, timeout_s, files=None):
+        """Run one trial to completion; runner.py writes everything into trial_dir (`files`:
+        the adapter's derived files, written there first)."""
         trial_dir = Path(trial_dir)
         try:
             if trial_dir.exists():          # leftovers of an interrupted attempt
@@ -36,6 +38,7 @@ class LocalLauncher:
             trial_dir.mkdir(parents=True)
         except OSError as exc:
             raise ResultsWriteError("%s: cannot write the trial folder: %s" % (trial_dir, exc.strerror)) from None
+        argv = trialfiles.prepare(trial_dir, argv, files)
         full_env = dict(os.environ)
         full_env.update(env)
         full_env["PYTHONPATH"] = os.pathsep.join(

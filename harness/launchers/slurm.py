@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness import platforms
 from harness.errors import BackendDown, BackendLost, UserError
-from harness.launchers import sbatch
+from harness.launchers import sbatch, trialfiles
 from harness.launchers.local import ROOT, RUNNER
 from runner import write_json_atomic
 
@@ -293,7 +293,7 @@ class SlurmLauncher:
                              "`scancel --name=NAME` ends one\n" % (
                                  len(left), ", ".join("%s %s" % (j, n) for j, n, _ in left[:5])))
 
-    def run(self, trial_dir, argv, env, timeout_s, cell=None):
+    def run(self, trial_dir, argv, env, timeout_s, cell=None, files=None):
         """Submit one trial, wait for its job to end, record Slurm's verdict; return 0 if it completed."""
         if cell is None:
             raise ValueError("the slurm launcher needs the trial's cell")
@@ -303,6 +303,7 @@ class SlurmLauncher:
         if trial_dir.exists():
             shutil.rmtree(trial_dir)
         trial_dir.mkdir(parents=True)
+        argv = trialfiles.prepare(trial_dir, argv, files)
         scenario = self.scenario.model_copy(update={"env": dict(env), "timeout_s": timeout_s})
         script = trial_dir / SCRIPT
         script.write_text(script_for(scenario, cell, trial_dir, argv), encoding="utf-8")
@@ -367,4 +368,4 @@ def dry_run(scenario, trials, results_dir, run_id, out):
         cell = t.cell if isinstance(t.cell, Cell) else Cell.from_key(t.cell)
         trial_dir = Path(results_dir).absolute() / "trials" / ("%s-%04d" % (run_id, t.seq))
         out.write("# ---- trial %d: %s repeat %d -> %s\n" % (t.seq, cell.key, t.repeat, trial_dir / SCRIPT))
-        out.write(script_for(scenario, cell, trial_dir, t.argv))
+        out.write(script_for(scenario, cell, trial_dir, trialfiles.fill(t.argv, trial_dir)))

@@ -8,20 +8,23 @@ import io
 import json
 import time
 
+from harness.report import figures
 from harness.report.model import ITERATION
 
 SCHEMA = "detbench-report"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2   # 2: figure kind, window, work per iteration and memory measured one way
 
 CELL_COLUMNS = (
     "source", "table", "platform", "precision", "gpus", "nodes", "batch_per_gpu", "model", "framework",
     "throughput", "iteration_ms", "data_ms", "data_share", "ci_low", "ci_high", "min", "max", "iqr",
-    "cv", "observed", "n", "failed", "outliers", "flags", "na", "run_id")
+    "cv", "observed", "n", "failed", "outliers", "flags", "na", "run_id", "figure_kinds", "figure", "windows",
+    "work", "peak_rss_mb", "peak_device_mb", "peak_mem_mb")
 
 TRIAL_COLUMNS = (
     "trial_id", "run_id", "seq", "cell_key", "framework", "model", "precision", "platform", "gpus",
     "nodes", "repeat", "status", "reason", "throughput", "observed", "iteration_time_s", "data_time_s",
-    "exact", "peak_mem_mb", "records", "scrape_errors", "started", "ended", "exit_code")
+    "exact", "peak_mem_mb", "records", "scrape_errors", "started", "ended", "exit_code", "figure_kind",
+    "window_json", "work_json", "peak_rss_mb", "peak_device_mb")
 
 ROW_KINDS = ("cells", "trials")
 
@@ -58,7 +61,11 @@ def cell_row(table, model, framework, entry):
         "data_share": share, "ci_low": ci[0], "ci_high": ci[1], "min": d.get("min"), "max": d.get("max"),
         "iqr": d.get("iqr"), "cv": d.get("cv"), "observed": d.get("observed"), "n": d.get("n"),
         "failed": d.get("failed"), "outliers": d.get("outliers"), "flags": list(entry.flags),
-        "na": entry.na, "run_id": d.get("run_id"),
+        "na": entry.na, "run_id": d.get("run_id"), "figure_kinds": d.get("kinds"),
+        "figure": figures.column_text(framework, [d]) if d.get("kinds") else None,
+        "windows": ["%d..%d" % tuple(w) for w in d["windows"]] if d.get("windows") else None,
+        "work": d.get("work"), "peak_rss_mb": d.get("peak_rss_mb"), "peak_device_mb": d.get("peak_device_mb"),
+        "peak_mem_mb": d.get("peak_mem_mb"),
     }
 
 
@@ -129,6 +136,8 @@ def _csv_value(value):
         return ""
     if isinstance(value, (list, tuple)):
         return ";".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
     if isinstance(value, float):
         return repr(value)
     return value

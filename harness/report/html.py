@@ -12,8 +12,8 @@ from pathlib import Path
 
 import jinja2
 
-from harness import __version__, catalog, frameworks, platforms
-from harness.report import markdown, plots, scaling
+from harness import __version__, catalog, frameworks, platforms, work
+from harness.report import figures, markdown, plots, scaling
 from harness.report.model import FLAG_TEXT, ITERATION, THROUGHPUT
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -51,7 +51,7 @@ def table_view(table):
                 cell["marks"].append({"n": mark("NA: " + entry.na), "flag": "na"})
             elif entry is not None:
                 cell["marks"] += [{"n": mark(FLAG_TEXT.get(f, f)), "flag": f} for f in entry.flags]
-                cell["tip"] = detail_text(entry)
+                cell["tip"] = detail_text(entry, col.key)
             cells.append(cell)
         rows.append({"model": catalog.model_title(model), "cells": cells})
     return {"title": table.title, "form": table.form, "intro": markdown.INTRO[table.form].replace("**", ""),
@@ -60,7 +60,7 @@ def table_view(table):
             "source": table.source}
 
 
-def detail_text(entry):
+def detail_text(entry, column=""):
     d = entry.detail
     if not d:
         return ""
@@ -75,6 +75,13 @@ def detail_text(entry):
         parts.append("observed %.2f img/s" % d["observed"])
     if d.get("failed"):
         parts.append("%d failed" % d["failed"])
+    if d.get("kinds"):
+        parts.append("figure: %s" % figures.column_text(column, [d]))
+    if d.get("work"):
+        parts.append("work per iteration: %s" % work.row_text([d["work"]]))
+    for key, what in (("peak_device_mb", "device"), ("peak_rss_mb", "resident"), ("peak_mem_mb", "logged")):
+        if d.get(key):
+            parts.append("peak %s memory %.0f MiB" % (what, d[key]))
     return "; ".join(parts)
 
 
@@ -117,7 +124,7 @@ def store_figures(store, platform, run_id):
     """Peak memory, data share and iteration traces of the newest run of every cell."""
     cells = sorted(store.cells(platform=platform, run_id=run_id),
                    key=lambda c: (c["precision"], c["gpus"] * c["nodes"], c["model"], c["framework"]))
-    memory, share, traces, failed = [], [], [], []
+    share, traces, failed = [], [], []
     scenarios = {}
     for cell in cells:
         if cell["excluded"]:
@@ -126,9 +133,6 @@ def store_figures(store, platform, run_id):
         done = [t for t in trials if t["status"] == "done"]
         failed += [{"id": t["id"], "cell": cell["cell_key"], "reason": t["reason"] or "?"}
                    for t in trials if t["status"] == "failed"]
-        mems = [t["peak_mem_mb"] for t in done if t["peak_mem_mb"]]
-        if mems:
-            memory.append((cell_label(cell), max(mems)))
         its = sorted(t["iteration_time_s"] for t in done if t["iteration_time_s"])
         datas = sorted(t["data_time_s"] for t in done if t["data_time_s"] is not None)
         if its and datas:
@@ -144,9 +148,53 @@ def store_figures(store, platform, run_id):
                     cell_label(cell), series, sc["warmup"], sc["measure"])),
                     "window": "iterations %d-%d measured, %d warmup" % (
                         sc["warmup"] + 1, sc["warmup"] + sc["measure"], sc["warmup"])})
-    return {"memory": image(plots.peak_memory_chart(memory)) if memory else None,
+    return {"memory": memory_charts(memory_rows(store, cells)),
             "share": image(plots.data_share_chart(share)) if share else None,
             "traces": traces, "failed": failed}
+
+
+MEMORY_CHARTS = (
+    ("peak_device_mb", "Peak device memory of the trial's processes",
+     "Device memory the trial's processes held on all GPUs (NVML, per process, summed each sample), "
+     "highest over the repeats."),
+    ("peak_rss_mb", "Peak resident memory of the trial's process tree",
+     "Resident memory of the trial's whole process tree (loader workers and launcher children "
+     "included; shared pages counted once where the kernel reports PSS), highest over the repeats."),
+)
+
+
+def memory_rows(store, cells):
+    """[(configuration label, {peak_device_mb, peak_rss_mb, peak_mem_mb})]: the highest of each
+    over a cell's finished repeats, for the cells that have a measured figure."""
+    rows = []
+    for cell in cells:
+        if cell["excluded"]:
+            continue
+        done = [t for t in store.cell_trials(cell["run_id"], cell["cell_key"]) if t["status"] == "done"]
+        peaks = {k: max([t[k] for t in done if t[k]] or [0.0]) or None
+                 for k in ("peak_device_mb", "peak_rss_mb", "peak_mem_mb")}
+        if peaks["peak_device_mb"] or peaks["peak_rss_mb"]:
+            rows.append((cell_label(cell), peaks))
+    return rows
+
+
+def memory_series(rows):
+    """[(title, intro, [(label, measured MiB, logged MiB or None)])]: one chart per measurement
+    taken (device memory where a GPU was used, resident memory always), the same for every
+    framework; the framework's own logged peak beside the first chart's bars."""
+    series = []
+    for key, title, intro in MEMORY_CHARTS:
+        items = [(label, peaks[key], None if series else peaks["peak_mem_mb"])
+                 for label, peaks in rows if peaks[key]]
+        if items:
+            series.append((title, intro, items))
+    return series
+
+
+def memory_charts(rows):
+    return [{"title": title, "intro": intro,
+             "image": image(plots.peak_memory_chart(items, title, measured_label="measured by detbench"))}
+            for title, intro, items in memory_series(rows)]
 
 
 def runs_view(store, run_ids):
@@ -207,8 +255,8 @@ def render(platform, measured_tables, published_tables=(), published_name=None, 
     unmatched = [t for t in published_tables
                  if (t.platform, t.precision, t.gpus, t.nodes, t.form) not in matched or not measured_tables]
     series = scaling_view(measured_tables)
-    figures = store_figures(store, platform, run_id) if store is not None else {
-        "memory": None, "share": None, "traces": [], "failed": []}
+    drawn = store_figures(store, platform, run_id) if store is not None else {
+        "memory": [], "share": None, "traces": [], "failed": []}
     context = {
         "platform": platform, "version": __version__, "published_name": published_name,
         "generated": time.strftime("%Y-%m-%d %H:%M:%S"), "platform_info": platform_view(platform),
@@ -217,6 +265,6 @@ def render(platform, measured_tables, published_tables=(), published_name=None, 
                     for title, lines in sorted(series.items())],
         "runs": runs_view(store, run_ids) if store is not None else [],
         "pins": pins_view(measured_tables), "flags": sorted(FLAG_TEXT.items()),
-        "iteration_form": ITERATION, **figures,
+        "iteration_form": ITERATION, **drawn,
     }
     return environment().get_template("report.html.j2").render(**context)

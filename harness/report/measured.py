@@ -2,7 +2,8 @@
 import json
 from collections import defaultdict
 
-from harness import catalog, frameworks, platforms, stats, telemetry
+from harness import catalog, frameworks, platforms, stats, telemetry, work
+from harness.report import figures
 from harness.report.model import ITERATION, THROUGHPUT, Column, Entry, Table, batch_note
 
 
@@ -20,12 +21,52 @@ def cell_entries(store, platform=None, run_id=None, ci=True):
         trials = defaultdict(list)
         for t in store.trials(rid):
             trials[t["cell_key"]].append(t)
+        window = nominal_window(store.run(rid)["scenario_json"])
         for c in run_cells:
-            out[c["cell_key"]] = (c, entry_for(c, trials[c["cell_key"]], ci))
+            out[c["cell_key"]] = (c, entry_for(c, trials[c["cell_key"]], ci, window))
     return out
 
 
-def entry_for(cell, trials, ci=True):
+def nominal_window(scenario_json):
+    """[first, last] measured iteration the run's scenario asked for, or None where unknown."""
+    try:
+        sc = json.loads(scenario_json)
+        warmup, measure = sc["warmup"], sc["measure"]
+    except (TypeError, ValueError, KeyError):
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (warmup, measure)):
+        return None
+    return [warmup + 1, warmup + measure]
+
+
+def _loads(text):
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
+
+
+def _distinct(values):
+    out = []
+    for v in values:
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def cell_work(done):
+    """{count: median over the repeats} of the finished trials' work_json, or None."""
+    works = [w for w in (_loads(t["work_json"]) for t in done) if isinstance(w, dict)]
+    keys = [k for k in work.LABELS if any(k in w for w in works)]
+    return {k: work.median([w[k] for w in works if k in w]) for k in keys} or None
+
+
+def _peak(done, column):
+    values = [t[column] for t in done if t[column]]
+    return max(values) if values else None
+
+
+def entry_for(cell, trials, ci=True, window=None):
     if cell["excluded"]:
         return Entry(na=cell["excluded"])
     done = [t for t in trials if t["status"] == "done" and t["throughput"]]
@@ -38,14 +79,19 @@ def entry_for(cell, trials, ci=True):
                         [t["data_time_s"] for t in done], [t["observed"] for t in done],
                         [t["iteration_time_s"] for t in done], with_ci=ci)
     flags = list(s.flags)
-    if not all(t["exact"] for t in done):
-        flags.append("window-approximate")
+    if figures.approximate(done):
+        flags.append(figures.APPROXIMATE)
     flags += telemetry.cell_flags([t["telemetry_json"] for t in done], [t["fingerprint"] for t in done])
-    settings = json.loads(done[0]["settings_json"]) if done[0]["settings_json"] else {}
+    variants = _distinct(_loads(t["settings_json"]) or {} for t in done)
+    windows = _distinct(w for w in (_loads(t["window_json"]) for t in done) if isinstance(w, list))
     return Entry(throughput=s.throughput, iteration_ms=s.iteration_ms, data_ms=s.data_ms, flags=flags,
                  detail={"n": s.n, "failed": len(failed), "min": s.minimum, "max": s.maximum, "iqr": s.iqr,
                          "ci": [s.ci_low, s.ci_high] if ci else None, "cv": s.cv, "observed": s.observed,
-                         "outliers": s.outliers, "settings": settings, "run_id": cell["run_id"]})
+                         "outliers": s.outliers, "settings": variants[0], "settings_variants": variants,
+                         "kinds": _distinct(t["figure_kind"] for t in done), "windows": windows,
+                         "nominal_window": window, "work": cell_work(done),
+                         "peak_rss_mb": _peak(done, "peak_rss_mb"), "peak_device_mb": _peak(done, "peak_device_mb"),
+                         "peak_mem_mb": _peak(done, "peak_mem_mb"), "run_id": cell["run_id"]})
 
 
 def _title(platform, precision, gpus, nodes, platform_devices):
@@ -81,9 +127,13 @@ def tables(store, platform=None, run_id=None, ci=True):
         reps = sorted({e.detail["n"] for e in done})
         notes = ["Measured: %s; %s." % (batch_note(gpus, nodes, batch), "median of %s repeat%s" % (
             "/".join(map(str, reps)), "" if reps == [1] else "s") if reps else "no finished repeats")]
-        notes += differing_settings(cells)
+        notes += differing_settings(cells, models)
+        notes += work_lines(cells, columns, models)
+        kinds = figures.table_line(columns, cells, models)
+        notes += kinds
         forced = [n for n in (platforms.forced_note(store.run(r)["host_json"])
                               for r in sorted({e.detail["run_id"] for e in done})) if n]
+        forced += imported_note(store, cells)   # under both forms of the table, like a forced run
         notes += forced
         if store.renamed:
             notes.append("Read from a store that names the bundled trainer by its old name "
@@ -96,25 +146,67 @@ def tables(store, platform=None, run_id=None, ci=True):
             single = "%s-%s-1card" % (plat, catalog.precision_title(prec))
             if single == title:
                 single += " (iteration time)"
-            out.append(Table(title=single, form=ITERATION, **dict(common, notes=notes[:1] + forced)))
+            out.append(Table(title=single, form=ITERATION, **dict(common, notes=notes[:1] + kinds + forced)))
     return out
 
 
-def differing_settings(cells):
-    """Lines naming the normalized settings in which the frameworks of one table differ."""
-    per_fw = {}
-    for (model, fw), e in cells.items():
-        if e.detail.get("settings"):
-            per_fw.setdefault(fw, e.detail["settings"])
-    if len(per_fw) < 2:
+def imported_note(store, cells):
+    """The line naming the cells whose figures come from logs `detbench import` brought in, if any."""
+    imported, names = {}, []
+    for (model, fw), e in sorted(cells.items()):
+        rid = e.detail.get("run_id")
+        if rid is None:
+            continue
+        if rid not in imported:
+            imported[rid] = store.run(rid)["origin"] == "imported"
+        if imported[rid]:
+            names.append("%s %s" % (fw, catalog.model_title(model)))
+    if not names:
         return []
-    keys = sorted(set.intersection(*(set(s) for s in per_fw.values())))
+    return ["Imported from logs made elsewhere (not run by detbench; their settings are not known "
+            "and not compared): %s." % ", ".join(names)]
+
+
+def differing_settings(cells, models):
+    """Lines naming, per model row, the normalized settings in which its frameworks differ,
+    or in which the repeats of one framework differ.
+
+    Each row is compared on its own: the settings of one model say nothing about another's.
+    A key is compared where every framework of the row reports it."""
     lines = []
-    for k in keys:
-        values = {fw: s.get(k) for fw, s in per_fw.items()}
-        if len({json.dumps(v, sort_keys=True) for v in values.values()}) > 1:
-            lines.append("Not like for like: %s differs (%s)." % (
-                k, ", ".join("%s %s" % (fw, json.dumps(v)) for fw, v in sorted(values.items()))))
+    for model in models:
+        per_fw = {fw: e.detail.get("settings_variants") or [e.detail["settings"]]
+                  for (m, fw), e in sorted(cells.items()) if m == model and e.detail.get("settings")}
+        if not per_fw:
+            continue
+        keys = sorted(set.intersection(*(set().union(*variants) for variants in per_fw.values())))
+        for k in keys:
+            values = {fw: _distinct(json.dumps(v.get(k), sort_keys=True) for v in variants)
+                      for fw, variants in per_fw.items()}
+            if len({v for vs in values.values() for v in vs}) > 1:
+                lines.append("Not like for like, %s: %s differs (%s)." % (
+                    catalog.model_title(model), k, ", ".join(
+                        "%s %s" % (fw, " / ".join(vs) + (" across repeats" if len(vs) > 1 else ""))
+                        for fw, vs in sorted(values.items()))))
+    return lines
+
+
+def work_lines(cells, columns, models):
+    """Per model row, the work per iteration of each column; flags the row's entries with
+    unequal-work where the frameworks differ by more than harness.work.UNEQUAL_SHARE."""
+    lines = []
+    for model in models:
+        row = [cells.get((model, col.key)) for col in columns]
+        works = [e.detail.get("work") if e is not None and e.detail else None for e in row]
+        text = work.row_text(works)
+        if not text:
+            continue
+        lines.append("Work per iteration, %s (%s): %s." % (
+            catalog.model_title(model), " | ".join(c.title for c in columns), text))
+        unequal = work.unequal_keys(works)
+        for e, w in zip(row, works):
+            if unequal and w and any(k in w for k in unequal) and work.UNEQUAL_WORK not in e.flags:
+                e.flags.append(work.UNEQUAL_WORK)
     return lines
 
 

@@ -2,6 +2,9 @@
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from harness import work
+from harness.report import figures
+
 THROUGHPUT = "throughput"   # cells like 55.5(288ms)
 ITERATION = "iteration"     # cells like 313ms(0ms)
 
@@ -9,7 +12,8 @@ FLAG_TEXT = {
     "unstable": "unstable: repeats spread more than 7% ((max - min) / min)",
     "data-bound": "data-bound: data time is more than 10% of iteration time",
     "estimators-disagree": "the framework's own times and the log line timestamps disagree by more than 5%",
-    "window-approximate": "the framework logs only window medians or running means: figure is approximate",
+    figures.APPROXIMATE: figures.APPROXIMATE_TEXT,
+    work.UNEQUAL_WORK: work.UNEQUAL_TEXT,
     "gpu-thermal-throttle": "a GPU throttled its clocks for heat during a repeat (NVML thermal/hw slowdown)",
     "gpu-power-throttle": "a GPU throttled its clocks at its power limit during a repeat (NVML power cap/brake)",
     "cpu-oversubscribed": "CPU oversubscribed: the trial had more than 1.5 ready threads per core on saturated cores",

@@ -141,18 +141,30 @@ def scaling_chart(series, title="Scaling efficiency"):
     return fig
 
 
-def peak_memory_chart(items, title="Peak device memory per configuration"):
-    """Horizontal bars (SimpleDet paper, Figure 1b); items: [(label, peak MiB)]."""
-    fig = _figure(0.9 + 0.35 * max(len(items), 1))
+def peak_memory_chart(items, title="Peak memory per configuration", measured_label="measured"):
+    """Horizontal bars (SimpleDet paper, Figure 1b); items: [(label, measured MiB, logged MiB or None)].
+
+    The measured bar is the same measurement for every framework (runner.py's telemetry);
+    where the framework logs its own peak, a thinner hatched bar beside it shows that figure.
+    """
+    fig = _figure(0.9 + 0.45 * max(len(items), 1))
     ax = fig.add_subplot(1, 1, 1)
-    labels = [label for label, _ in items]
-    values = [v for _, v in items]
-    bars = ax.barh(range(len(items)), values, color=PALETTE[0], height=0.6)
-    for bar, v in zip(bars, values):
+    ys = list(range(len(items)))
+    logged = [(y, item[2]) for y, item in zip(ys, items) if item[2]]
+    height = 0.38 if logged else 0.6
+    measured = ax.barh([y - (height / 2 if logged else 0) for y in ys], [item[1] for item in items],
+                       color=PALETTE[0], height=height, label=measured_label)
+    bars = list(measured)
+    if logged:
+        bars += list(ax.barh([y + height / 2 for y, _ in logged], [v for _, v in logged], color=PALETTE[1],
+                             height=height, hatch=PUBLISHED_HATCH, edgecolor="white",
+                             label="the framework's own logged peak"))
+    for bar in bars:
+        v = bar.get_width()
         ax.annotate("%.0f MiB" % v, (v, bar.get_y() + bar.get_height() / 2), xytext=(3, 0),
                     textcoords="offset points", va="center", fontsize=7)
-    ax.set_yticks(range(len(items)))
-    ax.set_yticklabels(labels, fontsize=8)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([item[0] for item in items], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("peak memory (MiB)")
     ax.margins(x=0.15)
@@ -160,6 +172,8 @@ def peak_memory_chart(items, title="Peak device memory per configuration"):
     _style(ax)
     ax.grid(axis="y", visible=False)
     ax.grid(axis="x", color="#dddddd", linewidth=0.8)
+    if logged:
+        ax.legend(frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     return fig
 
 

@@ -1,5 +1,6 @@
 """Drivers and helpers for the rival frameworks.
 
 Drivers (``*_driver.py``) run as scripts inside a framework's own pinned env and may
-import that framework; nothing here is imported by the harness except ``settings``.
+import that framework; the harness imports only ``settings`` and ``weights_map`` (which
+imports torch only inside the function a driver calls to read a file).
 """

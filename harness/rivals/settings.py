@@ -12,17 +12,102 @@ keys and their vocabularies must mean the same thing for every framework:
   norm               "frozen_bn" (fixed statistics and affine), "bn", "syncbn", "gn"
   loader_workers     data-loader worker processes per device (0: in the training process)
   flip               random horizontal flip in training (true/false)
-  rpn_post_nms_train proposals kept per image after NMS in training (two-stage models only)
+  threads            intra-op CPU threads: the scenario's OMP_NUM_THREADS, "default" without one
+  init               initial weights: "random", or "file:<name>" of a mounted weights file
+                     (nothing is downloaded at start); reported by the adapters that state it.
+                     The bundled trainer, torchvision and mmdetection load the scenario's shared
+                     `weights:` file of the model (shared_init), the same file for all three
+
+Reported by the adapters that know them (a key is compared only where every framework
+of a table reports it):
+
+  rpn_pre_nms_train        proposals per pyramid level and image before the RPN's NMS (two-stage)
+  rpn_post_nms_train       proposals kept per image after NMS in training (two-stage)
+  rpn_batch_per_image      anchors sampled per image for the RPN loss, and their positive fraction
+  rpn_positive_fraction    (two-stage)
+  roi_batch_per_image      RoIs sampled per image for the box head, and their positive fraction
+  roi_positive_fraction    (two-stage)
+  roi_align_sampling_ratio RoIAlign sampling points per bin side (0: adaptive) (two-stage)
+  roi_align_aligned        RoIAlign's half-pixel offset (true/false) (two-stage)
+  mask_rois_per_image_max  most RoIs per image the mask head trains on (Mask R-CNN)
+  box_loss                 box regression loss of each stage, e.g. "rpn smooth_l1(1/9), rcnn smooth_l1(1/9)"
+  extra_levels_from        RetinaNet's P6/P7: "p5" (FPN output) or "c5" (backbone output)
+  lr                       SGD learning rate of the whole batch after warmup
+  warmup                   "linear from F over N iterations", or "none"
+  shuffle                  images reshuffled each pass (true) or taken in the file's order (false),
+                           so that frameworks see the same images at the same iteration
 """
+import os
 
 TWO_STAGE = ("faster_rcnn", "mask_rcnn")
 
+# the detection settings of the R50-FPN recipes that the three frameworks running here
+# (bundled trainer, torchvision, mmdetection) are set to alike; each adapter still states
+# its own values through detection(), so a framework that cannot match shows the difference
+RPN_PRE_NMS_TRAIN = 2000
+RPN_POST_NMS_TRAIN = 2000
+RPN_BATCH_PER_IMAGE = 256
+RPN_POSITIVE_FRACTION = 0.5
+ROI_BATCH_PER_IMAGE = 512
+ROI_POSITIVE_FRACTION = 0.25
+ROI_ALIGN_SAMPLING_RATIO = 2
+ROI_ALIGN_ALIGNED = False
+SMOOTH_L1_BOTH = "rpn smooth_l1(1/9), rcnn smooth_l1(1/9)"
 
-def common(ctx, frozen_stages, norm, loader_workers, flip, rpn_post_nms_train=None):
+
+def threads(ctx):
+    """The scenario's thread count (every framework's process gets the same env)."""
+    value = (ctx.env or {}).get("OMP_NUM_THREADS")
+    if value is None:
+        return "default"
+    try:
+        return int(value)
+    except ValueError:
+        return value
+
+
+def shared_init(ctx):
+    """The `init` setting of an adapter that loads the scenario's shared weights file (ctx.weights)."""
+    return "file:" + os.path.basename(ctx.weights) if ctx.weights else "random"
+
+
+def common(ctx, frozen_stages, norm, loader_workers, flip, rpn_post_nms_train=None, init=None):
     out = {"images_per_device": ctx.batch_per_gpu, "devices": ctx.gpus * ctx.nodes,
            "input_size": list(ctx.input_size), "precision": ctx.precision,
            "data": "coco" if ctx.data else "synthetic", "frozen_stages": frozen_stages,
-           "norm": norm, "loader_workers": loader_workers, "flip": bool(flip)}
+           "norm": norm, "loader_workers": loader_workers, "flip": bool(flip),
+           "threads": threads(ctx)}
     if ctx.model in TWO_STAGE and rpn_post_nms_train is not None:
         out["rpn_post_nms_train"] = rpn_post_nms_train
+    if init is not None:
+        out["init"] = init
+    return out
+
+
+def schedule(lr, warmup_iters, warmup_factor, shuffle):
+    """The learning-rate schedule and image order of a trial: they decide how the weights,
+    and with them the proposals and positives, move from the shared start."""
+    warmup = ("linear from %g over %d iterations" % (round(float(warmup_factor), 6), int(warmup_iters))
+              if int(warmup_iters) > 0 else "none")
+    return {"lr": round(float(lr), 8), "warmup": warmup, "shuffle": bool(shuffle)}
+
+
+def detection(ctx, *, rpn_pre_nms_train, rpn_post_nms_train, rpn_batch_per_image, rpn_positive_fraction,
+              roi_batch_per_image, roi_positive_fraction, roi_align_sampling_ratio, roi_align_aligned,
+              mask_rois_per_image_max, box_loss, extra_levels_from):
+    """The model's detection settings, for the keys that apply to ctx.model."""
+    if ctx.model == "retinanet":
+        return {"box_loss": box_loss, "extra_levels_from": extra_levels_from}
+    if ctx.model not in TWO_STAGE:
+        return {}
+    out = {"rpn_pre_nms_train": int(rpn_pre_nms_train), "rpn_post_nms_train": int(rpn_post_nms_train),
+           "rpn_batch_per_image": int(rpn_batch_per_image), "rpn_positive_fraction": float(rpn_positive_fraction),
+           "roi_batch_per_image": int(roi_batch_per_image), "roi_positive_fraction": float(roi_positive_fraction),
+           "roi_align_sampling_ratio": int(roi_align_sampling_ratio),
+           "roi_align_aligned": bool(roi_align_aligned), "box_loss": box_loss}
+    if ctx.model == "mask_rcnn":
+        # the mask head trains on positive RoIs, which the sampler caps at batch x fraction
+        cap = int(roi_batch_per_image * roi_positive_fraction)
+        out["mask_rois_per_image_max"] = cap if mask_rois_per_image_max is None else min(
+            cap, int(mask_rois_per_image_max))   # None: no cap of its own
     return out

@@ -8,9 +8,13 @@ the reference MetricLogger line printed at every iteration:
     Epoch: [0]  [  3/40]  eta: 0:00:05  lr: 0.000100  loss: 1.2345 (1.3456)  ...  time: 0.2762  data: 0.0031  max mem: 0
 
 ``time`` runs from the end of the previous iteration to the end of this one (data
-included), ``data`` is the wait for the batch; both are printed for THIS iteration
-(window 1), so the scraper reads exact per-iteration times (scrape option window=1).
-No weights are downloaded: weights=None, weights_backbone=None. By default the backbone
+included, and the printing of the previous iteration's lines), ``data`` is the wait for
+the batch; both are printed for THIS iteration (window 1), so the scraper reads exact
+per-iteration times (scrape option window=1). After it, one ``DETBENCH_WORK {json}`` line
+gives the work of the iteration: proposals the RPN kept, RoIs sampled, positive RoIs, mask
+RoIs (RetinaNet: positive anchors), summed over the batch's images.
+No weights are downloaded: weights=None, weights_backbone=None; ``--weights FILE`` starts
+from a file of `detbench weights make` instead of torchvision's random initialisation. By default the backbone
 is built the way the reference recipe trains it from ImageNet weights (FrozenBatchNorm,
 conv1 and layer1 frozen: trainable_backbone_layers=3); ``--norm bn --trainable-layers 5``
 gives torchvision's own from-scratch default instead.
@@ -31,6 +35,11 @@ from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
 from torchvision.ops import misc as misc_nn_ops
 from torchvision.ops.feature_pyramid_network import LastLevelP6P7
 
+try:
+    from harness.rivals import weights_map      # imported from the harness (tests, weights make)
+except ImportError:
+    import weights_map                          # run as a script in the framework's pinned env
+
 MODELS = {"retinanet": "retinanet_resnet50_fpn", "faster_rcnn": "fasterrcnn_resnet50_fpn",
           "mask_rcnn": "maskrcnn_resnet50_fpn"}
 NUM_CLASSES = 81          # 80 COCO categories + background (torchvision counts background)
@@ -48,12 +57,20 @@ def parse_args(argv=None):
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--norm", choices=["frozen_bn", "bn"], default="frozen_bn")
     p.add_argument("--trainable-layers", type=int, default=3, choices=range(0, 6))
-    p.add_argument("--rpn-post-nms-train", type=int, default=2000)
+    p.add_argument("--rpn-pre-nms-train", type=int, default=2000, help="per level and image")
+    p.add_argument("--rpn-post-nms-train", type=int, default=2000, help="per image")
     p.add_argument("--lr", type=float, default=0.0025)
+    p.add_argument("--warmup-iters", type=int, default=0,
+                   help="linear warmup of the learning rate over this many iterations (0: none)")
+    p.add_argument("--warmup-factor", type=float, default=1.0 / 3, help="learning-rate factor at iteration 0")
+    p.add_argument("--no-shuffle", dest="shuffle", action="store_false",
+                   help="take the images in the file's order, cycled (default: random draws)")
     p.add_argument("--no-flip", dest="flip", action="store_false",
                    help="skip the reference's random horizontal flip (p=0.5)")
     p.add_argument("--print-freq", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--weights", metavar="FILE",
+                   help="initial weights made by `detbench weights make` (this model's own layout)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     return p.parse_args(argv)
 
@@ -66,7 +83,8 @@ def build_model(args, height, width):
               "mask_rcnn": maskrcnn_resnet50_fpn}[args.model]
         kw = dict(size)
         if args.model != "retinanet":
-            kw["rpn_post_nms_top_n_train"] = args.rpn_post_nms_train
+            kw.update(rpn_pre_nms_top_n_train=args.rpn_pre_nms_train,
+                      rpn_post_nms_top_n_train=args.rpn_post_nms_train)
         return fn(weights=None, weights_backbone=None, num_classes=NUM_CLASSES, **kw)
     norm = misc_nn_ops.FrozenBatchNorm2d if args.norm == "frozen_bn" else torch.nn.BatchNorm2d
     body = torchvision.models.resnet50(weights=None, norm_layer=norm)
@@ -76,7 +94,8 @@ def build_model(args, height, width):
         return RetinaNet(backbone, NUM_CLASSES, **size)
     backbone = _resnet_fpn_extractor(body, args.trainable_layers)
     cls = FasterRCNN if args.model == "faster_rcnn" else MaskRCNN
-    return cls(backbone, NUM_CLASSES, rpn_post_nms_top_n_train=args.rpn_post_nms_train, **size)
+    return cls(backbone, NUM_CLASSES, rpn_pre_nms_top_n_train=args.rpn_pre_nms_train,
+               rpn_post_nms_top_n_train=args.rpn_post_nms_train, **size)
 
 
 class Synthetic(torch.utils.data.Dataset):
@@ -108,8 +127,28 @@ def box_masks(boxes, height, width):
     return m
 
 
+def polygon_masks(anns, sx, sy, height, width):
+    """One uint8 mask per annotation, its polygons scaled by (sx, sy) and filled with PIL
+    (the env has no pycocotools); an annotation without polygons (RLE) fills its box."""
+    from PIL import Image, ImageDraw
+    masks = torch.zeros(len(anns), height, width, dtype=torch.uint8)
+    for j, a in enumerate(anns):
+        canvas = Image.new("L", (width, height), 0)
+        draw = ImageDraw.Draw(canvas)
+        seg = a.get("segmentation")
+        if isinstance(seg, list) and seg:
+            for poly in seg:
+                if len(poly) >= 6:
+                    draw.polygon([float(v) * (sx if k % 2 == 0 else sy) for k, v in enumerate(poly)], fill=1)
+        else:
+            x, y, w, h = (float(v) for v in a["bbox"])
+            draw.rectangle([x * sx, y * sy, (x + w) * sx, (y + h) * sy], fill=1)
+        masks[j] = torch.frombuffer(bytearray(canvas.tobytes()), dtype=torch.uint8).view(height, width)
+    return masks
+
+
 class Coco(torch.utils.data.Dataset):
-    """A COCO instances file read with json (no pycocotools); masks from the boxes."""
+    """A COCO instances file read with json (no pycocotools); masks from the polygons."""
 
     def __init__(self, ann_file, images, height, width, masks):
         with open(ann_file) as f:
@@ -140,7 +179,7 @@ class Coco(torch.utils.data.Dataset):
                                (a["bbox"][1] + a["bbox"][3]) * sy] for a in anns], dtype=torch.float32)
         target = {"boxes": boxes, "labels": torch.tensor([self.label[a["category_id"]] for a in anns])}
         if self.masks:
-            target["masks"] = box_masks(boxes, self.h, self.w)
+            target["masks"] = polygon_masks(anns, sx, sy, self.h, self.w)
         return img, target
 
 
@@ -171,6 +210,66 @@ class Flipped(torch.utils.data.Dataset):
         return img, target
 
 
+WORK_PREFIX = "DETBENCH_WORK "   # the line of harness/jsonlog.py (the harness is not importable here)
+
+
+class WorkCounter:
+    """Counts the detection work of each iteration from what torchvision's own modules are
+    given and return: forward hooks on the RPN and the mask RoI pooler, and wrappers around
+    the RoI sampler and RetinaNet's anchor matcher. Counts stay tensors until read."""
+
+    def __init__(self, model):
+        self.counts = {}
+        if isinstance(model, RetinaNet):
+            model.proposal_matcher = _CountingMatcher(model.proposal_matcher, self)
+            return
+        model.rpn.register_forward_hook(
+            lambda module, args, output: self.add("proposals", sum(len(b) for b in output[0])))
+        heads = model.roi_heads
+        sample = heads.select_training_samples
+
+        def counted_sample(proposals, targets):
+            out = sample(proposals, targets)
+            self.add("sampled_rois", sum(len(p) for p in out[0]))
+            self.add("positive_rois", sum((labels > 0).sum() for labels in out[2]))
+            return out
+        heads.select_training_samples = counted_sample
+        if heads.mask_roi_pool is not None:
+            heads.mask_roi_pool.register_forward_hook(
+                lambda module, args, output: self.add("mask_rois", output.shape[0]))
+
+    def add(self, key, value):
+        self.counts[key] = self.counts.get(key, 0) + value
+
+    def line(self, iteration):
+        """The WORK line of the iteration just done (reads the counts), and a fresh count."""
+        obj = {"iteration": iteration}
+        obj.update((k, int(v)) for k, v in sorted(self.counts.items()))
+        self.counts = {}
+        return WORK_PREFIX + json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+class _CountingMatcher:
+    def __init__(self, matcher, counter):
+        self.matcher, self.counter = matcher, counter
+
+    def __call__(self, quality):
+        matched = self.matcher(quality)
+        self.counter.add("positive_anchors", (matched >= 0).sum())
+        return matched
+
+    def __getattr__(self, name):
+        return getattr(self.matcher, name)
+
+
+def lr_at(iteration, args):
+    """The learning rate of 0-based `iteration`: linear warmup from warmup_factor * lr."""
+    if iteration >= args.warmup_iters:
+        return args.lr
+    alpha = iteration / args.warmup_iters
+    return args.lr * (args.warmup_factor * (1 - alpha) + alpha)
+
+
 def collate(batch):
     return tuple(zip(*batch))
 
@@ -191,7 +290,15 @@ def main(argv=None):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     device = torch.device(args.device)
-    model = build_model(args, height, width).to(device)
+    model = build_model(args, height, width)
+    if args.weights:
+        try:
+            print("loaded weights %s: %d tensors" % (
+                args.weights, weights_map.load(model, args.weights, args.model, "torchvision")), flush=True)
+        except weights_map.WeightsError as exc:
+            print("error: %s" % exc, file=sys.stderr, flush=True)
+            return 2
+    model = model.to(device)
     model.train()
     masks = args.model == "mask_rcnn"
     n = args.iterations * args.batch_size
@@ -201,8 +308,11 @@ def main(argv=None):
         dataset = Coco(args.data, args.images, height, width, masks)
     if args.flip:
         dataset = Flipped(dataset, width, args.seed)
-    sampler = torch.utils.data.RandomSampler(dataset, replacement=True, num_samples=n,
-                                             generator=torch.Generator().manual_seed(args.seed))
+    if args.shuffle:
+        sampler = torch.utils.data.RandomSampler(dataset, replacement=True, num_samples=n,
+                                                 generator=torch.Generator().manual_seed(args.seed))
+    else:   # the file's order, cycled: the same images at the same iteration as the other frameworks
+        sampler = [k % len(dataset) for k in range(n)]
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, sampler=sampler,
                                          num_workers=args.workers, collate_fn=collate, drop_last=True)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -213,13 +323,22 @@ def main(argv=None):
     total = len(loader)
     width_n = len(str(total))
     print("torchvision %s torch %s model %s device %s images/iter %d input %dx%d norm %s "
-          "trainable_layers %d" % (torchvision.__version__, torch.__version__, MODELS[args.model],
-                                   device, args.batch_size, height, width, args.norm,
-                                   args.trainable_layers), flush=True)
+          "trainable_layers %d threads %d rpn_pre_nms_train %d rpn_post_nms_train %d lr %g warmup %d "
+          "shuffle %s" % (
+              torchvision.__version__, torch.__version__, MODELS[args.model], device, args.batch_size,
+              height, width, args.norm, args.trainable_layers, torch.get_num_threads(),
+              args.rpn_pre_nms_train, args.rpn_post_nms_train, args.lr, args.warmup_iters, args.shuffle),
+          flush=True)
+    work = WorkCounter(model)
     history = {}
-    start = end = time.time()
-    for i, (images, targets) in enumerate(loader):
-        data_time = time.time() - end
+    start = end = time.perf_counter()   # the first iteration's time starts here, with the loader
+    batches = iter(loader)
+    for i in range(total):
+        fetch = time.perf_counter()
+        images, targets = next(batches)
+        data_time = time.perf_counter() - fetch
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(i, args)
         images = [im.to(device, non_blocking=True) for im in images]
         targets = [{k: v.to(device) for k, v in t.items()} for t in targets]
         with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
@@ -236,8 +355,9 @@ def main(argv=None):
         values = {k: float(v.detach()) for k, v in loss_dict.items()}
         if cuda:
             torch.cuda.synchronize()
-        iter_time = time.time() - end
-        end = time.time()
+        now = time.perf_counter()
+        iter_time, end = now - end, now
+        # from here on, the time belongs to the next iteration
         if i % args.print_freq == 0 or i == total - 1:
             eta = datetime.timedelta(seconds=int(iter_time * (total - i - 1)))
             mem = torch.cuda.max_memory_allocated() / 1048576.0 if cuda else 0
@@ -245,6 +365,7 @@ def main(argv=None):
                 width_n, i, total, eta, optimizer.param_groups[0]["lr"],
                 loss_text(dict(loss=sum(values.values()), **values), history), iter_time, data_time, mem),
                 flush=True)
+        print(work.line(i + 1), flush=True)
     print("Epoch: [0] Total time: %s (%.4f s / it)" % (
         datetime.timedelta(seconds=int(end - start)), (end - start) / max(total, 1)), flush=True)
     return 0

@@ -272,7 +272,7 @@ static int load_state(int fmt, PyObject *scraper, state_t *st)
     case MMENGINE:
         return get_int(scraper, attr_window, 1, &st->has_param, &st->param);
     case MASKRCNN:
-        return get_int(scraper, attr_window, 0, &st->has_param, &st->param);
+        return r;
     default:
         prefer = PyObject_GetAttr(scraper, attr_prefer_last);
         if (prefer == NULL)
@@ -395,7 +395,7 @@ PyMODINIT_FUNC PyInit__fastscan(void)
     type = PyObject_GetAttrString(records, "IterationRecord");
     kinds[KIND_WINDOW_MEAN] = get_str(records, "WINDOW_MEAN");
     kinds[KIND_WINDOW_MEDIAN] = get_str(records, "WINDOW_MEDIAN");
-    kinds[KIND_GLOBAL_MEAN] = get_str(records, "GLOBAL_MEAN");
+    kinds[KIND_CUMULATIVE_MEAN] = get_str(records, "CUMULATIVE_MEAN");
     kinds[KIND_ITERATION] = get_str(records, "ITERATION");
     Py_DECREF(records);
     if (type == NULL || !kinds[0] || !kinds[1] || !kinds[2] || !kinds[3])

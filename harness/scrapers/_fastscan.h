@@ -15,11 +15,11 @@ enum { FAIL = -1,     /* a Python exception is set */
        RECORD = 1,    /* a record, appended to the output list */
        PYTHON = 2 };  /* the line must go to feed() */
 
-enum { KIND_WINDOW_MEAN, KIND_WINDOW_MEDIAN, KIND_GLOBAL_MEAN, KIND_ITERATION };
+enum { KIND_WINDOW_MEAN, KIND_WINDOW_MEDIAN, KIND_CUMULATIVE_MEAN, KIND_ITERATION };
 
 typedef struct {
     long long last;       /* scraper.last_iteration */
-    int has_param;        /* interval (mmcv) or window (mmengine, maskrcnn) is not None */
+    int has_param;        /* interval (mmcv) or window (mmengine) is not None */
     long long param;
     int prefer_last;      /* detectron2 */
     long long warmup;     /* detectron2 warmup_iter */

@@ -313,7 +313,8 @@ int fastscan_detectron2(state_t *st, const char *s, const char *e, rec_t *r)
     if (mend == NULL)   /* no key, or a line before warmup (no time to report) */
         return FIND(s, e, "iter: ") == NULL || FIND(s, e, " time: ") == NULL ? SKIP : PYTHON;
     last = optional_field(&mend, e, "last_time: ", 11);
-    data = optional_field(&mend, e, "data_time: ", 11);
+    data = optional_field(&mend, e, "data_time: ", 11);   /* read past, to reach last_data_time */
+    (void)data;
     last_data = optional_field(&mend, e, "last_data_time: ", 16);
     loss = field_after(c, mend, "total_loss: ", 12);
     mem = field_after(mend, e, "max_mem: ", 9);
@@ -328,12 +329,12 @@ int fastscan_detectron2(state_t *st, const char *s, const char *e, rec_t *r)
         r->span = 1;
         r->kind = KIND_ITERATION;
     }
-    else {
+    else {   /* data_time is a 20-iteration window, not this running mean's: left out */
         t = time;
-        d = data;
+        d = NO_TOK;
         n = it0 + 2 - st->warmup;
         r->span = n > 1 ? n : 1;
-        r->kind = KIND_GLOBAL_MEAN;
+        r->kind = KIND_CUMULATIVE_MEAN;
     }
     if (!to_double(t, &r->time_s) || !opt_double(d, &r->data_s, &r->has_data))
         return PYTHON;
@@ -346,7 +347,8 @@ int fastscan_detectron2(state_t *st, const char *s, const char *e, rec_t *r)
 
 /* ---- maskrcnn_benchmark.RECORD_RE, MaskrcnnScraper.from_match ---- */
 
-/* "[^\n]*?time: (\S+) \(\S+\)  data: (\S+) \(\S+\)" from t: the place after it */
+/* "[^\n]*?time: \S+ \((\S+)\)  data: \S+ \((\S+)\)" from t: the place after it; the
+   means since the start, in parentheses, into time and data */
 static const char *maskrcnn_meters(const char *t, const char *e, tok_t *time, tok_t *data)
 {
     const char *j, *p, *q, *b;
@@ -355,22 +357,23 @@ static const char *maskrcnn_meters(const char *t, const char *e, tok_t *time, to
         q = run_nonspace(p, e);
         if (q == p || !STARTS(q, e, " ("))
             continue;
-        *time = TOK(p, q);
         p = q + 2;
         q = run_nonspace(p, e);   /* "\S+\)" before a space: the run ends in ')' */
         if (q - p < 2 || q[-1] != ')' || !STARTS(q, e, "  data: "))
             continue;
+        *time = TOK(p, q - 1);
         p = q + 8;
         q = run_nonspace(p, e);
         if (q == p || !STARTS(q, e, " ("))
             continue;
-        *data = TOK(p, q);
         p = q + 2;
         q = run_nonspace(p, e);   /* "\S+\)" at the end: up to the run's last ')' */
         for (b = q - 1; b > p && *b != ')'; b--)
             ;
-        if (b > p)
+        if (b > p) {
+            *data = TOK(p, b);
             return b + 1;
+        }
     }
     return NULL;
 }
@@ -396,11 +399,11 @@ int fastscan_maskrcnn(state_t *st, const char *s, const char *e, rec_t *r)
             || !to_double(data, &r->data_s) || !opt_double(mem, &r->mem, &r->has_mem)
             || !opt_double(loss, &r->loss, &r->has_loss))
         return PYTHON;
-    r->span = r->iteration < st->param ? r->iteration : st->param;
+    r->span = r->iteration;
     if (r->iteration <= st->last)
         return SKIP;
     st->last = r->iteration;
     r->has_data = 1;
-    r->kind = KIND_WINDOW_MEDIAN;
+    r->kind = KIND_CUMULATIVE_MEAN;
     return RECORD;
 }

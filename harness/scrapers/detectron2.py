@@ -3,15 +3,21 @@ metrics.json (JSONWriter).
 
 Text, current: `` eta: 11:02:41  iter: 39  total_loss: 1.104  <losses>  time: 0.3716
 last_time: 0.3690  data_time: 0.0132  last_data_time: 0.0095   lr: 0.00079922
-max_mem: 3189M``; v0.6 lacks last_time/last_data_time; the 2019 format is the same
-without them as well. ``iter`` is 0-based: iter 39 is the 40th iteration.
+max_mem: 3189M``; the 0.3-era and v0.6 lines lack last_time/last_data_time; the 2019
+format is the same without them as well. ``iter`` is 0-based: iter 39 is the 40th
+iteration. The printer runs every 20 iterations and at the last one.
 
-Semantics (text): ``time`` is the MEAN SINCE WARMUP: IterationTimer records step
-times only from the ``warmup_iter``-th iteration (3), so at 0-based iter k it covers
-k + 2 - warmup_iter iterations -> GLOBAL_MEAN with that span. data_time is the mean of
-the last 20 data times (max over workers), not the same window. With
-``prefer="last"`` and a line that has ``last_time``, the record is instead the exact
-ITERATION figure (last_time, last_data_time). total_loss is the median of the last 20.
+Semantics (text): ``time`` is the MEAN SINCE WARMUP, printed to 4 decimals:
+IterationTimer records step times only from the ``warmup_iter``-th iteration (3), so
+at 0-based iter k it is the mean of 1-based iterations warmup_iter..k + 1 ->
+CUMULATIVE_MEAN with span k + 2 - warmup_iter; two such records give the exact mean
+between them. The step time runs from the timer's before_step to its after_step: the
+other hooks' after_step (the printer, the LR scheduler, checkpoints) fall between
+steps and count in no iteration. data_time is the mean of the last 20 data times (max
+over workers), a window other than time's, so it is left out (None) of these records.
+With ``prefer="last"`` and a line that has ``last_time``, the record is instead that
+one iteration's exact figure (last_time, last_data_time): a sample of every 20th
+iteration, not the window. total_loss is the median of the last 20.
 
 metrics.json: one object per line, sort_keys; ``time`` and ``data_time`` are the
 MEDIAN of the last 20 recorded values -> WINDOW_MEDIAN, span = min(20, k + 2 -
@@ -22,7 +28,7 @@ Options: prefer ("global" or "last"), warmup_iter (3), window (20).
 import json
 import re
 
-from harness.records import GLOBAL_MEAN, ITERATION, WINDOW_MEDIAN, IterationRecord
+from harness.records import CUMULATIVE_MEAN, ITERATION, WINDOW_MEDIAN, IterationRecord
 from harness.scrapers import common
 
 RECORD_RE = re.compile(
@@ -74,11 +80,9 @@ class Detectron2Scraper(common.Scraper):
             rec = IterationRecord(it0 + 1, index, float(last),
                                   None if data is None else float(data), 1, ITERATION,
                                   None, None, mem, loss)
-        else:
-            data = m.group(4)
-            rec = IterationRecord(it0 + 1, index, float(m.group(2)),
-                                  None if data is None else float(data), self._timed(it0),
-                                  GLOBAL_MEAN, None, None, mem, loss)
+        else:   # data_time (group 4) is a 20-iteration window, not this running mean's
+            rec = IterationRecord(it0 + 1, index, float(m.group(2)), None, self._timed(it0),
+                                  CUMULATIVE_MEAN, None, None, mem, loss)
         return self.accept(rec)
 
     def from_json(self, line, index):

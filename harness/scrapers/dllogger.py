@@ -2,14 +2,18 @@
 
 Two line shapes: the StdOutBackend ``DLL <datetime> - <step> name : value unit ...``
 and the JSONStreamBackend ``DLLL {"timestamp": ..., "step": ..., "data": {...}}``.
+Both print the floats in full (Python's repr), so nothing is lost to rounding.
 
 PyTorch train.py (step = (epoch, steps_per_epoch, batch_idx), printed every
-log_interval batches and at the last one): train_batch_time and throughput are
-running means since batch 10 of the epoch (the meters are reset there; before it,
-since batch 0) -> GLOBAL_MEAN with span = batch_idx - 9 (or batch_idx + 1);
-train_data_time is the mean since batch 0 of the epoch (a longer window; documented,
-not corrected). The throughput figure is a mean of per-iteration rates and is not
-reported. ``iteration`` = epoch * steps_per_epoch + batch_idx + 1.
+log_interval batches and at the last one): train_batch_time is the mean since a
+start: batch 0 of the epoch, until batch_idx 10 resets the meter before adding that
+batch's time; from then on it is the mean of batches 10..batch_idx -> CUMULATIVE_MEAN
+with span = batch_idx - 9 (or batch_idx + 1 before the reset). Two records of one
+epoch give the exact mean between them; a new epoch, whose batches 0..9 no record
+after the reset covers, starts a new running sum. train_data_time is the mean since
+batch 0 of the epoch: the same iterations as the time only before the reset, so it is
+kept there and None after it. The throughput figure is a mean of per-iteration rates
+and is not read. ``iteration`` = epoch * steps_per_epoch + batch_idx + 1.
 
 TF2 time_log.txt (step "PARAMETER", data {"Latency": "0.21 seconds", "fps": ...,
 "steps": [a, b]}): fps = images per second (all ranks) over steps a+1..b, measured
@@ -21,7 +25,7 @@ Epoch summaries (step (epoch,)) and run summaries (step ()) are skipped.
 import json
 import re
 
-from harness.records import GLOBAL_MEAN, THROUGHPUT, IterationRecord
+from harness.records import CUMULATIVE_MEAN, THROUGHPUT, IterationRecord
 from harness.scrapers import common
 
 STEP_RE = re.compile(r"^DLL \S+ \S+ - (\(\d+, \d+, \d+\)|PARAMETER) (.*)$")
@@ -33,12 +37,13 @@ def _train_record(step, data, index):
     epoch, steps_per_epoch, batch = (int(x) for x in step)
     if "train_batch_time" not in data:
         return None
-    span = batch - RESET_BATCH + 1 if batch >= RESET_BATCH else batch + 1
-    data_time = data.get("train_data_time")
+    reset = batch >= RESET_BATCH
+    span = batch - RESET_BATCH + 1 if reset else batch + 1
+    data_time = None if reset else data.get("train_data_time")   # since batch 0: other iterations
     loss = data.get("train_loss")
     return IterationRecord(
         epoch * steps_per_epoch + batch + 1, index, float(data["train_batch_time"]),
-        None if data_time is None else float(data_time), span, GLOBAL_MEAN,
+        None if data_time is None else float(data_time), span, CUMULATIVE_MEAN,
         loss=None if loss is None else float(loss))
 
 

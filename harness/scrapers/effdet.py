@@ -4,20 +4,24 @@ Line: ``Train: 3 [  50/7330 (  1%)]  Loss: 1.234567 (1.2500)  Time: 0.412s,   38
 (0.420s,   38.10/s)  LR: 1.000e-02  Data: 0.012 (0.015)``, printed by local rank 0
 when batch_idx % log_interval == 0 and at the last batch; batch_idx is 0-based.
 
-Semantics: the first figure of each pair is the value of this very iteration (timm
-AverageMeter.val), measured after torch.cuda.synchronize from the end of the previous
-iteration (data loading included). So a record is ITERATION (span 1): time_s and
-data_time_s of that iteration, images_per_s = global batch / its time, loss = its loss.
+Semantics: each pair is the value of this very iteration, then in parentheses the mean
+since the epoch's first batch (timm AverageMeter: val, avg), times to 3 decimals. An
+iteration's time is measured after torch.cuda.synchronize from the end of the previous
+one, data loading included; the logging after it counts in no iteration. The record
+keeps the means: CUMULATIVE_MEAN with span = batch_idx + 1 for time and data alike, so
+two records give the exact window mean between them (within the 3-decimal rounding);
+an epoch's sum continues the previous epoch's when that epoch's last batch was logged.
 ``iteration`` is global, 1-based: epoch * N + batch_idx + 1 (epochs counted from 0).
+loss is this iteration's.
 """
 import re
 
-from harness.records import ITERATION, IterationRecord
+from harness.records import CUMULATIVE_MEAN, IterationRecord
 from harness.scrapers import common
 
 RECORD_RE = re.compile(
     r"Train: (\d+) \[ *(\d+)/(\d+) \( *\S+%\)\]  Loss: +(\S+) \( *\S+\)  "
-    r"Time: (\S+)s, +(\S+)/s  \([^)\n]*\)  LR: \S+  Data: (\S+) \(")
+    r"Time: \S+s, +\S+/s  \( *(\S+)s, +\S+/s\)  LR: \S+  Data: \S+ \((\S+)\)")
 
 
 class EffdetScraper(common.Scraper):
@@ -25,9 +29,10 @@ class EffdetScraper(common.Scraper):
     pattern = RECORD_RE
 
     def from_match(self, m, index):
-        iteration = int(m.group(1)) * int(m.group(3)) + int(m.group(2)) + 1
-        rec = IterationRecord(iteration, index, float(m.group(5)), float(m.group(7)), 1,
-                              ITERATION, float(m.group(6)), None, None, float(m.group(4)))
+        batch = int(m.group(2))
+        iteration = int(m.group(1)) * int(m.group(3)) + batch + 1
+        rec = IterationRecord(iteration, index, float(m.group(5)), float(m.group(6)), batch + 1,
+                              CUMULATIVE_MEAN, None, None, None, float(m.group(4)))
         return self.accept(rec)
 
     def unmatched(self, line, index):

@@ -55,6 +55,8 @@ class ModelConfig:
     fc_dim: int = 1024
     mask_max_rois_per_image: int = 128
     mask_conv_dim: int = 256
+    roi_align_sampling_ratio: int = 2   # points per bin side (0: adaptive, as torchvision's ops)
+    roi_align_aligned: bool = False     # half-pixel offset of RoIAlign (Detectron2's aligned=True)
     # RetinaNet
     retina_num_convs: int = 4
 
@@ -65,6 +67,7 @@ class ModelConfig:
         if len(self.layers) != 4:
             raise ConfigError("model.layers needs 4 stage depths")
         _check_min("model", "frozen_stages", self.frozen_stages, 0)
+        _check_min("model", "roi_align_sampling_ratio", self.roi_align_sampling_ratio, 0)
         if self.frozen_stages > 4:
             raise ConfigError("model.frozen_stages must be <= 4")
         for name in ("num_classes", "fpn_channels", "rpn_pre_nms_top_n_train",
@@ -84,6 +87,7 @@ class DataConfig:
     max_gt: int = 100                   # ground-truth boxes kept per image
     synthetic_max_boxes: int = 8        # 0 gives images without boxes
     synthetic_pool: int = 0             # >0: cycle over this many fixed images
+    shuffle: bool = True                # coco: reshuffle each pass; false: the file's order, cycled
 
     def __post_init__(self):
         _check_choice("data", "source", self.source, SOURCES)

@@ -78,16 +78,18 @@ class SyntheticBatches:
 
 
 class InfiniteShardedSampler(torch.utils.data.Sampler):
-    """Endless reshuffled epochs; rank r takes every world-th index of each epoch."""
+    """Endless epochs, reshuffled (or in the dataset's order); rank r takes every world-th
+    index of each epoch."""
 
-    def __init__(self, size, rank, world, seed):
+    def __init__(self, size, rank, world, seed, shuffle=True):
         self.size, self.rank, self.world, self.seed = size, rank, world, seed
+        self.shuffle = shuffle
 
     def __iter__(self):
         epoch = 0
         while True:
             gen = torch.Generator().manual_seed(self.seed + epoch)
-            perm = torch.randperm(self.size, generator=gen)
+            perm = torch.randperm(self.size, generator=gen) if self.shuffle else torch.arange(self.size)
             while len(perm) < self.world:
                 perm = torch.cat([perm, perm])
             yield from perm[self.rank::self.world].tolist()
@@ -106,7 +108,7 @@ class CocoBatches:
         self.device = device
         self.loader = torch.utils.data.DataLoader(
             dataset, batch_size=data_cfg.images_per_device,
-            sampler=InfiniteShardedSampler(len(dataset), rank, world, seed),
+            sampler=InfiniteShardedSampler(len(dataset), rank, world, seed, data_cfg.shuffle),
             num_workers=data_cfg.workers, collate_fn=coco.collate,
             pin_memory=device.type == "cuda", persistent_workers=data_cfg.workers > 0,
             prefetch_factor=4 if data_cfg.workers > 0 else None)

@@ -66,7 +66,24 @@ def prepare_model(model, cfg, device, world):
     return model
 
 
+def work_counts(model):
+    """The work the model's parts recorded in their last forward: {name: 0-dim integer tensor}.
+
+    RPN, RoI heads and RetinaNet keep their counts as tensors (`last_work`), so counting
+    costs no host sync; they are read once per iteration at the logging point."""
+    counts = {}
+    for module in model.modules():
+        counts.update(getattr(module, "last_work", None) or {})
+    return counts
+
+
 def train(model, batches, cfg, device, world, out=None):
+    """Train for cfg.train.max_iter iterations and log each one.
+
+    An iteration's time runs from the end of the previous iteration (the first: from the
+    start of the loop) to the end of this one, so what happens between two iterations
+    (the log lines of the last one, for instance) is charged to the next. Its data time is
+    the part spent waiting for the batch."""
     out = out or sys.stdout
     t = cfg.train
     optimizer, base_lr = make_optimizer(model, cfg, world)
@@ -75,12 +92,13 @@ def train(model, batches, cfg, device, world, out=None):
     images_per_iter = cfg.data.images_per_device * world
     cuda = device.type == "cuda"
     source = iter(batches)
+    prev_end = time.perf_counter()
     for it in range(t.max_iter):
-        start = time.perf_counter()
+        fetch = time.perf_counter()
         images, targets = next(source)
         if cuda:
             torch.cuda.synchronize(device)
-        data_time = time.perf_counter() - start
+        data_time = time.perf_counter() - fetch
         if t.channels_last:
             images = images.contiguous(memory_format=torch.channels_last)
         lr = lr_at(it, base_lr, t)
@@ -101,14 +119,19 @@ def train(model, batches, cfg, device, world, out=None):
         values = dist.global_mean(values).tolist()
         if cuda:
             torch.cuda.synchronize(device)
-        elapsed = time.perf_counter() - start
+        end = time.perf_counter()
+        elapsed, prev_end = end - prev_end, end
+        # everything below belongs to the next iteration's time
         if not all(math.isfinite(v) for v in values):
             raise NonFiniteLoss(f"loss is {values[0]} (not finite) at iteration {it + 1}")
         if is_logger:
             named = {k: round(v, 6) for k, v in zip(losses.keys(), values[1:])}
             line = jsonlog.iter_line(it + 1, elapsed, data_time, images_per_iter, loss=round(values[0], 6),
                                      losses=named, lr=lr, peak_mem_mb=peak_mem_mb(device))
+            counts = work_counts(model)
+            done = dict(zip(counts, torch.stack(list(counts.values())).tolist())) if counts else {}
+            work = jsonlog.work_line(it + 1, **done)
             human = (f"iter {it + 1}/{t.max_iter}  loss {values[0]:.4f}  "
                      f"time {elapsed * 1000:.0f}ms (data {data_time * 1000:.0f}ms)  "
                      f"{images_per_iter / elapsed:.2f} img/s  lr {lr:.5f}")
-            print(line + "\n" + human, file=out, flush=True)
+            print(line + "\n" + work + "\n" + human, file=out, flush=True)

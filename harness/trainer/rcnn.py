@@ -50,6 +50,9 @@ class MaskHead(nn.Module):
 
 
 class RoIHeads(nn.Module):
+    """Samples RoIs and trains the box (and mask) head; `last_work` holds the RoIs sampled,
+    the positive ones and the mask RoIs of the last forward, as tensors (no host sync)."""
+
     def __init__(self, *, box_extractor, box_head, mask_extractor=None, mask_head=None,
                  batch_per_image=512, positive_fraction=0.25, fg_iou=0.5, bg_iou=0.5,
                  mask_max_rois_per_image=128, mask_size=28):
@@ -73,6 +76,7 @@ class RoIHeads(nn.Module):
         box_valid = torch.cat([valid, gt_valid], dim=1)
         idx, labels = match_boxes(boxes, box_valid, gt_boxes, gt_valid, self.fg_iou, self.bg_iou)
         pos, neg = sample_balanced(labels, self.batch_per_image, self.positive_fraction)
+        self.last_work = {"sampled_rois": (pos | neg).sum(), "positive_rois": pos.sum()}
         losses = self._box_losses(feats, boxes, idx, pos, neg, gt_boxes, gt_labels)
         if self.mask_head is not None:
             losses.update(self._mask_losses(feats, boxes, idx, pos, gt_labels, targets["masks"]))
@@ -99,6 +103,7 @@ class RoIHeads(nn.Module):
         cols, real = top_k_per_image(pos, torch.rand(pos.shape, device=pos.device), self.mask_max_rois)
         rows = torch.arange(bsz, device=pos.device)[:, None].expand_as(cols)
         b, n = rows[real], cols[real]
+        self.last_work["mask_rois"] = real.sum()
         weight = torch.ones(b.shape[0], device=pos.device)
         if b.numel() == 0:  # keep the branch in the graph (DDP) with zero weight
             b, n = rows[:, :1].reshape(-1)[:1], cols[:, :1].reshape(-1)[:1]

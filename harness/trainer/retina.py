@@ -66,6 +66,7 @@ class RetinaNet(nn.Module):
         idx, labels = match_anchors(anchors, gt_boxes, gt_valid, self.fg_iou, self.bg_iou, True)
         pos = labels == 1
         counted = labels >= 0
+        self.last_work = {"positive_anchors": pos.sum()}   # read at the logging point: no sync here
         # normalize by the positives of the whole global batch, so that N ranks with B images
         # each give the same loss and gradients as one rank with N*B images
         norm = dist.global_mean(pos.sum().float()).clamp(min=1.0)

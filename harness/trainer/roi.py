@@ -7,12 +7,13 @@ from torchvision.ops import roi_align
 
 
 class MultiLevelRoIAlign(nn.Module):
-    def __init__(self, *, output_size=7, strides=(4, 8, 16, 32), sampling_ratio=2,
+    def __init__(self, *, output_size=7, strides=(4, 8, 16, 32), sampling_ratio=2, aligned=False,
                  canonical_size=224, canonical_level=4):
         super().__init__()
         self.output_size = (output_size, output_size)
         self.strides = tuple(strides)
         self.sampling_ratio = sampling_ratio
+        self.aligned = aligned
         self.canonical_size = canonical_size
         self.canonical_level = canonical_level
         self.min_level = int(math.log2(self.strides[0]))
@@ -36,7 +37,7 @@ class MultiLevelRoIAlign(nn.Module):
                 continue
             order.append(idx)
             pooled.append(roi_align(f, rois[idx], self.output_size, 1.0 / stride,
-                                    self.sampling_ratio, aligned=False))
+                                    self.sampling_ratio, aligned=self.aligned))
         if not pooled:
             return rois.new_zeros((0, feats[0].shape[1]) + self.output_size)
         order = torch.cat(order)

@@ -30,7 +30,9 @@ class RPNHead(nn.Module):
 
 
 class RPN(nn.Module):
-    """Training-time RPN: returns (proposals [B, P, 4], valid [B, P], losses)."""
+    """Training-time RPN: returns (proposals [B, P, 4], valid [B, P], losses).
+
+    `last_work` holds the proposals kept in the last forward (a tensor: counting needs no sync)."""
 
     def __init__(self, *, head, anchor_sizes=(32, 64, 128, 256, 512), aspect_ratios=(0.5, 1.0, 2.0),
                  pre_nms_top_n=2000, post_nms_top_n=2000, nms_thresh=0.7, batch_per_image=256,
@@ -56,6 +58,7 @@ class RPN(nn.Module):
         with torch.no_grad():
             proposals, valid = self.propose(anchors, per_level, logits.detach(), deltas.detach(),
                                             image_size)
+        self.last_work = {"proposals": valid.sum()}
         return proposals, valid, self.losses(anchors, logits, deltas, gt_boxes, gt_valid)
 
     def propose(self, anchors, per_level, logits, deltas, image_size):

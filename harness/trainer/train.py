@@ -18,6 +18,8 @@ def parse_args(argv):
     parser.add_argument("config", help="path to a trainer config .py file")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override one setting, e.g. train.max_iter=50 (repeatable)")
+    parser.add_argument("--weights", metavar="FILE",
+                        help="initial weights made by `detbench weights make` (torchvision's layout)")
     return parser.parse_args(argv)
 
 
@@ -30,18 +32,56 @@ def settings(cfg, device, world):
         "images_per_iteration": d.images_per_device * world, "input_size": list(d.input_size),
         "precision": t.precision, "frozen_stages": m.frozen_stages, "norm": m.norm,
         "workers": d.workers if d.source == "coco" else 0, "data": d.source,
+        "shuffle": d.shuffle if d.source == "coco" else False,
         "device": str(device.type), "torch": torch.__version__, "torchvision": torchvision.__version__,
         "channels_last": t.channels_last, "compile_backbone": t.compile_backbone,
         "checkpoint_backbone": t.checkpoint_backbone, "tf32": t.tf32, "seed": t.seed,
         "backbone": f"{m.block}{list(m.layers)}x{m.base_width}", "python": platform.python_version(),
+        "threads": torch.get_num_threads(), "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
+        "lr": t.lr * d.images_per_device * world / t.lr_reference_batch,
+        "warmup_iters": t.warmup_iters, "warmup_factor": t.warmup_factor,
     }
     if m.name in ("faster", "mask"):
         out.update(rpn_pre_nms_top_n_train=m.rpn_pre_nms_top_n_train,
                    rpn_post_nms_top_n_train=m.rpn_post_nms_top_n_train,
-                   roi_batch_per_image=m.roi_batch_per_image)
+                   rpn_batch_per_image=m.rpn_batch_per_image,
+                   rpn_positive_fraction=m.rpn_positive_fraction,
+                   roi_batch_per_image=m.roi_batch_per_image,
+                   roi_positive_fraction=m.roi_positive_fraction,
+                   roi_align_sampling_ratio=m.roi_align_sampling_ratio,
+                   roi_align_aligned=m.roi_align_aligned)
     if m.name == "mask":
         out["mask_max_rois_per_image"] = m.mask_max_rois_per_image
     return out
+
+
+def check_threads(threads, omp_num_threads):
+    """The intra-op thread count to set (0: leave torch's, which follows OMP_NUM_THREADS).
+
+    train.threads may only repeat OMP_NUM_THREADS: a second, different thread count would
+    give the trainer a setting the other frameworks of a scenario do not get."""
+    if not threads:
+        return 0
+    try:
+        omp = int(omp_num_threads) if omp_num_threads else None
+    except ValueError:
+        omp = None
+    if omp is not None and omp != threads:
+        raise ConfigError(f"train.threads={threads} differs from OMP_NUM_THREADS={omp_num_threads}: "
+                          "set the thread count once, in the scenario's env (OMP_NUM_THREADS)")
+    return threads
+
+
+def load_weights(model, path, name):
+    """Start from a shared weights file instead of this trainer's own initialisation."""
+    from . import dist
+    from .weights import TRAINER_MODELS, WeightsError, load_into
+    try:
+        count = load_into(model, path, TRAINER_MODELS[name], "detbench-trainer")
+    except WeightsError as exc:
+        raise ConfigError(str(exc)) from None
+    if dist.rank() == 0:
+        print(f"loaded weights {path}: {count} tensors", flush=True)
 
 
 def resolve_device(cfg):
@@ -63,12 +103,13 @@ def run(argv):
     cfg = apply_overrides(module.CONFIG, args.overrides)
     import torch
 
-    from . import data, dist, engine, hostmem
+    from . import data, dist, engine
     kind = resolve_device(cfg)
-    if kind == "cpu":
-        hostmem.keep_freed_memory()
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
+    # process-level settings (allocator, threads) come from the environment the scenario gives
+    # every framework alike; the trainer adds none of its own
+    threads = check_threads(cfg.train.threads, os.environ.get("OMP_NUM_THREADS"))
+    if threads:
+        torch.set_num_threads(threads)
     if cfg.train.tf32:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -81,6 +122,8 @@ def run(argv):
             model = module.build_detector(cfg)
         except Exception as exc:
             raise ConfigError(f"config {args.config} does not build: {type(exc).__name__}: {exc}") from None
+        if args.weights:
+            load_weights(model, args.weights, cfg.model.name)
         batches = data.build_batches(cfg, device, dist.rank(), world)
         model = engine.prepare_model(model, cfg, device, world)
         # the sampling noise after this point is the same on every rank count

@@ -6,11 +6,11 @@ import pytest
 
 from harness import scrapers
 from harness.scrapers import common
-from harness.records import (GLOBAL_MEAN, ITERATION, THROUGHPUT, WINDOW_MEAN,
+from harness.records import (CUMULATIVE_MEAN, ITERATION, THROUGHPUT, WINDOW_MEAN,
                              WINDOW_MEDIAN, IterationRecord)
 
 FIXTURES = Path(__file__).parent / "fixtures"
-WM, WMED, GM, IT, TP = WINDOW_MEAN, WINDOW_MEDIAN, GLOBAL_MEAN, ITERATION, THROUGHPUT
+WM, WMED, CM, IT, TP = WINDOW_MEAN, WINDOW_MEDIAN, CUMULATIVE_MEAN, ITERATION, THROUGHPUT
 
 
 def R(iteration, line, time_s, data_time_s, span, kind, images_per_s=None, memory_mb=None,
@@ -57,18 +57,20 @@ CASES = [
         R(50, 0, 0.378811, 0.017512, 50, WM, memory_mb=3375.0, loss=1.8528),
         R(100, 1, 0.370102, 0.010203, 50, WM, memory_mb=3380.0, loss=1.2001)], []),
     ("maskrcnn-benchmark", "maskrcnn_benchmark.log", {}, [
-        R(20, 1, 0.4102, 0.0112, 20, WMED, memory_mb=3012.0, loss=1.8528),
-        R(40, 2, 0.4001, 0.0101, 20, WMED, memory_mb=3020.0, loss=1.4011)], []),
+        # the means since the start, in parentheses, over all `iteration` iterations
+        R(20, 1, 0.5523, 0.1031, 20, CM, memory_mb=3012.0, loss=1.8528),
+        R(40, 2, 0.4801, 0.0577, 40, CM, memory_mb=3020.0, loss=1.4011)], []),
     ("detectron2", "detectron2.log", {}, [
-        R(20, 1, 0.3716, 0.0132, 18, GM, memory_mb=3189.0, loss=1.104),
-        R(40, 2, 0.3701, 0.0121, 38, GM, memory_mb=3190.0, loss=0.9912)], []),
+        # iterations 3..20 and 3..40; data_time is a 20-iteration window: left out
+        R(20, 1, 0.3716, None, 18, CM, memory_mb=3189.0, loss=1.104),
+        R(40, 2, 0.3701, None, 38, CM, memory_mb=3190.0, loss=0.9912)], []),
     ("detectron2", "detectron2.log", {"prefer": "last"}, [
         R(20, 1, 0.3690, 0.0095, 1, IT, memory_mb=3189.0, loss=1.104),
         R(40, 2, 0.3650, 0.0088, 1, IT, memory_mb=3190.0, loss=0.9912)], []),
     ("detectron2", "detectron2_v06.log", {}, [
-        R(20, 0, 0.5012, 0.0201, 18, GM, memory_mb=2811.0, loss=2.011)], []),
+        R(20, 0, 0.5012, None, 18, CM, memory_mb=2811.0, loss=2.011)], []),
     ("detectron2", "detectron2_2019.log", {}, [
-        R(20, 0, 0.6001, 0.0301, 18, GM, memory_mb=2700.0, loss=2.301)], []),
+        R(20, 0, 0.6001, None, 18, CM, memory_mb=2700.0, loss=2.301)], []),
     ("detectron2", "detectron2_metrics.json", {}, [
         R(20, 0, 0.368012, 0.011205, 18, WMED, loss=1.104),
         R(40, 2, 0.365001, 0.010101, 20, WMED, loss=0.9912)], []),
@@ -88,16 +90,17 @@ CASES = [
         R(21, 1, None, None, 10, TP, images_per_s=31.90),
         R(511, 3, None, None, 10, TP, images_per_s=32.00)], []),
     ("dllogger", "dllogger_pytorch.log", {}, [
-        R(3 * 462 + 50, 1, 0.4021739959716797, 0.0021451735496520997, 40, GM,
-          loss=1.1402839422225952),
-        R(3 * 462 + 100, 2, 0.3987, 0.0019, 90, GM, loss=1.101)], []),
+        # batches 10..49 and 10..99 of epoch 3; the data means since batch 0: left out
+        R(3 * 462 + 50, 1, 0.4021739959716797, None, 40, CM, loss=1.1402839422225952),
+        R(3 * 462 + 100, 2, 0.3987, None, 90, CM, loss=1.101)], []),
     ("dllogger", "dllogger_tf2_time_log.txt", {}, [
         R(1201, 0, 0.21, None, 1, TP, images_per_s=2438.61),
         R(1211, 1, 0.205, None, 10, TP, images_per_s=2497.5)], []),
     ("effdet", "effdet.log", {}, [
-        R(1, 1, 6.821, 5.901, 1, IT, images_per_s=9.38, loss=1.923113),
-        R(51, 2, 0.412, 0.012, 1, IT, images_per_s=155.34, loss=1.402001),
-        R(3000, 3, 0.400, 0.010, 1, IT, images_per_s=160.00, loss=0.900001)], []),
+        # the means since the epoch's first batch, in parentheses
+        R(1, 1, 6.821, 5.901, 1, CM, loss=1.923113),
+        R(51, 2, 0.540, 0.130, 51, CM, loss=1.402001),
+        R(3000, 3, 0.401, 0.011, 1000, CM, loss=0.900001)], []),
 ]
 
 

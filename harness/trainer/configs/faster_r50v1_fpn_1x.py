@@ -27,7 +27,9 @@ def build_detector(cfg: Config):
               nms_thresh=m.rpn_nms_thresh, batch_per_image=m.rpn_batch_per_image,
               positive_fraction=m.rpn_positive_fraction)
     roi_heads = RoIHeads(
-        box_extractor=MultiLevelRoIAlign(output_size=7, strides=(4, 8, 16, 32)),
+        box_extractor=MultiLevelRoIAlign(output_size=7, strides=(4, 8, 16, 32),
+                                         sampling_ratio=m.roi_align_sampling_ratio,
+                                         aligned=m.roi_align_aligned),
         box_head=TwoFCHead(in_channels=m.fpn_channels, pool_size=7, fc_dim=m.fc_dim,
                            num_classes=m.num_classes),
         batch_per_image=m.roi_batch_per_image, positive_fraction=m.roi_positive_fraction)

@@ -1,0 +1,71 @@
+"""How exact each column's figure is, against the one definition of an iteration's time.
+
+An iteration's time is the wall time from the end of the previous iteration to the end of
+this one. Each trial stores the kind of figure its framework's log gave (figure_kind) and
+the iterations that figure covers (window_json); a cell carries the kinds and windows of
+its finished repeats, and a table prints one line saying, per column, what its figures are.
+"""
+from harness import frameworks, records
+
+EXACT_KINDS = ("exact", "exact-cumulative")
+
+APPROXIMATE = "window-approximate"
+APPROXIMATE_TEXT = ("approximate: the framework logs only window medians, running means that cannot "
+                    "be differenced, or throughput")
+
+
+def kind_text(kind):
+    """The short phrase for a figure kind (harness.records.FIGURE_TEXT), else the kind's name."""
+    return records.FIGURE_TEXT.get(kind, kind)
+
+
+def approximate(trials):
+    """Whether any of these finished trials has an approximate figure. A trial stored before
+    figure kinds existed is judged by its exact column."""
+    return any((t["figure_kind"] not in EXACT_KINDS) if t["figure_kind"] else not t["exact"]
+               for t in trials)
+
+
+def column_text(framework, details):
+    """What the figures of one column are, from its entries' details ({"kinds", "windows",
+    "nominal_window"}); '' when the column has no finished cell."""
+    kinds, widened = [], []
+    for d in details:
+        for kind in d.get("kinds") or ():
+            if kind not in kinds:
+                kinds.append(kind)
+        nominal = d.get("nominal_window")
+        for w in d.get("windows") or ():
+            if nominal and list(w) != list(nominal) and list(w) not in widened:
+                widened.append(list(w))
+    if not kinds:
+        return ""
+    texts = []
+    for kind in kinds:
+        if kind is None:   # stored before figure kinds: what the adapter says its log means
+            spec = frameworks.FRAMEWORKS.get(framework)
+            kind_phrase = spec.figures if spec else "not recorded"
+        else:
+            kind_phrase = kind_text(kind)
+        if kind_phrase not in texts:
+            texts.append(kind_phrase)
+    text = " / ".join(texts)
+    if widened:
+        text += " (window%s widened to %s)" % ("s" if len(widened) > 1 else "",
+                                               ", ".join("%d..%d" % tuple(w) for w in widened))
+    return text
+
+
+def table_line(columns, entries, models):
+    """'Figures: a, b: exact per iteration; c: exact window mean from cumulative averages
+    (window widened to 19..119).' for one table, columns with the same text joined."""
+    groups = {}
+    for col in columns:
+        details = [entries[(m, col.key)].detail for m in models
+                   if (m, col.key) in entries and entries[(m, col.key)].detail]
+        text = column_text(col.key, details)
+        if text:
+            groups.setdefault(text, []).append(col.title)
+    if not groups:
+        return []
+    return ["Figures: %s." % "; ".join("%s: %s" % (", ".join(titles), text) for text, titles in groups.items())]

@@ -1,0 +1,85 @@
+"""ingest: work per iteration from DETBENCH_WORK lines, memory peaks from runner.py's telemetry."""
+import json
+
+import pytest
+
+from harness import ingest, jsonlog, work
+
+WARMUP, MEASURE = 2, 4
+
+
+def trial_folder(tmp_path, lines, telemetry=None):
+    (tmp_path / "log.txt").write_text("".join(line + "\n" for line in lines))
+    record = {"exit_code": 0, "end_wall": 1.0, "start_mono": 0.0, "end_mono": 1.0}
+    if telemetry is not None:
+        record["telemetry"] = telemetry
+    (tmp_path / "trial.json").write_text(json.dumps(record))
+    return str(tmp_path)
+
+
+def iteration_lines(n, work_of=None):
+    """ITER lines of n iterations of 0.5 s, each followed by its WORK line where work_of gives one."""
+    out = []
+    for i in range(1, n + 1):
+        out.append(jsonlog.iter_line(i, 0.5, 0.01, 2))
+        if work_of is not None and work_of(i) is not None:
+            out.append(jsonlog.work_line(i, **work_of(i)))
+    return out
+
+
+def analyse(folder):
+    row, _ = ingest.analyse(folder, "detbench-jsonl", WARMUP, MEASURE, 2)
+    assert row["status"] == "done", row["reason"]
+    return row
+
+
+def test_work_is_the_mean_over_the_measured_window_only(tmp_path):
+    # warmup iterations 1-2 and iteration 7 after the window do far more work: they must not count
+    def work_of(i):
+        busy = i <= WARMUP or i > WARMUP + MEASURE
+        return {"proposals": 4000, "sampled_rois": 1024, "positive_rois": 500 if busy else 40 + i}
+    row = analyse(trial_folder(tmp_path, iteration_lines(7, work_of)))
+    assert json.loads(row["work_json"]) == {"proposals": 4000, "sampled_rois": 1024,
+                                            "positive_rois": pytest.approx(sum(40 + i for i in range(3, 7)) / 4)}
+
+
+def test_work_lines_behind_a_rank_prefix_count_for_rank_0_only(tmp_path):
+    lines = iteration_lines(WARMUP + MEASURE)
+    for i in range(WARMUP + 1, WARMUP + MEASURE + 1):
+        lines.append("[default0]:" + jsonlog.work_line(i, positive_anchors=30))
+        lines.append("[default1]:" + jsonlog.work_line(i, positive_anchors=9000))
+    row = analyse(trial_folder(tmp_path, lines))
+    assert json.loads(row["work_json"]) == {"positive_anchors": 30}
+
+
+def test_no_work_lines_or_unreadable_ones_store_nothing(tmp_path):
+    lines = iteration_lines(WARMUP + MEASURE) + [
+        jsonlog.WORK_PREFIX + "{not json", jsonlog.WORK_PREFIX + '{"iteration": true, "proposals": 5}',
+        jsonlog.WORK_PREFIX + '{"iteration": 3, "proposals": -1, "mask_rois": "many"}']
+    assert analyse(trial_folder(tmp_path, lines))["work_json"] is None
+
+
+def test_a_key_missing_in_some_iterations_is_averaged_over_those_that_have_it(tmp_path):
+    path = tmp_path / "log.txt"
+    path.write_text("\n".join([jsonlog.work_line(3, mask_rois=10), jsonlog.work_line(4),
+                               jsonlog.work_line(5, mask_rois=20), jsonlog.work_line(5, mask_rois=30)]) + "\n")
+    assert work.window_means(str(path), 3, 6) == {"mask_rois": 20.0}   # iteration 5 counted once, its last line
+
+
+def summary(**figures):
+    base = {"samples": 5}
+    base.update({k: {"mean": v / 2, "min": 0.0, "max": v} for k, v in figures.items()})
+    return base
+
+
+@pytest.mark.parametrize("telemetry, rss, device", [
+    (summary(tree_rss_mb=2500.0, tree_pss_mb=1900.0), 1900.0, None),   # shared pages once
+    (summary(tree_rss_mb=2500.0), 2500.0, None),                      # a kernel without smaps_rollup
+    (summary(tree_rss_mb=2500.0, tree_pss_mb=1900.0, tree_device_mb=6100.0), 1900.0, 6100.0),
+    (summary(tree_rss_mb=2500.0, tree_device_mb=0.0), 2500.0, None),  # the GPU answered, the trial used none
+    (None, None, None),
+])
+def test_memory_peaks_come_from_the_telemetry_summary(tmp_path, telemetry, rss, device):
+    row = analyse(trial_folder(tmp_path, iteration_lines(WARMUP + MEASURE), telemetry))
+    assert (row["peak_rss_mb"], row["peak_device_mb"]) == (rss, device)
+    assert row["peak_mem_mb"] is None          # the framework's own figure: these ITER lines carry none
