@@ -200,7 +200,7 @@ def test_quickstart_retinanet_in_containers_lands_in_the_same_table_as_local_run
     code, table = finish(detbench("report", "--results", str(results), "--platform", "local"))
     assert code == 0, table
     header = next(l for l in table.splitlines() if l.startswith("|model|"))
-    assert header == "|model|calibrate|detbench-trainer|", table
+    assert header == "|model|calibrate|detbench-trainer (PyTorch)|", table
     retina = next(l for l in table.splitlines() if l.startswith("|RetinaNet|"))
     cells = retina.strip("|").split("|")
     assert cells[1].startswith("40.0(50ms)") and not cells[2].startswith("NA"), table
