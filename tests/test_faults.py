@@ -145,8 +145,10 @@ def test_kill_9_of_a_trials_process_fails_that_trial_and_the_run_goes_on(tmp_pat
     assert 0 < records < 42                      # what it printed before it died is kept
     assert not left_behind(results)
     report = CliRunner().invoke(main, ["report", "--platform", "local", "--results", str(results)])
-    assert report.exit_code == 0 and re.search(r"^\|Faster R-CNN w/ FPN\|80\.0\(25ms\)", report.output, re.M), \
-        report.output
+    # the window's mean is exact up to one boundary iteration's overshoot over 40 iterations,
+    # which a loaded machine makes a few hundredths of a millisecond: allow 1%
+    cell = re.search(r"^\|Faster R-CNN w/ FPN\|([\d.]+)\(25ms\)", report.output, re.M)
+    assert report.exit_code == 0 and cell and abs(float(cell.group(1)) - 80.0) <= 0.8, report.output
 
 
 def test_kill_9_of_runner_py_ends_its_silent_trial_and_records_why(tmp_path):
