@@ -1,7 +1,7 @@
 """Does the regression gate catch real slowdowns and stay quiet on noise?
 
 Runs the calibration workload through the real `detbench run` machinery (runner.py,
-scraper, store) in three conditions and judges pairs of runs with `harness.compare`:
+scraper, store) in three conditions and judges pairs of runs with `harness.results.compare`:
 
   A  iteration_ms = base            (the build)
   B  iteration_ms = base x 1.10     (a 10% slowdown: must be caught)
@@ -28,9 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness import baseline, compare, stats  # noqa: E402
+from harness.results import baseline, compare  # noqa: E402
+from harness.measure import stats
 from harness import run as run_mod  # noqa: E402
-from harness.store import Store  # noqa: E402
+from harness.results.store import Store  # noqa: E402
 
 SCENARIO = """\
 name: gate-{label}

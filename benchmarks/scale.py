@@ -1,7 +1,7 @@
 """How detbench copes with a big store: report, compare and plan times at scale.
 
 Builds a store of RUNS runs x 100 trials (20 cells x 5 repeats, cells spread over four
-platforms) with ITERS iteration records per trial, written through harness.store's own
+platforms) with ITERS iteration records per trial, written through harness.results.store's own
 API, then times these commands as subprocesses (Python start-up included):
 
   detbench report --platform X          target < 2 s
@@ -45,7 +45,7 @@ repeats: 7
 
 def build_store(results, runs, iters, seed=0):
     """Fill a store through Store.create_run / finish_trial; returns the run ids."""
-    from harness.store import Store
+    from harness.results.store import Store
 
     rng = random.Random(seed)
     store = Store(results)

@@ -3,7 +3,7 @@
 Writes a synthetic log per format (mostly training records, some other lines as in a
 real log) and scrapes it streaming from disk (``common.run_path``) twice, each time in a
 fresh child process so that its peak RSS is its own: once on the pure-Python path and
-once with the compiled scanner (harness/scrapers/_fastscan.c), when it is built. Records
+once with the compiled scanner (harness/measure/scrapers/_fastscan.c), when it is built. Records
 are counted, never kept. One row per format puts the two paths side by side: lines/s by
 wall clock and by CPU time, peak RSS and its growth over the process's RSS before
 scraping, and the ratio of the two speeds. The two paths must count the same records
@@ -25,11 +25,11 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from harness.scrapers import common  # noqa: E402
-from harness.scrapers.detectron2 import Detectron2Scraper  # noqa: E402
-from harness.scrapers.maskrcnn_benchmark import MaskrcnnScraper  # noqa: E402
-from harness.scrapers.mmdet_v2 import MmcvScraper  # noqa: E402
-from harness.scrapers.mmdet_v3 import MmengineScraper  # noqa: E402
+from harness.measure.scrapers import common  # noqa: E402
+from harness.measure.scrapers.detectron2 import Detectron2Scraper  # noqa: E402
+from harness.measure.scrapers.maskrcnn_benchmark import MaskrcnnScraper  # noqa: E402
+from harness.measure.scrapers.mmdet_v2 import MmcvScraper  # noqa: E402
+from harness.measure.scrapers.mmdet_v3 import MmengineScraper  # noqa: E402
 
 ITERS_PER_EPOCH = 7330
 INTERVAL = 50
@@ -125,7 +125,7 @@ def _rss_now_mb():
 
 def _measure(name, native, path, queue):
     """In a child: scrape ``path`` once and report counts, times and memory."""
-    from harness.records import IterationRecord
+    from harness.measure.records import IterationRecord
 
     scraper = FORMATS[name][0]()
     rss_before = _rss_now_mb()

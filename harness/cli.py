@@ -74,7 +74,7 @@ def report(platform_name, results_dir, run_id, published, fmt, out_path, rows):
 
     from harness.report import markdown, measured
     from harness.report import published as published_mod
-    from harness.store import DB_NAME, Store
+    from harness.results.store import DB_NAME, Store
 
     pub_tables = []
     if published:
@@ -132,7 +132,7 @@ def _emit(text, out_path):
 @user_errors
 def validate(files):
     """Check scenario files; print one line per file."""
-    from harness import scenario
+    from harness.spec import scenario
 
     for f in files:
         sc = scenario.load(f)
@@ -158,7 +158,7 @@ def scrape(framework_name, fmt, list_formats, warmup, measure, images_per_iterat
     With --warmup and --measure, a last line holds the measured window's figure: the one a
     trial of this log gets. With neither --framework nor --format, the format is detected.
     """
-    from harness import logfigure, scrapers
+    from harness.measure import logfigure, scrapers
 
     if list_formats:
         width = max(map(len, scrapers.FORMATS))
@@ -210,7 +210,7 @@ def scrape(framework_name, fmt, list_formats, warmup, measure, images_per_iterat
 def import_cmd(framework_name, fmt, logs, scenario_name, model, precision, platform_name, batch_per_gpu,
                gpus, nodes, warmup, measure, results_dir):
     """Store logs of runs made elsewhere as one run, one trial per log, marked imported."""
-    from harness import importer
+    from harness.results import importer
 
     run_id, key = importer.import_logs(
         list(logs), framework_name, model, precision, platform_name, batch_per_gpu, gpus, nodes=nodes,
@@ -240,7 +240,7 @@ def platform():
 @user_errors
 def platform_list():
     """List known platforms."""
-    from harness import platforms
+    from harness.spec import platforms
 
     for name in platforms.known_names():
         click.echo(platforms.summary(platforms.load(name)))
@@ -251,7 +251,7 @@ def platform_list():
 @user_errors
 def platform_detect(as_json):
     """Describe this host, its fingerprint, and which platforms/*.yaml it matches."""
-    from harness import hostreport
+    from harness.spec import hostreport
 
     click.echo(hostreport.render_json() if as_json else hostreport.render_text(), nl=False)
 
@@ -269,8 +269,8 @@ def baseline():
 @user_errors
 def baseline_save(run_id, results_dir, out_path):
     """Save a run's per-repeat throughputs, settings and host to a baseline file."""
-    from harness import baseline as baseline_mod
-    from harness.store import Store
+    from harness.results import baseline as baseline_mod
+    from harness.results.store import Store
 
     store = Store(results_dir, create=False)
     side = baseline_mod.from_store(store, run_id)
@@ -303,8 +303,8 @@ def compare(baseline_ref, candidate_ref, results_dir, threshold, alpha, estimato
     """Judge a candidate run against a baseline: exit 1 when a cell regressed."""
     from pathlib import Path
 
-    from harness import baseline as baseline_mod
-    from harness import compare as compare_mod
+    from harness.results import baseline as baseline_mod
+    from harness.results import compare as compare_mod
 
     rule = compare_mod.Rule(threshold, alpha, estimator, tuple(ignore_settings), strict)
     rule.check()
@@ -328,7 +328,8 @@ def env():
 @user_errors
 def env_build(framework_name, force):
     """Build (or reuse) FRAMEWORK's pinned env under $DETBENCH_CACHE/envs."""
-    from harness import envs, frameworks
+    from harness.launch import envs
+    from harness import frameworks
 
     fw = frameworks.get(framework_name)
     if fw.env is None:
@@ -340,7 +341,8 @@ def env_build(framework_name, force):
 @env.command("list")
 def env_list():
     """List the frameworks with pinned envs and whether each is built."""
-    from harness import envs, frameworks
+    from harness.launch import envs
+    from harness import frameworks
 
     for fw in frameworks.FRAMEWORKS.values():
         if fw.env is not None:
@@ -359,7 +361,7 @@ def weights():
 @user_errors
 def weights_make(model, out_path, seed):
     """Write one seeded initial state of MODEL (retinanet, faster_rcnn, mask_rcnn) in torchvision's layout."""
-    from harness import weights as weights_mod
+    from harness.spec import weights as weights_mod
 
     click.echo(weights_mod.make(model, out_path, seed))
 
@@ -374,7 +376,7 @@ def image():
 @user_errors
 def image_base(mirror):
     """Make the local base image without a registry: debootstrap bookworm, then docker import."""
-    from harness import images
+    from harness.launch import images
 
     images.make_base(mirror or images.BASE_MIRROR, out=_Echo())
 
@@ -388,7 +390,7 @@ def image_base(mirror):
 @user_errors
 def image_build(recipe, base_image, build_args, force, quiet):
     """Build dockerfiles/RECIPE and record its image ID in dockerfiles/images.lock."""
-    from harness import images
+    from harness.launch import images
 
     args = {}
     for item in build_args:
@@ -405,7 +407,7 @@ def image_build(recipe, base_image, build_args, force, quiet):
 @image.command("list")
 def image_list():
     """The recipes, the images the lock file records, and whether this engine has them."""
-    from harness import images
+    from harness.launch import images
 
     rows = images.status()
     widths = [max(len(r[i]) for r in rows) for i in range(2)]
@@ -437,7 +439,7 @@ def dataset():
 @user_errors
 def dataset_make_coco(directory, images, size, seed):
     """Write a deterministic COCO-format dataset (PNG images + instances JSON)."""
-    from harness import datasets
+    from harness.spec import datasets
 
     ann, imgs = datasets.make_coco(directory, images=images, size=datasets.parse_size(size), seed=seed)
     click.echo("annotations: %s\nimages: %s" % (ann, imgs))

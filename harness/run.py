@@ -12,13 +12,14 @@ import sys
 from dataclasses import dataclass
 from typing import List
 
-from harness import frameworks, platforms
-from harness import progress as progress_mod
-from harness import scenario as scenario_mod
+from harness import frameworks
+from harness.spec import platforms
+from harness.launch import progress as progress_mod
+from harness.spec import scenario as scenario_mod
 from harness.errors import BackendDown, BackendLost, UserError
 from harness.frameworks.base import TrialContext
-from harness.launchers import LAUNCHERS
-from harness.store import ResultsWriteError, Store, new_run_id
+from harness.launch import LAUNCHERS
+from harness.results.store import ResultsWriteError, Store, new_run_id
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ def framework_python(name, default=sys.executable, require=False):
     fw = frameworks.FRAMEWORKS[name]
     if fw.env is None or default != sys.executable:
         return default
-    from harness import envs
+    from harness.launch import envs
     return envs.python_for(fw.env, require=require)
 
 
@@ -65,7 +66,7 @@ def check_envs(cells):
 def launch_style(sc, backend):
     """(interpreter, rendezvous) the trials of `backend` are started with (see TrialContext)."""
     if backend == "slurm":
-        from harness.launchers import slurm
+        from harness.launch import slurm
         return slurm.python_for(sc), slurm.RENDEZVOUS
     return sys.executable, None
 
@@ -75,7 +76,7 @@ def schedule(sc, planned_cells, backend="local"):
     runnable = [p.cell for p in planned_cells if p.excluded is None]
     python, rendezvous = launch_style(sc, backend)
     if backend == "docker":   # each image has its own interpreter
-        from harness.launchers import docker
+        from harness.launch import docker
         pythons = {c.framework: docker.python_for(sc, c.framework) for c in runnable}
     else:
         pythons = {c.framework: framework_python(c.framework, python) for c in runnable}
@@ -125,16 +126,16 @@ def start(scenario_path, results_dir, backend=None, dry_run=False, out=None, for
             key, command = shown[t.cell]
             out.write("%d %s repeat %d: %s\n" % (t.seq, key, t.repeat, command))
         if backend == "slurm":
-            from harness.launchers import slurm
+            from harness.launch import slurm
             slurm.dry_run(sc, trials, results_dir, "DRYRUN", out)
         if backend == "docker":
-            from harness.launchers import docker
+            from harness.launch import docker
             docker.dry_run(sc, out)
         return None
     if backend == "local":
         check_envs([p.cell for p in planned_cells if p.excluded is None])
     elif backend == "docker":   # an engine and every image, before anything is written
-        from harness.launchers import docker
+        from harness.launch import docker
         docker.preflight(sc)
     store = Store(results_dir)
     run_id = new_run_id()
@@ -176,7 +177,7 @@ def execute(store, run_id, out=None):
 
 
 def _execute_trials(store, run_id, sc, launcher, out):
-    from harness import ingest   # scrapers and estimators: not needed to plan or dry-run
+    from harness.measure import ingest  # scrapers and estimators: not needed to plan or dry-run
 
     todo = store.unfinished_trials(run_id)
     progress = progress_mod.make(len(todo), out, iterations=sc.iterations)

@@ -11,7 +11,7 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from harness import platforms
+from harness.spec import platforms
 from harness.cli import main
 from harness.errors import UserError
 from tests.conftest import GOOD_SCENARIO

@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from click.testing import CliRunner
 
-from harness import baseline
+from harness.results import baseline
 from harness.cli import main
 
 from tests.test_compare_rule import BASE, KEY, scaled, side

@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from harness import baseline, compare
+from harness.results import baseline, compare
 from harness.errors import UserError
 
 BASE = [100.0, 100.4, 99.7, 100.2, 99.9, 100.1, 99.8]

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import significance as sig
+from harness.results import significance as sig
 
 scipy_stats = pytest.importorskip("scipy.stats")
 

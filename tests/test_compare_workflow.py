@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 import pytest
 
-from harness import scenario, yamlfile
+from harness.spec import scenario, yamlfile
 from harness.cli import main
 from tests.conftest import need_service
 
@@ -188,7 +188,7 @@ def test_bootstrap_is_an_explicit_boolean_input_that_defaults_to_off():
 
 
 def test_the_cpu_nightly_gates_its_scenario_against_the_committed_cpu_baseline():
-    from harness import baseline
+    from harness.results import baseline
 
     job = workflow()["jobs"]["cpu-nightly"]
     assert job["runs-on"] == "ubuntu-latest"

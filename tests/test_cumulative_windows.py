@@ -14,8 +14,8 @@ import statistics
 
 import pytest
 
-from harness import ingest, scrapers, stats
-from harness.records import CUMULATIVE_MEAN, EXACT_CUMULATIVE, FIGURE_KINDS, FIGURE_TEXT, IterationRecord
+from harness.measure import ingest, scrapers, stats
+from harness.measure.records import CUMULATIVE_MEAN, EXACT_CUMULATIVE, FIGURE_KINDS, FIGURE_TEXT, IterationRecord
 
 UNIT_ROUNDOFF = 2.0 ** -53
 

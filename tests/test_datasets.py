@@ -7,7 +7,7 @@ import zlib
 import pytest
 from click.testing import CliRunner
 
-from harness import datasets
+from harness.spec import datasets
 from harness.cli import main
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import engine, images
+from harness.launch import engine, images
 from harness.errors import UserError
 from tests.conftest import need_service
 from tests.storerows import rows

@@ -1,9 +1,10 @@
 """The docker backend's configuration, without an engine: scenario options, image choice, pins."""
 import pytest
 
-from harness import images, scenario
+from harness.launch import images
+from harness.spec import scenario
 from harness.errors import UserError
-from harness.launchers import docker
+from harness.launch import docker
 
 BASE = """\
 name: d

@@ -182,6 +182,6 @@ def test_trainer_image_pins_what_the_trainer_extra_pins():
 
 
 def test_every_recipe_folder_is_known_to_the_image_builder():
-    from harness import images
+    from harness.launch import images
     assert {p.parent.name for p in RECIPES} == set(images.RECIPES)
     assert set(images.FRAMEWORK_RECIPES.values()) <= set(images.RECIPES)

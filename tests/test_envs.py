@@ -4,7 +4,7 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from harness import envs
+from harness.launch import envs
 from harness.cli import main
 from harness.errors import UserError
 from harness.frameworks import FRAMEWORKS

@@ -24,9 +24,9 @@ from click.testing import CliRunner
 from conftest import GOOD_SCENARIO, need_service
 from storerows import rows, statuses
 from waiting import wait_for
-from harness import ingest
+from harness.measure import ingest
 from harness.cli import main
-from harness.launchers.local import LocalLauncher
+from harness.launch.local import LocalLauncher
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.faults, pytest.mark.e2e]

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from harness import engine
+from harness.launch import engine
 from tests.conftest import need_service
 from tests.test_docker_backend import (CALIBRATE, detbench, finish, need_image, ours,
                                        running_trial_container, trial_rows)

@@ -21,7 +21,7 @@ import pytest
 from conftest import need_service
 from storerows import rows, statuses
 from waiting import wait_for
-from harness.launchers import slurm
+from harness.launch import slurm
 from test_slurm_cluster import cluster_state
 
 ROOT = Path(__file__).resolve().parents[1]

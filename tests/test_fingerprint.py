@@ -3,8 +3,8 @@ import copy
 import sys
 
 import runner
-from harness import platforms
-from harness.fingerprint import fingerprint, stable_facts
+from harness.spec import platforms
+from harness.spec.fingerprint import fingerprint, stable_facts
 from tests.fake_pynvml_source import fake_module
 
 

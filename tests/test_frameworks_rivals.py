@@ -5,11 +5,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from harness import scrapers
+from harness.measure import scrapers
 from harness.cli import main
 from harness.frameworks import FRAMEWORKS
 from harness.frameworks.base import CONTAINER_ONLY, NEEDS_GPU, RUNS_HERE, TrialContext
-from harness.records import CUMULATIVE_MEAN, IterationRecord
+from harness.measure.records import CUMULATIVE_MEAN, IterationRecord
 from harness.rivals import settings as rival_settings
 
 RIVALS = ["torchvision", "mmdetection", "detectron2", "effdet", "nvidia-efficientdet-tf2",
@@ -364,7 +364,7 @@ def test_torchvision_work_counter_reads_torchvisions_own_sampling(kind):
 
 def test_rivals_cpu_sets_every_compared_setting_equal_in_every_cell():
     import pathlib
-    from harness import yamlfile
+    from harness.spec import yamlfile
     root = pathlib.Path(__file__).resolve().parent.parent
     doc, _ = yamlfile.load(root / "scenarios" / "rivals-cpu.yaml")
     m = doc["matrix"]

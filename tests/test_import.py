@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness import ingest
+from harness.measure import ingest
 from harness.cli import main
-from harness.store import Store
+from harness.results.store import Store
 from tests import logtext
 
 ROOT = Path(__file__).resolve().parents[1]

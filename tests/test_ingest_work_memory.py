@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from harness import ingest, jsonlog, work
+from harness.measure import ingest, work
+from harness import jsonlog
 
 WARMUP, MEASURE = 2, 4
 

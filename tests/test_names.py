@@ -10,10 +10,11 @@ import sqlite3
 import pytest
 from click.testing import CliRunner
 
-from harness import baseline, compare, names, store as store_mod
+from harness.results import baseline, compare, store as store_mod
+from harness.spec import names
 from harness.cli import main
 from harness.errors import UserError
-from harness.scenario import load
+from harness.spec.scenario import load
 
 SCHEMA_1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

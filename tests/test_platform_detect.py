@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import runner
-from harness import platforms
+from harness.spec import platforms
 from harness.cli import main
 from tests.fake_pynvml_source import fake_module
 
@@ -80,7 +80,7 @@ def test_differences_name_gpu_count_and_sockets(monkeypatch):
 
 
 def test_detect_text_shows_gpus_and_interconnect(monkeypatch):
-    from harness import hostreport
+    from harness.spec import hostreport
     monkeypatch.setitem(sys.modules, "pynvml", fake_module(NAMES=["NVIDIA H100 80GB HBM3"] * 2,
                                                            NVLINK_PAIRS={(0, 1): 12}))
     text = hostreport.render_text()

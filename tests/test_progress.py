@@ -3,7 +3,7 @@ import io
 import json
 import time
 
-from harness import progress
+from harness.launch import progress
 from harness.jsonlog import iter_line
 
 DONE = {"status": "done", "throughput": 40.0, "iteration_time_s": 0.05, "reason": None}

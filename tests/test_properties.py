@@ -18,10 +18,11 @@ import yaml
 from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 
-from harness import ingest, scenario, scrapers
+from harness.measure import ingest, scrapers
+from harness.spec import scenario
 from harness import run as run_mod
 from harness.errors import UserError
-from harness.records import IterationRecord, ScrapeError
+from harness.measure.records import IterationRecord, ScrapeError
 from tests.conftest import GOOD_SCENARIO
 from tests.scrapers.test_scraper_formats import CASES as FORMAT_CASES
 
@@ -270,7 +271,7 @@ def test_the_detbench_format_never_raises(lines):
     check_result(scrapers.get("detbench-jsonl")(lines))
 
 
-# Lines that make harness/scrapers/jsonl.py raise today (reported; the scrapers have another
+# Lines that make harness/measure/scrapers/jsonl.py raise today (reported; the scrapers have another
 # owner). strict: once the scraper reports them as errors these pass and the mark must go.
 JSONL_RAISES = ['DETBENCH_ITER {"iteration": 1e400, "time_s": 0.1}', "DETBENCH_ITER " + "[" * 3000]
 

@@ -7,11 +7,12 @@ import json
 
 import pytest
 
-from harness import catalog, work
+from harness.spec import catalog
+from harness.measure import work
 from harness.frameworks import FRAMEWORKS as SPECS
 from harness.report import export, figures, html, markdown, measured, plots
 from harness.report.model import FLAG_TEXT
-from harness.store import Store
+from harness.results.store import Store
 
 FRAMEWORKS = ("detbench-trainer", "torchvision", "mmdetection")
 MODELS = ("retinanet", "faster_rcnn", "mask_rcnn")

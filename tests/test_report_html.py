@@ -6,9 +6,9 @@ import sqlite3
 import pytest
 from click.testing import CliRunner
 
-from harness import scenario as scenario_mod
+from harness.spec import scenario as scenario_mod
 from harness.cli import main
-from harness.store import Store
+from harness.results.store import Store
 from htmlpage import Page
 
 INJECT = """\

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import scenario
+from harness.spec import scenario
 from harness.errors import UserError
 from harness.frameworks import FRAMEWORKS
 from harness.frameworks import mmdetection_v1, simpledet_mxnet
 from harness.frameworks.base import TrialContext
-from harness.launchers import trialfiles
-from harness.launchers.local import LocalLauncher
+from harness.launch import trialfiles
+from harness.launch.local import LocalLauncher
 
 COCO = {"annotations": "/d/ann.json", "images": "/d/img"}
 

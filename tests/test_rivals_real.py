@@ -9,10 +9,12 @@ import json
 
 import pytest
 
-from harness import datasets, envs, jsonlog
+from harness.spec import datasets
+from harness.launch import envs
+from harness import jsonlog
 from harness import run as run_mod
 from harness.frameworks import FRAMEWORKS
-from harness.store import Store
+from harness.results.store import Store
 from tests.conftest import need_service
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
@@ -92,7 +94,7 @@ options:
 
 @pytest.mark.parametrize("model", ["mask_rcnn"])
 def test_the_three_frameworks_do_the_same_work_on_the_same_images(model, tmp_path):
-    from harness import weights
+    from harness.spec import weights
     for fw in ("torchvision", "mmdetection"):
         need_service(envs.is_built(FRAMEWORKS[fw].env),
                      "the %s env is not built (run `detbench env build %s`)" % (fw, fw))

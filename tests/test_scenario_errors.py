@@ -4,7 +4,7 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from harness import scenario
+from harness.spec import scenario
 from harness.cli import main
 from harness.errors import UserError
 from tests.conftest import GOOD_SCENARIO

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness import frameworks, ingest, scrapers
+from harness import frameworks
+from harness.measure import ingest, scrapers
 from harness.cli import main
 from tests import logtext
 

@@ -21,12 +21,13 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import GOOD_SCENARIO
-from harness import frameworks, platforms, scenario as scenario_mod
+from harness import frameworks
+from harness.spec import platforms, scenario as scenario_mod
 from harness import run as run_mod
 from harness.cli import main
 from harness.errors import UserError
-from harness.launchers import sbatch, slurm
-from harness.launchers.local import ROOT, RUNNER, LocalLauncher
+from harness.launch import sbatch, slurm
+from harness.launch.local import ROOT, RUNNER, LocalLauncher
 
 pytestmark = pytest.mark.faults
 SOURCES = sorted(ROOT.glob("harness/**/*.py")) + [ROOT / "runner.py"]
@@ -65,7 +66,7 @@ def test_yaml_is_read_only_through_harness_yamlfile(path):
             "load", "load_all", "unsafe_load", "full_load", "Loader", "FullLoader", "UnsafeLoader")]
         assert not unsafe, "yamlfile.py uses an unsafe loader at line %d" % unsafe[0].lineno
     else:
-        assert "yaml" not in imports, "%s imports yaml itself; go through harness.yamlfile" % path.relative_to(ROOT)
+        assert "yaml" not in imports, "%s imports yaml itself; go through harness.spec.yamlfile" % path.relative_to(ROOT)
 
 
 # ------------------------------------------------------------------------------ YAML tags

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import need_service
 from waiting import wait_for
-from harness.launchers import slurm
+from harness.launch import slurm
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.e2e

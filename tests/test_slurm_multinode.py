@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import ingest
+from harness.measure import ingest
 from harness import run as run_mod
-from harness import scenario as scenario_mod
-from harness.launchers import slurm
+from harness.spec import scenario as scenario_mod
+from harness.launch import slurm
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.e2e

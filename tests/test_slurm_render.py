@@ -14,11 +14,11 @@ import pytest
 from click.testing import CliRunner
 
 from harness import run as run_mod
-from harness import scenario as scenario_mod
+from harness.spec import scenario as scenario_mod
 from harness.cli import main
 from harness.errors import UserError
-from harness.launchers import sbatch, slurm
-from harness.launchers.local import ROOT
+from harness.launch import sbatch, slurm
+from harness.launch.local import ROOT
 
 REFERENCE = Path(__file__).resolve().parent / "reference"
 TRIAL_DIR = "/shared/results/trials/20260101-000000-abcdef-0002"
@@ -95,7 +95,7 @@ def test_time_limit_defaults_to_the_trial_timeout_plus_five_minutes():
 
 
 def test_platform_defaults_fill_partition_and_account(monkeypatch):
-    from harness import platforms
+    from harness.spec import platforms
 
     sc = scenario_mod.loads_text((BASE % {"nodes": 1, "extra": ""}).replace(
         "  partition: gpu\n  account: detection\n", ""))

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from harness import ingest
-from harness.launchers import slurm
+from harness.measure import ingest
+from harness.launch import slurm
 
 
 @pytest.mark.parametrize("state, says", [

@@ -4,8 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from harness import stats
-from harness.records import (CUMULATIVE_MEAN, EXACT, EXACT_CUMULATIVE, GLOBAL_MEAN, GLOBAL_MEAN_FIGURE,
+from harness.measure import stats
+from harness.measure.records import (CUMULATIVE_MEAN, EXACT, EXACT_CUMULATIVE, GLOBAL_MEAN, GLOBAL_MEAN_FIGURE,
                              THROUGHPUT, THROUGHPUT_FIGURE, WINDOW_MEAN, WINDOW_MEDIAN,
                              WINDOW_MEDIAN_FIGURE, IterationRecord)
 

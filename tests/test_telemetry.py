@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import runner
-from harness import telemetry
+from harness.measure import telemetry
 from tests.fake_pynvml_source import fake_module, write_fake
 from tests.test_runner import python36
 

@@ -9,7 +9,7 @@ NEEDS_GPU = "needs a GPU"
 CONTAINER_ONLY = "container only"
 
 # in an argv item: the trial's own folder (absolute), filled in by every launcher just before
-# the start (harness/launchers/trialfiles.py), so one argv serves every repeat of a cell
+# the start (harness/launch/trialfiles.py), so one argv serves every repeat of a cell
 TRIAL_DIR = "{trial_dir}"
 
 
@@ -42,7 +42,7 @@ class TrialContext:
 class Framework:
     name: str
     title: str                                   # column heading in tables
-    scraper: str                                 # key of harness.scrapers.SCRAPERS
+    scraper: str                                 # key of harness.measure.scrapers.SCRAPERS
     models: FrozenSet[str]
     precisions: FrozenSet[str]
     status: str                                  # RUNS_HERE, NEEDS_GPU or CONTAINER_ONLY
@@ -52,7 +52,7 @@ class Framework:
     settings: Callable[[TrialContext], dict]     # normalized settings for like-for-like checks
     pins: Dict[str, str] = field(default_factory=dict)
     scrape_options: Dict[str, object] = field(default_factory=dict)   # passed to the scraper
-    env: Optional[object] = None        # harness.envs.EnvSpec when it runs in its own pinned venv
+    env: Optional[object] = None        # harness.launch.envs.EnvSpec when it runs in its own pinned venv
     # files the trial needs in its folder, {name: text} (derived configs of frameworks that take
     # their batch, devices, precision or iteration count only from a config file); every launcher
     # writes them there before the start, and the argv names them as TRIAL_DIR + "/" + name

@@ -5,7 +5,8 @@ this one. Each trial stores the kind of figure its framework's log gave (figure_
 the iterations that figure covers (window_json); a cell carries the kinds and windows of
 its finished repeats, and a table prints one line saying, per column, what its figures are.
 """
-from harness import frameworks, records
+from harness import frameworks
+from harness.measure import records
 
 EXACT_KINDS = ("exact", "exact-cumulative")
 
@@ -15,7 +16,7 @@ APPROXIMATE_TEXT = ("approximate: the framework logs only window medians, runnin
 
 
 def kind_text(kind):
-    """The short phrase for a figure kind (harness.records.FIGURE_TEXT), else the kind's name."""
+    """The short phrase for a figure kind (harness.measure.records.FIGURE_TEXT), else the kind's name."""
     return records.FIGURE_TEXT.get(kind, kind)
 
 

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import jinja2
 
-from harness import __version__, catalog, frameworks, platforms, work
+from harness import __version__, frameworks
+from harness.spec import catalog, platforms
+from harness.measure import work
 from harness.report import figures, markdown, plots, scaling
 from harness.report.model import FLAG_TEXT, ITERATION, THROUGHPUT
 

@@ -1,5 +1,5 @@
 """Render tables as Markdown in the form of SimpleDet's BENCHMARK.md."""
-from harness import catalog
+from harness.spec import catalog
 from harness.report.model import FLAG_TEXT, ITERATION, THROUGHPUT
 
 MARKS = "¹²³⁴⁵⁶⁷⁸⁹"

@@ -2,7 +2,9 @@
 import json
 from collections import defaultdict
 
-from harness import catalog, frameworks, platforms, stats, telemetry, work
+from harness.spec import catalog, platforms
+from harness import frameworks
+from harness.measure import stats, telemetry, work
 from harness.report import figures
 from harness.report.model import ITERATION, THROUGHPUT, Column, Entry, Table, batch_note
 
@@ -193,7 +195,7 @@ def differing_settings(cells, models):
 
 def work_lines(cells, columns, models):
     """Per model row, the work per iteration of each column; flags the row's entries with
-    unequal-work where the frameworks differ by more than harness.work.UNEQUAL_SHARE."""
+    unequal-work where the frameworks differ by more than harness.measure.work.UNEQUAL_SHARE."""
     lines = []
     for model in models:
         row = [cells.get((model, col.key)) for col in columns]

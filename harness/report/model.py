@@ -2,7 +2,7 @@
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from harness import work
+from harness.measure import work
 from harness.report import figures
 
 THROUGHPUT = "throughput"   # cells like 55.5(288ms)

@@ -4,10 +4,10 @@ from typing import Dict, List, Literal, Optional
 
 from pydantic import Field, ValidationError
 
-from harness import catalog, yamlfile
+from harness.spec import catalog, yamlfile
 from harness.errors import UserError, located
 from harness.report.model import Column, Entry, Table, batch_note
-from harness.strict import Strict
+from harness.spec.strict import Strict
 
 PUBLISHED_DIR = Path(__file__).resolve().parents[2] / "reports" / "published"
 

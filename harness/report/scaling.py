@@ -10,7 +10,7 @@ table here and the HTML figure (SimpleDet Figure 1a) both draw from scaling_seri
 from collections import defaultdict
 from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 
-from harness import catalog
+from harness.spec import catalog
 from harness.report.model import THROUGHPUT
 
 

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from harness.scrapers import common
-from harness.scrapers.detectron2 import Detectron2Scraper
-from harness.scrapers.maskrcnn_benchmark import MaskrcnnScraper
-from harness.scrapers.mmdet_v2 import MmcvScraper
-from harness.scrapers.mmdet_v3 import MmengineScraper
+from harness.measure.scrapers import common
+from harness.measure.scrapers.detectron2 import Detectron2Scraper
+from harness.measure.scrapers.maskrcnn_benchmark import MaskrcnnScraper
+from harness.measure.scrapers.mmdet_v2 import MmcvScraper
+from harness.measure.scrapers.mmdet_v3 import MmengineScraper
 from tests.conftest import need_service
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -30,7 +30,7 @@ CLASSES = {"mmcv": MmcvScraper, "mmengine": MmengineScraper, "detectron2": Detec
 
 
 def _need_native():
-    need_service(NATIVE, "the compiled scanner harness/scrapers/_fastscan.c is not built "
+    need_service(NATIVE, "the compiled scanner harness/measure/scrapers/_fastscan.c is not built "
                          "(pip install -e . found no C compiler)")
 
 
@@ -59,10 +59,10 @@ def test_the_compiled_scanner_is_built():
 def test_a_scanner_built_for_other_record_fields_does_not_load():
     """Should records.py change, importing the scanner fails and the pure path runs."""
     _need_native()
-    code = ("import typing, harness.records as r\n"
+    code = ("import typing, harness.measure.records as r\n"
             "class Other(typing.NamedTuple):\n    iteration: int\n"
             "r.IterationRecord = Other\n"
-            "from harness.scrapers import common\n"
+            "from harness.measure.scrapers import common\n"
             "assert common._fastscan is None and common.native_scanner(common.Scraper()) is None\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=60)

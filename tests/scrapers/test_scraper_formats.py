@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import scrapers
-from harness.scrapers import common
-from harness.records import (CUMULATIVE_MEAN, ITERATION, THROUGHPUT, WINDOW_MEAN,
+from harness.measure import scrapers
+from harness.measure.scrapers import common
+from harness.measure.records import (CUMULATIVE_MEAN, ITERATION, THROUGHPUT, WINDOW_MEAN,
                              WINDOW_MEDIAN, IterationRecord)
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -119,7 +119,7 @@ def test_fixture_parses_exactly(name, fixture, options, expected, error_lines):
     ("torchvision_ref", "torchvision_ref.log"), ("simpledet_mxnet", "simpledet_mxnet.log"),
     ("effdet", "effdet.log"), ("dllogger", "dllogger_pytorch.log")])
 def test_path_fast_path_equals_line_path(module_name, fixture, tmp_path, monkeypatch):
-    module = importlib.import_module("harness.scrapers." + module_name)
+    module = importlib.import_module("harness.measure.scrapers." + module_name)
     monkeypatch.setattr(common, "CHUNK_SIZE", 4096)  # many chunks, lines cut at edges
     text = (FIXTURES / fixture).read_text(encoding="utf-8")
     # later copies dirty some chunks (colours, a rank prefix) so both paths run

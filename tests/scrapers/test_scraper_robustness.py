@@ -6,9 +6,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness import scrapers
-from harness.records import IterationRecord, ScrapeError
-from harness.scrapers import common
+from harness.measure import scrapers
+from harness.measure.records import IterationRecord, ScrapeError
+from harness.measure.scrapers import common
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MMDET_V2_LINE = ("2021-03-01 09:11:01,500 - mmdet - INFO - Epoch [1][100/120]\tlr: 3.986e-03, "
@@ -54,7 +54,7 @@ def test_duplicate_iterations_from_unprefixed_ranks_are_dropped():
 def test_truncated_last_line_is_an_error_not_a_crash(tmp_path):
     path = tmp_path / "log.txt"
     path.write_bytes((MMDET_V2_LINE + "\n" + MMDET_V2_LINE[:-30]).encode())
-    from harness.scrapers import mmdet_v2
+    from harness.measure.scrapers import mmdet_v2
     items = list(mmdet_v2.iter_scrape_path(path))
     assert isinstance(items[0], IterationRecord)
     assert isinstance(items[1], ScrapeError) and items[1].line == 1
@@ -118,13 +118,13 @@ def test_no_path_scraper_raises_on_random_bytes(tmp_path_factory, blob):
     path.write_bytes(blob)
     for name in ("mmdet_v1", "mmdet_v2", "mmdet_v3", "maskrcnn_benchmark", "detectron2",
                  "torchvision_ref", "simpledet_mxnet", "dllogger", "effdet"):
-        module = importlib.import_module("harness.scrapers." + name)
+        module = importlib.import_module("harness.measure.scrapers." + name)
         list(module.iter_scrape_path(path))
 
 
 
 def _path_scrapers():
-    from harness.scrapers import (detectron2, dllogger, effdet, maskrcnn_benchmark, mmdet_v2,
+    from harness.measure.scrapers import (detectron2, dllogger, effdet, maskrcnn_benchmark, mmdet_v2,
                                   mmdet_v3, simpledet_mxnet, torchvision_ref)
     return [mmdet_v2.MmcvScraper, mmdet_v3.MmengineScraper, maskrcnn_benchmark.MaskrcnnScraper,
             detectron2.Detectron2Scraper, torchvision_ref.TorchvisionScraper,
@@ -161,7 +161,7 @@ def test_reading_a_file_gives_what_feeding_its_lines_gives(tmp_path_factory, tri
 
 
 def test_a_cut_effdet_line_is_not_read_across_the_line_end(tmp_path):
-    from harness.scrapers import effdet
+    from harness.measure.scrapers import effdet
     line = (FIXTURES / "effdet.log").read_text(encoding="utf-8").splitlines()[1]
     cut = line.index("  (") + 4
     path = tmp_path / "log.txt"
@@ -186,7 +186,7 @@ def test_ranks_of_many_digits(tmp_path):
              "[rank" + "0" * 70 + "]:" + MMDET_V2_LINE.replace("100/", "110/")]
     path = tmp_path / "log.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    from harness.scrapers import mmdet_v2
+    from harness.measure.scrapers import mmdet_v2
     expected = list(mmdet_v2.iter_scrape(lines))
     assert [(r.iteration, r.line) for r in expected] == [(110, 2)]
     for native in (False, True):

@@ -19,7 +19,7 @@ pytest.importorskip("torchvision", reason="the trainer needs torchvision")
 from click.testing import CliRunner  # noqa: E402
 from conftest import ROOT, config_path, env_for_subprocess, run_module  # noqa: E402
 
-from harness import envs  # noqa: E402
+from harness.launch import envs  # noqa: E402
 from harness.cli import main as cli  # noqa: E402
 from harness.frameworks import FRAMEWORKS  # noqa: E402
 from harness.rivals import torchvision_driver, weights_map  # noqa: E402
@@ -292,7 +292,7 @@ def test_a_scenario_names_one_file_per_model_and_validate_checks_it(made, tmp_pa
 
 def test_every_framework_of_a_cell_gets_the_same_file_and_says_so(made, tmp_path):
     from harness import run as run_mod
-    from harness import scenario as scenario_mod
+    from harness.spec import scenario as scenario_mod
     path, _ = made("retinanet")
     scenario = tmp_path / "s.yaml"
     scenario.write_text("name: w\nmatrix:\n  framework: [detbench-trainer, torchvision]\n  model: [retinanet]\n"

@@ -1,0 +1,371 @@
+"""Run each trial as a Slurm job: sbatch one script, follow it, read its end state.
+
+The trial folder lives in the results folder, which must be on a filesystem every node
+sees; runner.py writes log.txt, log.times and trial.json there exactly as it does for a
+local trial. When Slurm ends a job badly (TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, CANCELLED,
+FAILED, ...) the launcher records Slurm's reason in trial.json's "error", which is the
+failure reason ingest reports. Slurm commands run as argv lists, never through a shell.
+"""
+import getpass
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.spec import platforms
+from harness.errors import BackendDown, BackendLost, UserError
+from harness.launch import sbatch, trialfiles
+from harness.launch.local import ROOT, RUNNER
+from runner import write_json_atomic
+
+RENDEZVOUS = "static"      # see TrialContext.rendezvous: node ranks follow SLURM_NODEID
+SCRIPT = "job.sbatch"
+OUTPUT = "runner.err"      # Slurm's output for the job: what ingest shows when runner.py wrote nothing
+RECORD = "slurm.json"
+ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
+          "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"}
+# end states that make a trial fail whatever runner.py recorded, with what they mean
+BAD_ENDS = {
+    "TIMEOUT": "hit its Slurm time limit",
+    "OUT_OF_MEMORY": "ran out of memory",
+    "NODE_FAIL": "lost a node",
+    "CANCELLED": "was cancelled",
+    "PREEMPTED": "was preempted",
+    "BOOT_FAIL": "could not boot its nodes",
+    "DEADLINE": "missed its deadline",
+    "NOT_SUBMITTED": "was refused by sbatch",
+}
+
+
+def python_for(scenario):
+    """The interpreter that starts runner.py and the trial on the nodes."""
+    opts = scenario.slurm
+    return "python3" if opts is not None and opts.container_image else sys.executable
+
+
+def job_for(scenario, cell, trial_dir, argv, python=None):
+    """The sbatch.Job of one trial of `cell` whose folder is `trial_dir`."""
+    opts = scenario.slurm or sbatch.SlurmOptions()
+    trial_dir = Path(trial_dir).absolute()
+    defaults = _platform_defaults(cell.platform)
+    python = python or python_for(scenario)
+    mounts = list(opts.container_mounts)
+    if opts.container_image:   # the harness (runner.py) read-only and the results folder, at their own paths
+        mounts = ["%s:%s:ro" % (ROOT, ROOT), "%s:%s" % (trial_dir.parents[1], trial_dir.parents[1])] + mounts
+    runner_args = ["--timeout", "%g" % scenario.timeout_s]
+    for key in sorted(scenario.env):
+        runner_args += ["--env-key", key]
+    trial_id = trial_dir.name
+    return sbatch.Job(
+        name=sbatch.job_name(trial_id),
+        comment="detbench:%s:%s" % (trial_id, cell.key.replace("/", ":")),
+        nodes=cell.nodes,
+        gpus_per_node=cell.gpus if opts.gpus_per_node is None else opts.gpus_per_node,
+        time_limit=opts.time_limit or sbatch.default_time_limit(scenario.timeout_s),
+        output=str(trial_dir / OUTPUT), workdir=str(ROOT),
+        runner=(python, str(RUNNER)), trial_dir=str(trial_dir),
+        runner_args=tuple(runner_args + ["--"] + list(argv)),
+        pythonpath=str(ROOT), env=tuple(sorted(scenario.env.items())),
+        partition=opts.partition or defaults.partition, account=opts.account or defaults.account,
+        cpus_per_task=opts.cpus_per_task, container_image=opts.container_image,
+        container_mounts=tuple(mounts), sbatch_options=tuple(opts.sbatch_options),
+        header=("detbench trial %s: cell %s" % (trial_id, cell.key),))
+
+
+def script_for(scenario, cell, trial_dir, argv, python=None):
+    try:
+        return sbatch.render(job_for(scenario, cell, trial_dir, argv, python))
+    except ValueError as exc:   # a value that cannot go into a script safely
+        raise UserError("cannot write the sbatch script of %s: %s" % (Path(trial_dir).name, exc)) from None
+
+
+def _platform_defaults(name):
+    try:
+        found = getattr(platforms.load(name), "slurm", None)
+    except UserError:
+        found = None
+    return found or platforms.SlurmDefaults()
+
+
+# --- talking to Slurm ------------------------------------------------------------------
+
+def available():
+    return all(shutil.which(c) for c in ("sbatch", "squeue", "scancel", "scontrol"))
+
+
+def _slurm(args, check=True):
+    try:
+        proc = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        if check:
+            raise UserError("%s: %s" % (args[0], exc)) from None
+        return None
+    if check and proc.returncode != 0:
+        said = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+        raise UserError("%s failed: %s" % (" ".join(args[:2]), said[-1] if said else "exit %d" % proc.returncode))
+    return proc
+
+
+def submit(script_path):
+    """sbatch the script; return the job id."""
+    proc = _slurm(["sbatch", "--parsable", str(script_path)])
+    return proc.stdout.strip().split(";")[0]
+
+
+def queue_state(job_id):
+    """The job's state while squeue still lists it, else None."""
+    proc = _slurm(["squeue", "--noheader", "--jobs=%s" % job_id, "--format=%T"], check=False)
+    if proc is None or proc.returncode != 0:
+        return None
+    states = proc.stdout.split()
+    return states[0] if states else None
+
+
+def parse_sacct(text, job_id):
+    """(state, exit code) of the job's own line in `sacct -n -P -X -o JobID,State,ExitCode`."""
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) >= 3 and parts[0] == job_id:
+            return parts[1].split()[0] if parts[1].split() else "UNKNOWN", parts[2]
+    return None
+
+
+def parse_scontrol(text):
+    """(state, exit code, reason) from one `scontrol show job -o` line."""
+    fields = {}
+    for word in text.split():
+        key, sep, value = word.partition("=")
+        if sep and key not in fields:
+            fields[key] = value
+    if "JobState" not in fields:
+        return None
+    return fields["JobState"], fields.get("ExitCode", ""), fields.get("Reason", "")
+
+
+def end_state(job_id):
+    """(state, exit code, reason) of a finished job: accounting first, then slurmctld's memory."""
+    proc = _slurm(["sacct", "--noheader", "--parsable2", "--allocations", "--jobs=%s" % job_id,
+                   "--format=JobID,State,ExitCode"], check=False)
+    if proc is not None and proc.returncode == 0:
+        found = parse_sacct(proc.stdout, job_id)
+        if found:
+            return found[0], found[1], ""
+    proc = _slurm(["scontrol", "show", "job", "-o", job_id], check=False)
+    if proc is not None and proc.returncode == 0:
+        found = parse_scontrol(proc.stdout)
+        if found:
+            return found
+    return "UNKNOWN", "", "neither sacct nor scontrol knows the job any more"
+
+
+def job_info(job_id):
+    """The job's `scontrol show job -o` fields (JobState, Restarts, Partition, NodeList, ...), or {}."""
+    proc = _slurm(["scontrol", "show", "job", "-o", job_id], check=False)
+    if proc is None or proc.returncode != 0:
+        return {}
+    fields = {}
+    for word in proc.stdout.split():
+        key, sep, value = word.partition("=")
+        if sep and key not in fields:
+            fields[key] = value
+    return fields
+
+
+USABLE = ("idle", "mixed", "allocated", "completing", "planned")
+
+
+def node_states(partition):
+    """{node: state} of a partition's nodes as sinfo prints them ('idle', 'down*', 'drained', ...)."""
+    proc = _slurm(["sinfo", "--noheader", "--Node", "--partition=%s" % partition, "--format=%N|%T"],
+                  check=False)
+    if proc is None or proc.returncode != 0:
+        return {}
+    out = {}
+    for line in proc.stdout.split():
+        node, sep, state = line.partition("|")
+        if sep:
+            out[node] = state
+    return out
+
+
+def usable(state):
+    """A node that can run a job: up and answering (sinfo marks a node not responding with `*`)."""
+    return "*" not in state and state.rstrip("~#!%$@^-+").lower() in USABLE
+
+
+def down_nodes(partition):
+    """'node: state, ...' when no node of the partition is usable, else None (some node is up)."""
+    states = node_states(partition)
+    if not states or any(usable(s) for s in states.values()):
+        return None
+    return ", ".join("%s %s" % (n, s) for n, s in sorted(states.items()))
+
+
+def jobs_named(prefix=sbatch.JOB_PREFIX, user=None):
+    """[(job id, name, state)] of this user's queued or running jobs whose name starts with prefix."""
+    proc = _slurm(["squeue", "--noheader", "--user=%s" % (user or getpass.getuser()),
+                   "--format=%i|%j|%T"], check=False)
+    if proc is None or proc.returncode != 0:
+        return []
+    out = []
+    for line in proc.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 3 and parts[1].startswith(prefix):
+            out.append(tuple(parts))
+    return out
+
+
+def cancel(job_ids, wait_s=30.0, poll_s=0.2):
+    """scancel the jobs and wait until squeue lists none of them; return those still listed."""
+    job_ids = [j for j in job_ids if j]
+    if not job_ids:
+        return []
+    _slurm(["scancel"] + job_ids, check=False)
+    deadline = time.monotonic() + wait_s
+    left = job_ids
+    while left and time.monotonic() < deadline:
+        left = [j for j in left if queue_state(j) is not None]
+        if left:
+            time.sleep(poll_s)
+    return left
+
+
+# --- end states into trial records ---------------------------------------------------------
+
+def failure(state, exit_code, reason, runner_record):
+    """The failure reason Slurm's end state implies for the trial, or None to keep runner.py's own."""
+    head = "slurm job %s" % (BAD_ENDS.get(state) or "ended %s" % state)
+    detail = ", ".join(p for p in (("exit %s" % exit_code) if exit_code not in ("", "0:0") else "",
+                                   reason if reason not in ("", "None") else "") if p)
+    head += " (%s)" % detail if detail else ""
+    if state in BAD_ENDS:
+        return head
+    if state == "COMPLETED":
+        return None if runner_record is not None else head + ": runner.py wrote no trial.json"
+    if state == "FAILED" and runner_record is not None and (
+            runner_record.get("exit_code") not in (0, None) or runner_record.get("error")):
+        return None     # runner.py saw the trial fail and says why
+    return head
+
+
+
+def record_end(trial_dir, job_id, state, exit_code, reason):
+    """Write slurm.json and, when Slurm's end state fails the trial, trial.json's error.
+
+    Returns True when the job completed and the trial may have succeeded."""
+    from harness.measure.ingest import read_trial_json
+    trial_dir = str(trial_dir)
+    write_json_atomic(os.path.join(trial_dir, RECORD),
+                      {"job_id": job_id, "state": state, "exit_code": exit_code, "reason": reason})
+    record = read_trial_json(trial_dir)
+    why = failure(state, exit_code, reason, record)
+    if why is None:
+        return state == "COMPLETED"
+    if record is None:
+        record = {"schema": 1, "exit_code": None, "signal": None}
+    elif record.get("error"):
+        why += "; runner: " + record["error"]
+    record["error"] = why
+    record["slurm"] = {"job_id": job_id, "state": state, "exit_code": exit_code}
+    write_json_atomic(os.path.join(trial_dir, "trial.json"), record)
+    return False
+
+
+class SlurmLauncher:
+    name = "slurm"
+    sized_by_cell = True       # run() needs the cell: nodes and devices per node
+
+    def __init__(self, poll_s=1.0):
+        self.poll_s = poll_s
+        self.scenario = None
+        self.active = set()
+
+    def prepare(self, scenario):
+        if not available():
+            raise UserError("backend slurm needs sbatch, squeue, scancel and scontrol on PATH")
+        self.scenario = scenario
+        left = jobs_named()
+        if left:
+            sys.stderr.write("detbench: note: %d detbench job(s) of an earlier run still in squeue (%s); "
+                             "`scancel --name=NAME` ends one\n" % (
+                                 len(left), ", ".join("%s %s" % (j, n) for j, n, _ in left[:5])))
+
+    def run(self, trial_dir, argv, env, timeout_s, cell=None, files=None):
+        """Submit one trial, wait for its job to end, record Slurm's verdict; return 0 if it completed."""
+        if cell is None:
+            raise ValueError("the slurm launcher needs the trial's cell")
+        trial_dir = Path(trial_dir)
+        # a job of the same trial left by a killed run would write into the same folder
+        cancel([j for j, n, _ in jobs_named(sbatch.job_name(trial_dir.name)) if n == sbatch.job_name(trial_dir.name)])
+        if trial_dir.exists():
+            shutil.rmtree(trial_dir)
+        trial_dir.mkdir(parents=True)
+        argv = trialfiles.prepare(trial_dir, argv, files)
+        scenario = self.scenario.model_copy(update={"env": dict(env), "timeout_s": timeout_s})
+        script = trial_dir / SCRIPT
+        script.write_text(script_for(scenario, cell, trial_dir, argv), encoding="utf-8")
+        try:
+            job_id = submit(script)
+        except UserError as exc:
+            record_end(trial_dir, "", "NOT_SUBMITTED", "", str(exc))
+            return 1
+        self.active.add(job_id)
+        try:
+            self._follow(job_id, trial_dir, scenario)
+        except BaseException:
+            cancel([job_id])
+            self.active.discard(job_id)
+            raise
+        self.active.discard(job_id)
+        state, exit_code, reason = end_state(job_id)
+        return 0 if record_end(trial_dir, job_id, state, exit_code, reason) else 1
+
+    def _follow(self, job_id, trial_dir, scenario):
+        """Wait while the job is queued or running. A job Slurm requeued after losing its node
+        fails the trial (BackendLost); a job queued while no node of its partition is up stops
+        the run after node_down_wait_s (BackendDown). Either way the job is cancelled."""
+        opts = scenario.slurm or sbatch.SlurmOptions()
+        down_since = None
+        while True:
+            state = queue_state(job_id)
+            if state not in ACTIVE:
+                return
+            info = job_info(job_id)
+            if info.get("Restarts", "0") not in ("0", ""):
+                down = down_nodes(info["Partition"]) if info.get("Partition") else None
+                why = "requeued by Slurm after its node failed" + ("; %s" % down if down else "")
+                cancel([job_id])
+                if not (trial_dir / "log.txt").exists():   # it never started: nothing to fail
+                    raise BackendDown("slurm job %s %s before the trial started" % (job_id, why))
+                record_end(trial_dir, job_id, "NODE_FAIL", "", why + "; cancelled by detbench")
+                raise BackendLost("slurm job %s of trial %s lost its node (%s)" % (job_id, trial_dir.name, why))
+            down = down_nodes(info.get("Partition", "")) if state == "PENDING" and info.get("Partition") else None
+            if down is None:
+                down_since = None
+            elif down_since is None:
+                down_since = time.monotonic()
+            elif time.monotonic() - down_since >= opts.node_down_wait_s:
+                cancel([job_id])
+                raise BackendDown("no node of slurm partition %s is up (%s) for %.0f s; cancelled job %s"
+                                  % (info["Partition"], down, opts.node_down_wait_s, job_id))
+            time.sleep(self.poll_s)
+
+    def cleanup(self):
+        """scancel every job this launcher submitted that has not ended; wait until squeue drops them."""
+        left = cancel(sorted(self.active))
+        self.active = set(left)
+        if left:
+            sys.stderr.write("detbench: jobs %s still in squeue after scancel\n" % ", ".join(left))
+
+
+def dry_run(scenario, trials, results_dir, run_id, out):
+    """Write the sbatch script of every trial (as `detbench run --dry-run --backend slurm` shows them)."""
+    from harness.spec.scenario import Cell
+    for t in trials:
+        cell = t.cell if isinstance(t.cell, Cell) else Cell.from_key(t.cell)
+        trial_dir = Path(results_dir).absolute() / "trials" / ("%s-%04d" % (run_id, t.seq))
+        out.write("# ---- trial %d: %s repeat %d -> %s\n" % (t.seq, cell.key, t.repeat, trial_dir / SCRIPT))
+        out.write(script_for(scenario, cell, trial_dir, trialfiles.fill(t.argv, trial_dir)))

@@ -1,0 +1,143 @@
+"""Turn a finished trial folder into its row in the store: scrape, then estimate.
+
+This is the one place the launch side (runner.py's files) meets the analysis side, so
+a trial can be re-analysed from its folder at any time without running it again.
+"""
+import collections
+import json
+import os
+
+from harness.measure import scrapers, stats, work
+from harness.spec.fingerprint import fingerprint
+from harness.measure.records import IterationRecord
+from harness.measure.scrapers.common import read_lines
+
+TAIL_LINES = 5
+
+
+def read_trial_json(trial_dir):
+    path = os.path.join(trial_dir, "trial.json")
+    try:
+        with open(path) as f:
+            record = json.load(f)
+    except (OSError, ValueError, RecursionError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def read_times(trial_dir):
+    times = []
+    try:
+        with open(os.path.join(trial_dir, "log.times")) as f:
+            for line in f:
+                mono, _, _ = line.partition("\t")
+                times.append(float(mono))
+    except (OSError, ValueError):
+        pass
+    return times
+
+
+def log_tail(trial_dir, n=TAIL_LINES):
+    path = os.path.join(trial_dir, "log.txt")
+    if not os.path.exists(path):
+        return []
+    return list(collections.deque((l for l in read_lines(path) if l.strip()), maxlen=n))
+
+
+def failure_reason(record, trial_dir):
+    if record is None:
+        try:
+            with open(os.path.join(trial_dir, "runner.err"), errors="replace") as f:
+                said = [l.strip() for l in f if l.strip()]
+        except OSError:
+            said = []
+        if os.path.exists(os.path.join(trial_dir, "trial.json")):
+            return "trial.json is not a record runner.py wrote (unreadable or not an object)"
+        return "runner wrote no trial.json" + (": " + said[-1][:300] if said else "")
+    if record.get("error"):
+        return str(record["error"])
+    if record.get("timed_out"):
+        start, end = _number(record.get("start_mono")), _number(record.get("end_mono"))
+        return "timed out after %.0f s" % (end - start) if None not in (start, end) else "timed out"
+    if record.get("interrupted_by"):
+        return "interrupted by signal %s" % record["interrupted_by"]
+    if record.get("signal"):
+        return "killed by signal %s" % record["signal"]
+    if record.get("exit_code") not in (0, None):
+        tail = log_tail(trial_dir, 1)
+        return "exit code %s%s" % (record["exit_code"], (": " + tail[-1][:300]) if tail else "")
+    return None
+
+
+def _number(value, default=None):
+    """value when it is a real, finite number (not a bool), else default: trial.json may be damaged."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
+            and abs(value) != float("inf"):
+        return value
+    return default
+
+
+def analyse(trial_dir, scraper_name, warmup, measure, images_per_iteration, scrape_options=None):
+    """Return (row, iterations) for store.finish_trial; scrape_options go to the scraper."""
+    record = read_trial_json(trial_dir)
+    row = {"ended": _number(record.get("end_wall")) if record else None,
+           "exit_code": _number(record.get("exit_code")) if record else None}
+    reason = failure_reason(record, trial_dir)
+    scrapers.get(scraper_name)   # an unknown name raises here, not in the try below
+    log_path = os.path.join(trial_dir, "log.txt")
+    try:   # streamed from disk, through the compiled scanner where it is built
+        records, errors = (scrapers.scrape_path(scraper_name, log_path, **(scrape_options or {}))
+                           if os.path.exists(log_path) else ([], []))
+    except Exception as exc:   # scrapers must not raise; should one, the trial fails and the run goes on
+        records, errors = [], []
+        reason = reason or "the %s scraper failed on this log: %s: %s" % (scraper_name, type(exc).__name__, exc)
+    records = stats.dedupe([r for r in records if isinstance(r, IterationRecord)])
+    times = read_times(trial_dir)
+    row.update(records=len(records), scrape_errors=len(errors))
+    mems = [r.memory_mb for r in records if r.memory_mb is not None]
+    row["peak_mem_mb"] = max(mems) if mems else None
+    iterations = [(r.iteration, r.time_s, r.data_time_s,
+                   times[r.line] if r.line < len(times) else None) for r in records]
+    if reason is None:
+        try:
+            rep = stats.reported(records, warmup, measure, images_per_iteration)
+            row.update(throughput=rep.throughput, iteration_time_s=rep.iteration_time_s,
+                       data_time_s=rep.data_time_s, exact=int(rep.exact), figure_kind=rep.kind,
+                       window_json=json.dumps(list(rep.window)))
+        except stats.WindowError as exc:
+            reason = str(exc)
+            if errors:
+                reason += " (%d unreadable lines, first: %s)" % (len(errors), errors[0].reason)
+    if reason is None and times:
+        try:
+            row["observed"] = stats.observed(records, times, warmup, measure, images_per_iteration).throughput
+        except (stats.WindowError, IndexError):
+            row["observed"] = None
+    row["status"] = "failed" if reason else "done"
+    row["reason"] = reason
+    try:
+        row["fingerprint"] = fingerprint(record.get("host")) if record else None
+    except (AttributeError, TypeError, ValueError):   # host facts damaged: no fingerprint
+        row["fingerprint"] = None
+    row["telemetry_json"] = json.dumps(record["telemetry"], sort_keys=True) \
+        if record and record.get("telemetry") else None
+    row.update(memory_peaks(record.get("telemetry") if record else None))
+    means = work.window_means(log_path, warmup + 1, warmup + measure) if reason is None else None
+    row["work_json"] = json.dumps(means, sort_keys=True) if means else None
+    return row, iterations
+
+
+def memory_peaks(summary):
+    """peak_rss_mb and peak_device_mb from runner.py's telemetry summary: memory measured
+    the same way for every framework, whatever it logs itself.
+
+    peak_rss_mb: the trial's process tree, shared pages counted once (PSS) where the kernel
+    gives it, else the RSS sum. peak_device_mb: device memory the tree's processes held
+    (NVML), None where no GPU answered or none of the tree's processes used one."""
+    def peak(name):
+        figure = summary.get(name) if isinstance(summary, dict) else None
+        value = _number(figure.get("max")) if isinstance(figure, dict) else None
+        return value if value is None or value > 0 else None
+    rss = peak("tree_pss_mb")
+    return {"peak_rss_mb": rss if rss is not None else peak("tree_rss_mb"),
+            "peak_device_mb": peak("tree_device_mb")}

@@ -1,0 +1,113 @@
+"""detectron2 logs: CommonMetricPrinter text lines (three historical formats) and
+metrics.json (JSONWriter).
+
+Text, current: `` eta: 11:02:41  iter: 39  total_loss: 1.104  <losses>  time: 0.3716
+last_time: 0.3690  data_time: 0.0132  last_data_time: 0.0095   lr: 0.00079922
+max_mem: 3189M``; the 0.3-era and v0.6 lines lack last_time/last_data_time; the 2019
+format is the same without them as well. ``iter`` is 0-based: iter 39 is the 40th
+iteration. The printer runs every 20 iterations and at the last one.
+
+Semantics (text): ``time`` is the MEAN SINCE WARMUP, printed to 4 decimals:
+IterationTimer records step times only from the ``warmup_iter``-th iteration (3), so
+at 0-based iter k it is the mean of 1-based iterations warmup_iter..k + 1 ->
+CUMULATIVE_MEAN with span k + 2 - warmup_iter; two such records give the exact mean
+between them. The step time runs from the timer's before_step to its after_step: the
+other hooks' after_step (the printer, the LR scheduler, checkpoints) fall between
+steps and count in no iteration. data_time is the mean of the last 20 data times (max
+over workers), a window other than time's, so it is left out (None) of these records.
+With ``prefer="last"`` and a line that has ``last_time``, the record is instead that
+one iteration's exact figure (last_time, last_data_time): a sample of every 20th
+iteration, not the window. total_loss is the median of the last 20.
+
+metrics.json: one object per line, sort_keys; ``time`` and ``data_time`` are the
+MEDIAN of the last 20 recorded values -> WINDOW_MEDIAN, span = min(20, k + 2 -
+warmup_iter). Objects without ``time`` (evaluation results) are skipped.
+
+Options: prefer ("global" or "last"), warmup_iter (3), window (20).
+"""
+import json
+import re
+
+from harness.measure.records import CUMULATIVE_MEAN, ITERATION, WINDOW_MEDIAN, IterationRecord
+from harness.measure.scrapers import common
+
+RECORD_RE = re.compile(
+    r"iter: (\d+)  [^\n]*? time: (\S+)  (?:last_time: (\S+)  )?(?:data_time: (\S+)  )?"
+    r"(?:last_data_time: (\S+)  )?")
+
+
+class Detectron2Scraper(common.Scraper):
+    key = "iter: "
+    pattern = RECORD_RE
+    native = "detectron2"
+
+    def __init__(self, prefer="global", warmup_iter=3, window=20):
+        super().__init__()
+        if prefer not in ("global", "last"):
+            raise ValueError("prefer must be 'global' or 'last'")
+        self.prefer_last = prefer == "last"
+        self.warmup_iter = warmup_iter
+        self.window = window
+
+    def feed(self, line, index):
+        if line.lstrip().startswith("{"):
+            return self.from_json(line, index)
+        return super().feed(line, index)
+
+    def fast_ok(self, chunk):
+        return not common.has_json_line(chunk)
+
+    def unmatched(self, line, index):
+        if " time: " not in line:
+            return None  # before warmup there is no time to report
+        return super().unmatched(line, index)
+
+    def _timed(self, it0):
+        n = it0 + 2 - self.warmup_iter
+        return n if n > 1 else 1
+
+    def from_match(self, m, index):
+        it0 = int(m.group(1))
+        string = m.string
+        start = m.start()
+        loss = common.field_after(string, "total_loss: ", start, m.end())
+        mem = common.field_after(string, "max_mem: ", m.end())
+        mem = None if mem is None else float(mem.rstrip("M"))
+        loss = None if loss is None else float(loss)
+        last = m.group(3)
+        if self.prefer_last and last is not None:
+            data = m.group(5)
+            rec = IterationRecord(it0 + 1, index, float(last),
+                                  None if data is None else float(data), 1, ITERATION,
+                                  None, None, mem, loss)
+        else:   # data_time (group 4) is a 20-iteration window, not this running mean's
+            rec = IterationRecord(it0 + 1, index, float(m.group(2)), None, self._timed(it0),
+                                  CUMULATIVE_MEAN, None, None, mem, loss)
+        return self.accept(rec)
+
+    def from_json(self, line, index):
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            if '"iteration"' in line:
+                return common.make_error(index, "broken metrics.json line", line)
+            return None
+        if not isinstance(obj, dict) or "time" not in obj or "iteration" not in obj:
+            return None
+        try:
+            it0 = int(obj["iteration"])
+            time_s = float(obj["time"])
+            data = obj.get("data_time")
+            loss = obj.get("total_loss")
+            span = min(self.window, self._timed(it0))
+            rec = IterationRecord(it0 + 1, index, time_s, None if data is None else float(data),
+                                  span, WINDOW_MEDIAN, None, None, None,
+                                  None if loss is None else float(loss))
+        except (TypeError, ValueError):
+            return common.make_error(index, "metrics.json record lacks a readable field", line)
+        return self.accept(rec)
+
+
+# iter_scrape(lines) streams, iter_scrape_path(path) reads a file with the fast path,
+# scrape(lines) returns (records, errors)
+iter_scrape, iter_scrape_path, scrape = common.entry_points(Detectron2Scraper)

@@ -1,0 +1,122 @@
+"""mmdetection 2.x logs: mmcv 1.x TextLoggerHook text lines and the .log.json file.
+
+Text: ``Epoch [E][I/N]\\tlr: ..., eta: ..., time: T, data_time: D, memory: M, <losses>``
+(IterBasedRunner: ``Iter [I/N]\\t...``). JSON: one object per line with mode, epoch,
+iter, lr, memory, data_time, losses, loss, time. Both kinds may be fed in one stream.
+
+Semantics: mmcv's IterTimerHook measures ``time`` from the end of the previous
+iteration to the end of this one (data loading included); LoggerHook prints the mean
+of the last ``interval`` values, and the buffer is cleared at each epoch start. So a
+record is WINDOW_MEAN with span = min(interval, iterations so far in the epoch)
+(IterBasedRunner: so far in the run). ``memory`` is the peak allocated MB, max over
+ranks. ``iteration`` is global and 1-based: (epoch - 1) * N + I.
+
+Options:
+  interval: the LoggerHook interval (mmdet configs: 50). None (default) takes it from
+    the first record: mmcv first prints after ``interval`` iterations of an epoch.
+    Pass it when the log starts mid-run (e.g. a resumed IterBasedRunner).
+  iters_per_epoch: the .log.json lines lack N; needed to place JSON records of
+    epochs after the first. Without it those lines become ScrapeErrors.
+  by_epoch: False when the JSON comes from an IterBasedRunner (iter is global).
+"""
+import json
+import re
+
+from harness.measure.records import WINDOW_MEAN, IterationRecord
+from harness.measure.scrapers import common
+from harness.measure.scrapers.common import new_record
+
+NUM = r"[^,\s]+"
+TEXT_RE = re.compile(
+    r"(?:Epoch \[(\d+)\]\[(\d+)/(\d+)\]|Iter \[(\d+)/(\d+)\])\t[^\n]*?, time: (" + NUM
+    + r"), data_time: (" + NUM + r"), (?:memory: (" + NUM + r"), )?"
+    + r"(?:(?:[^\n]*, )?loss: (" + NUM + r"))?")
+
+
+class MmcvScraper(common.Scraper):
+    """mmcv TextLoggerHook lines (text and JSON); shared by mmdet v1 and v2."""
+
+    key = "data_time: "
+    pattern = TEXT_RE
+    native = "mmcv"
+
+    def __init__(self, interval=None, iters_per_epoch=None, by_epoch=True):
+        super().__init__()
+        self.interval = interval
+        self.iters_per_epoch = iters_per_epoch
+        self.by_epoch = by_epoch
+
+    def feed(self, line, index):
+        if line.startswith("{") or line.lstrip().startswith("{"):
+            return self.from_json(line, index)
+        return super().feed(line, index)
+
+    def fast_ok(self, chunk):
+        return not common.has_json_line(chunk)
+
+    def unmatched(self, line, index):
+        if "(val)" in line:
+            return None
+        return super().unmatched(line, index)
+
+    def _span(self, inner):
+        if self.interval is None:
+            self.interval = inner if inner > 0 else 1
+        return inner if inner < self.interval else self.interval
+
+    def from_match(self, m, index):
+        epoch, inner, length, it, _, time_s, data_s, mem, loss = m.groups()
+        if epoch is not None:
+            inner = int(inner)
+            iteration = (int(epoch) - 1) * int(length) + inner
+        else:
+            inner = iteration = int(it)
+        if iteration <= self.last_iteration:
+            return None
+        self.last_iteration = iteration
+        interval = self.interval
+        if interval is None:
+            interval = self.interval = inner if inner > 0 else 1
+        return new_record(
+            iteration, index, float(time_s), float(data_s),
+            inner if inner < interval else interval, WINDOW_MEAN, None, None,
+            None if mem is None else float(mem), None if loss is None else float(loss))
+
+    def from_json(self, line, index):
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            if '"mode"' in line:
+                return common.make_error(index, "broken JSON log line", line)
+            return None
+        if not isinstance(obj, dict) or obj.get("mode") != "train" or "time" not in obj:
+            return None
+        try:
+            epoch = int(obj.get("epoch", 1))
+            inner = int(obj["iter"])
+            time_s = float(obj["time"])
+            data = obj.get("data_time")
+            data_s = None if data is None else float(data)
+            mem = obj.get("memory")
+            loss = obj.get("loss")
+            mem = None if mem is None else float(mem)
+            loss = None if loss is None else float(loss)
+        except (KeyError, TypeError, ValueError):
+            return common.make_error(index, "JSON train record lacks a readable field", line)
+        if not self.by_epoch:
+            iteration = inner
+        elif self.iters_per_epoch:
+            iteration = (epoch - 1) * int(self.iters_per_epoch) + inner
+        elif epoch == 1:
+            iteration = inner
+        else:
+            return common.make_error(
+                index, "epoch %d record needs iters_per_epoch to place it" % epoch, line)
+        rec = IterationRecord(iteration, index, time_s, data_s, self._span(inner),
+                              WINDOW_MEAN, None, None, mem, loss)
+        return self.accept(rec)
+
+
+# iter_scrape(lines) streams, iter_scrape_path(path) reads a file with the fast path,
+# scrape(lines) returns (records, errors)
+iter_scrape, iter_scrape_path, scrape = common.entry_points(MmcvScraper)

@@ -1,0 +1,69 @@
+"""SimpleDet (MXNet) logs: the Speedometer batch-end callback.
+
+New (since late 2019): ``Epoch[0] Batch [20]\\tIter: 20/87960\\tLr: 0.00693\\tSpeed:
+28.71 samples/sec\\tTrain-RpnAcc=0.981232,\\t...``; old: ``Epoch[0] Batch [20]\\tSpeed:
+28.71 samples/sec\\tTrain-...`` (``Iter[E] Batch [B]`` when there is no metric).
+
+Semantics: Speed = frequent * batch_size / wall time since the previous print, i.e.
+images per second of THIS worker over the last ``frequent`` batches (the batch size is
+that of one worker's local GPUs). No iteration or data time is printed. So a record is
+THROUGHPUT with span = frequent and images_per_s per worker. Batch numbers are 0-based
+and printed when B % frequent == 0 (B > 0). ``iteration`` is 1-based: Iter + 1 in the new
+format; in the old one epoch * batches_per_epoch + B + 1. Every worker logs; lines are
+deduplicated by iteration (the first wins).
+
+Options:
+  frequent: log frequency (configs: 10). None (default) takes the first record's B.
+  batches_per_epoch: needed to place old-format records of epochs after epoch 0;
+    without it those lines become ScrapeErrors.
+"""
+import re
+
+from harness.measure.records import THROUGHPUT, IterationRecord
+from harness.measure.scrapers import common
+
+RECORD_RE = re.compile(
+    r"(?:Epoch|Iter)\[(\d+)\] Batch \[(\d+)\]\t(?:Iter: (\d+)/\d+\tLr: \S+\t)?"
+    r"Speed: (\S+) samples/s")
+
+
+class SpeedometerScraper(common.Scraper):
+    key = "Speed: "
+    pattern = RECORD_RE
+
+    def __init__(self, frequent=None, batches_per_epoch=None):
+        super().__init__()
+        self.frequent = frequent
+        self.batches_per_epoch = batches_per_epoch
+
+    def from_match(self, m, index):
+        epoch = int(m.group(1))
+        batch = int(m.group(2))
+        if self.frequent is None:
+            self.frequent = batch if batch > 0 else 1
+        total = m.group(3)
+        if total is not None:
+            iteration = int(total) + 1
+        elif self.batches_per_epoch:
+            iteration = epoch * int(self.batches_per_epoch) + batch + 1
+        elif epoch == 0:
+            iteration = batch + 1
+        else:
+            return common.make_error(
+                index, "epoch %d record needs batches_per_epoch to place it" % epoch,
+                _line_of(m))
+        rec = IterationRecord(iteration, index, None, None, self.frequent, THROUGHPUT,
+                              float(m.group(4)))
+        return self.accept(rec)
+
+
+def _line_of(m):
+    text = m.string
+    start = text.rfind("\n", 0, m.start()) + 1
+    end = text.find("\n", m.end())
+    return text[start:end if end >= 0 else len(text)]
+
+
+# iter_scrape(lines) streams, iter_scrape_path(path) reads a file with the fast path,
+# scrape(lines) returns (records, errors)
+iter_scrape, iter_scrape_path, scrape = common.entry_points(SpeedometerScraper)

@@ -1,0 +1,129 @@
+"""Work done per iteration: read from a trial's DETBENCH_WORK lines, compared across columns.
+
+Two frameworks that train the same detector for the same number of iterations can still
+do different work: more proposals kept, more RoIs sampled, more positives for the mask
+head. A framework that can prints one line per iteration (harness.jsonlog.work_line);
+a trial's figure is the mean of each count over the measured window, and the report
+flags a row whose frameworks differ in any count by more than UNEQUAL_SHARE.
+"""
+import json
+import math
+import re
+
+from harness.jsonlog import ITERATION, WORK_PREFIX
+from harness.measure.scrapers.common import clean_line, read_blocks
+
+# the counts a WORK line may carry, in the order and with the words the report uses
+LABELS = {
+    "proposals": "proposals",
+    "sampled_rois": "sampled RoIs",
+    "positive_rois": "positive RoIs",
+    "mask_rois": "mask RoIs",
+    "positive_anchors": "positive anchors",
+}
+
+UNEQUAL_WORK = "unequal-work"
+UNEQUAL_SHARE = 0.05
+UNEQUAL_TEXT = ("unequal work: the frameworks of this row differ by more than %.0f%% (max - min over "
+                "their median) in a work count per iteration (proposals, RoIs, positives)"
+                % (UNEQUAL_SHARE * 100))
+
+_PREFIX = WORK_PREFIX.encode()
+_ITERATION_RE = re.compile(rb'"%s":\s*(\d{1,18})\b' % ITERATION.encode())
+
+
+def _count(value):
+    """value when it is a finite, non-negative number (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def parse(text):
+    """(iteration, {key: count}) of one cleaned log line, or None when it is no WORK line."""
+    at = text.find(WORK_PREFIX)
+    if at < 0:
+        return None
+    try:
+        obj = json.loads(text[at + len(WORK_PREFIX):])
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    it = obj.get(ITERATION)
+    if isinstance(it, bool) or not isinstance(it, int):
+        return None
+    counts = {k: _count(obj[k]) for k in LABELS if k in obj}
+    return it, {k: v for k, v in counts.items() if v is not None}
+
+
+def window_means(path, first, last):
+    """{key: mean per iteration} over iterations first..last of a log's WORK lines, or None
+    when the window holds none. An iteration printed twice counts once (its last line)."""
+    per_iteration = {}
+    try:
+        for block, end in read_blocks(path):
+            at = block.find(_PREFIX, 0, end)
+            while at >= 0:   # only the lines that hold the prefix are cut out and decoded
+                start = block.rfind(b"\n", 0, at) + 1
+                stop = block.find(b"\n", at, end)
+                stop = end if stop < 0 else stop
+                raw = block[start:stop]
+                at = block.find(_PREFIX, stop, end)
+                seen = _ITERATION_RE.search(raw)
+                if seen is not None and not first <= int(seen.group(1)) <= last:
+                    continue   # outside the window: not worth decoding
+                try:
+                    text = clean_line(raw)
+                except Exception:   # a rank prefix int() refuses: not rank 0's line
+                    continue
+                got = parse(text) if text else None
+                if got is not None and first <= got[0] <= last:
+                    per_iteration[got[0]] = got[1]
+    except OSError:
+        return None
+    if not per_iteration:
+        return None
+    means = {}
+    for key in LABELS:
+        values = [c[key] for c in per_iteration.values() if key in c]
+        if values:
+            means[key] = sum(values) / len(values)
+    return means or None
+
+
+def median(values):
+    v = sorted(values)
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2.0
+
+
+def unequal_keys(works):
+    """The counts in which these work dicts (one per framework; None for one that logs
+    none) differ by more than UNEQUAL_SHARE: (max - min) / median over the frameworks
+    that log the count, where at least two do."""
+    out = []
+    for key in LABELS:
+        values = [w[key] for w in works if w and key in w]
+        if len(values) < 2:
+            continue
+        mid = median(values)
+        spread = max(values) - min(values)
+        if (spread / mid if mid else (1.0 if spread else 0.0)) > UNEQUAL_SHARE:
+            out.append(key)
+    return out
+
+
+def number(value):
+    return "%.0f" % value if abs(value) >= 100 or value == int(value) else "%.1f" % value
+
+
+def row_text(works):
+    """'proposals 4000 | 4000 | 4000; sampled RoIs 1024 | 1024 | 1024' for one row (one
+    work dict or None per column, in column order); '' when no column logged work."""
+    parts = []
+    for key, label in LABELS.items():
+        if any(w and key in w for w in works):
+            parts.append("%s %s" % (label, " | ".join(number(w[key]) if w and key in w else "-"
+                                                     for w in works)))
+    return "; ".join(parts)

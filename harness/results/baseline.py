@@ -1,0 +1,172 @@
+"""Baseline files: one run's per-repeat throughputs, cell settings and host, as JSON.
+
+The file is meant to be committed (e.g. baselines/nightly.json) and read in review, so
+it is small, keys are sorted, numbers are rounded to 6 significant digits and each
+list of repeats sits on one line. A run in a results store and a baseline file read
+into the same plain dict ("a side"), so `detbench compare` takes either.
+
+    {"schema": "detbench-baseline", "schema_version": 1,
+     "run": {"id", "scenario", "backend", "created"},
+     "host": {... runs.host_json ...},
+     "cells": {"<cell key>": {"settings": {...}, "images_per_iteration": 2,
+                              "throughput": [...], "observed": [...], "failed": 0}}}
+"""
+import json
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+from harness.spec import names
+from harness.errors import UserError
+
+SCHEMA = "detbench-baseline"
+SCHEMA_VERSION = 1
+ESTIMATORS = ("throughput", "observed")   # reported by the framework, observed from line times
+DIGITS = 6
+
+
+# ------------------------------------------------------------------ from a results store
+
+def from_store(store, run_id):
+    """The side of a run in a results store ("latest" for the newest run)."""
+    run = store.run(run_id)
+    scenario = json.loads(run["scenario_json"])
+    trials = store.trials(run["id"])
+    cells = {}
+    for cell in store.cells(run_id=run["id"]):
+        if cell["excluded"]:
+            continue
+        rows = [t for t in trials if t["cell_key"] == cell["cell_key"]]
+        done = [t for t in rows if t["status"] == "done"]
+        cells[cell["cell_key"]] = {
+            "settings": cell_settings(scenario, cell, done),
+            "images_per_iteration": cell["images_per_iteration"],
+            "throughput": [_round(t["throughput"]) for t in done if t["throughput"] is not None],
+            "observed": [_round(t["observed"]) for t in done if t["observed"] is not None],
+            "failed": sum(1 for t in rows if t["status"] == "failed"),
+            "unfinished": sum(1 for t in rows if t["status"] in ("pending", "running")),
+        }
+    return {
+        "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
+        "run": {"id": run["id"], "scenario": run["scenario"], "backend": run["backend"],
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(run["created"]))},
+        "host": json.loads(run["host_json"] or "{}"),
+        "cells": cells,
+    }
+
+
+def cell_settings(scenario, cell, done_trials):
+    """Everything that must match for two measurements of a cell to be comparable."""
+    settings = {}
+    for t in done_trials:
+        if t["settings_json"]:
+            settings = json.loads(t["settings_json"])
+            break
+    framework = cell["framework"]
+    settings.update({
+        "framework": framework, "model": cell["model"], "precision": cell["precision"],
+        "platform": cell["platform"], "gpus": cell["gpus"], "nodes": cell["nodes"],
+        "batch_per_gpu": cell["batch_per_gpu"], "images_per_iteration": cell["images_per_iteration"],
+        "warmup": scenario.get("warmup"), "measure": scenario.get("measure"),
+        "env": scenario.get("env", {}),
+        "extra_args": scenario.get("extra_args", {}).get(framework, []),
+    })
+    return settings
+
+
+def _round(value):
+    return float("%.*g" % (DIGITS, value))
+
+
+# ------------------------------------------------------------------ file io
+
+def dumps(side):
+    """Stable, human-diffable JSON: sorted keys, two-space indent, number lists on one line."""
+    text = json.dumps(side, indent=2, sort_keys=True)
+    return re.sub(r"\[\s*([-0-9.eE+,\s]*?)\s*\]",
+                  lambda m: "[" + ", ".join(v.strip() for v in m.group(1).split(",") if v.strip()) + "]",
+                  text) + "\n"
+
+
+def save(side, path):
+    """Write atomically (temp file, fsync, rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % path.name, dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(dumps(side))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load(path):
+    """Read and check a baseline file; UserError naming the file and field when it is wrong."""
+    path = Path(path)
+    try:
+        side = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError("%s: cannot read baseline: %s" % (path, exc.strerror)) from None
+    except ValueError as exc:
+        raise UserError("%s:%d: not valid JSON: %s" % (path, getattr(exc, "lineno", 0), exc.msg)) from None
+    if not isinstance(side, dict) or side.get("schema") != SCHEMA:
+        raise UserError("%s: not a detbench baseline file (schema is not %r)" % (path, SCHEMA))
+    if side.get("schema_version") != SCHEMA_VERSION:
+        raise UserError("%s: baseline schema_version %r, this detbench reads %d"
+                        % (path, side.get("schema_version"), SCHEMA_VERSION))
+    cells = side.get("cells")
+    if not isinstance(cells, dict):
+        raise UserError("%s: cells: must be a mapping of cell key to cell" % path)
+    for key, cell in cells.items():
+        _check_cell(path, key, cell)
+    renamed = {key: names.cell_key(key) for key in cells if names.cell_key(key) != key}
+    if renamed:
+        side["cells"] = {names.cell_key(key): cell for key, cell in cells.items()}
+        side["notes"] = ["%s: cell %s read as %s (the framework's new name)" % (path, old, new)
+                         for old, new in sorted(renamed.items())]
+    if not isinstance(side.get("host", {}), dict):
+        raise UserError("%s: host: must be a mapping" % path)
+    side.setdefault("run", {})
+    side.setdefault("host", {})
+    return side
+
+
+def _check_cell(path, key, cell):
+    where = "%s: cells.%s" % (path, key)
+    if not isinstance(cell, dict):
+        raise UserError("%s: must be a mapping" % where)
+    if not isinstance(cell.get("settings", {}), dict):
+        raise UserError("%s.settings: must be a mapping" % where)
+    for name in ESTIMATORS:
+        values = cell.get(name, [])
+        if not isinstance(values, list) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+            raise UserError("%s.%s: must be a list of positive numbers" % (where, name))
+    cell.setdefault("settings", {})
+    cell.setdefault("failed", 0)
+
+
+# ------------------------------------------------------------------ either kind of side
+
+def resolve(ref, results_dir):
+    """A side from an existing file path, else from a run id (or "latest") in the store."""
+    from harness.results.store import DB_NAME, Store
+
+    if Path(ref).is_file():
+        return load(ref)
+    if ref.endswith(".json") or os.sep in ref:
+        raise UserError("%s: no such baseline file" % ref)
+    if not (Path(results_dir) / DB_NAME).exists():
+        raise UserError("%r is neither a baseline file nor a run: no results store in %s" % (ref, results_dir))
+    store = Store(results_dir, create=False)
+    try:
+        return from_store(store, ref)
+    finally:
+        store.close()

@@ -1,0 +1,317 @@
+"""Baseline against candidate: one verdict per cell, and the exit code of a CI gate.
+
+A regression needs an effect AND evidence (METHODOLOGY.md): the candidate's median
+throughput is at least `threshold` below the baseline's, and a one-sided Mann-Whitney U
+test on the per-repeat throughputs gives p < alpha. One of the two alone is a "possible
+regression": reported, never failing. An improvement is the mirror image. Cells whose
+settings or host hardware differ are "not comparable" and name the keys that differ.
+"""
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+from harness.results import significance
+from harness.measure import stats
+from harness.errors import UserError
+
+REGRESSION = "regression"
+POSSIBLE = "possible regression"
+IMPROVEMENT = "improvement"
+UNCHANGED = "unchanged"
+MISSING_BASELINE = "missing in baseline"
+MISSING_CANDIDATE = "missing in candidate"
+NOT_COMPARABLE = "not comparable"
+VERDICTS = (REGRESSION, POSSIBLE, IMPROVEMENT, UNCHANGED, MISSING_BASELINE, MISSING_CANDIDATE,
+            NOT_COMPARABLE)
+
+ESTIMATORS = {"reported": "throughput", "observed": "observed"}
+SENTINEL = "calibrate"     # a framework whose true speed never changes (scenarios/nightly.yaml)
+# host fingerprint keys that change what a throughput means; others (os, driver, memory)
+# are reported as notes but do not block a comparison
+HOST_KEYS = ("cpu.model", "cpu.sockets", "cpu.cores", "cpu.threads", "gpus.model", "gpus.count",
+             "gpus.memory_gb")
+HOST_NOTE_KEYS = ("memory_gb", "os", "software.driver", "software.cuda", "software.cudnn",
+                  "software.nccl")
+
+
+@dataclass(frozen=True)
+class Rule:
+    threshold: float = 0.05
+    alpha: float = 0.01
+    estimator: str = "reported"
+    ignore_settings: Tuple[str, ...] = ()
+    strict: bool = False          # also fail on cells missing from the candidate or not comparable
+
+    def check(self):
+        if not 0 < self.threshold < 1:
+            raise UserError("--threshold must lie between 0 and 1 (a fraction: 0.05 is 5%%), got %g" % self.threshold)
+        if not 0 < self.alpha < 1:
+            raise UserError("--alpha must lie between 0 and 1, got %g" % self.alpha)
+        if self.estimator not in ESTIMATORS:
+            raise UserError("--estimator must be one of %s" % ", ".join(ESTIMATORS))
+
+
+@dataclass
+class CellResult:
+    key: str
+    verdict: str
+    baseline: List[float] = field(default_factory=list)
+    candidate: List[float] = field(default_factory=list)
+    baseline_median: Optional[float] = None
+    candidate_median: Optional[float] = None
+    ratio: Optional[float] = None
+    ci: Optional[Tuple[float, float]] = None
+    p_drop: Optional[float] = None     # one-sided p: baseline greater than candidate
+    p_gain: Optional[float] = None     # one-sided p: candidate greater than baseline
+    notes: List[str] = field(default_factory=list)
+    ignored: List[str] = field(default_factory=list)    # settings that differ but were ignored as asked
+
+    @property
+    def p(self):
+        """The p-value of the direction the medians moved."""
+        if self.ratio is None:
+            return None
+        return self.p_gain if self.ratio > 1 else self.p_drop
+
+
+@dataclass
+class Comparison:
+    baseline_run: str
+    candidate_run: str
+    rule: Rule
+    cells: List[CellResult]
+    notes: List[str] = field(default_factory=list)
+
+    def count(self, verdict):
+        return sum(1 for c in self.cells if c.verdict == verdict)
+
+    @property
+    def regressed(self):
+        return self.count(REGRESSION) > 0
+
+    def exit_code(self, strict=None):
+        strict = self.rule.strict if strict is None else strict
+        if self.regressed:
+            return 1
+        if strict and any(c.verdict in (MISSING_CANDIDATE, NOT_COMPARABLE) for c in self.cells):
+            return 1
+        return 0
+
+
+# ------------------------------------------------------------------ the decision rule
+
+def decide(baseline, candidate, rule):
+    """Verdict for two samples of per-repeat throughputs (higher is better)."""
+    b_med, c_med = stats.median(baseline), stats.median(candidate)
+    ratio = c_med / b_med
+    p_drop = significance.mann_whitney_u(baseline, candidate, significance.GREATER).p
+    p_gain = significance.mann_whitney_u(candidate, baseline, significance.GREATER).p
+    big_drop = 1.0 - ratio >= rule.threshold
+    big_gain = ratio - 1.0 >= rule.threshold
+    if big_drop and p_drop < rule.alpha:
+        verdict = REGRESSION
+    elif big_drop or p_drop < rule.alpha:
+        verdict = POSSIBLE
+    elif big_gain and p_gain < rule.alpha:
+        verdict = IMPROVEMENT
+    else:
+        verdict = UNCHANGED
+    return verdict, b_med, c_med, ratio, p_drop, p_gain
+
+
+def compare_cell(key, base_cell, cand_cell, rule, host_diff):
+    column = ESTIMATORS[rule.estimator]
+    if base_cell is None or cand_cell is None:
+        present = cand_cell if base_cell is None else base_cell
+        verdict = MISSING_BASELINE if base_cell is None else MISSING_CANDIDATE
+        return CellResult(key, verdict, notes=["only the %s has this cell (%d repeats)" % (
+            "candidate" if base_cell is None else "baseline", len(present.get(column, [])))])
+    differ = settings_diff(base_cell.get("settings", {}), cand_cell.get("settings", {}))
+    ignored = [k for k in differ if k in rule.ignore_settings]
+    blocking = [k for k in differ if k not in rule.ignore_settings]
+    b, c = list(base_cell.get(column, [])), list(cand_cell.get(column, []))
+    result = CellResult(key, UNCHANGED, baseline=b, candidate=c, ignored=ignored)
+    if ignored:
+        result.notes.append("settings differ but ignored as asked: " + _diff_text(
+            ignored, base_cell["settings"], cand_cell["settings"]))
+    if blocking or host_diff:
+        result.verdict = NOT_COMPARABLE
+        if blocking:
+            result.notes.append("settings differ: " + _diff_text(
+                blocking, base_cell["settings"], cand_cell["settings"]))
+        if host_diff:
+            result.notes.append("host differs: " + "; ".join(host_diff))
+    for side, cell, values in (("baseline", base_cell, b), ("candidate", cand_cell, c)):
+        if cell.get("failed"):
+            result.notes.append("%s: %d failed trials" % (side, cell["failed"]))
+        if cell.get("unfinished"):
+            result.notes.append("%s: %d trials never finished (resume the run?)" % (side, cell["unfinished"]))
+        if not values:
+            result.verdict = MISSING_BASELINE if side == "baseline" else MISSING_CANDIDATE
+            result.notes.append("%s has no finished repeats (%s estimator)" % (side, rule.estimator))
+    if result.verdict in (MISSING_BASELINE, MISSING_CANDIDATE):
+        return result
+    verdict, result.baseline_median, result.candidate_median, result.ratio, result.p_drop, \
+        result.p_gain = decide(b, c, rule)
+    result.ci = significance.bootstrap_ratio_ci(b, c)
+    if result.verdict != NOT_COMPARABLE:
+        result.verdict = verdict
+    if significance.smallest_p(len(b), len(c)) >= rule.alpha:
+        result.notes.append("%d vs %d repeats can never give p < %g; run more repeats"
+                            % (len(b), len(c), rule.alpha))
+    return result
+
+
+def compare(baseline, candidate, rule=Rule()):
+    """Compare two sides (dicts from harness.results.baseline) cell by cell."""
+    rule.check()
+    hard, soft = host_diff(baseline.get("host", {}), candidate.get("host", {}))
+    keys = sorted(set(baseline["cells"]) | set(candidate["cells"]))
+    cells = [compare_cell(k, baseline["cells"].get(k), candidate["cells"].get(k), rule, hard) for k in keys]
+    notes = list(baseline.get("notes", [])) + list(candidate.get("notes", []))
+    notes += ["host differs (not blocking): %s" % "; ".join(soft)] if soft else []
+    moved = [c.key for c in cells if c.key.startswith(SENTINEL + "/") and c.verdict in (REGRESSION, POSSIBLE)
+             and not c.ignored]          # a sentinel slowed on purpose (its iteration_ms) says nothing
+    if moved:
+        notes.append("the calibration sentinel %s slowed down too: its true speed is fixed, so suspect the "
+                     "machine or the harness before the code" % ", ".join(moved))
+    return Comparison(baseline.get("run", {}).get("id", "?"), candidate.get("run", {}).get("id", "?"),
+                      rule, cells, notes)
+
+
+# ------------------------------------------------------------------ settings and host
+
+def settings_diff(a, b):
+    """Sorted keys whose values differ (a key present on one side only differs too)."""
+    return sorted(k for k in set(a) | set(b) if a.get(k, _ABSENT) != b.get(k, _ABSENT))
+
+
+_ABSENT = object()
+
+
+def _show(value):
+    return "(absent)" if value is _ABSENT else repr(value)
+
+
+def _diff_text(keys, a, b):
+    return ", ".join("%s %s -> %s" % (k, _show(a.get(k, _ABSENT)), _show(b.get(k, _ABSENT))) for k in keys)
+
+
+def _get(tree, dotted):
+    for part in dotted.split("."):
+        if not isinstance(tree, dict) or part not in tree:
+            return None
+        tree = tree[part]
+    return tree
+
+
+def host_diff(a, b):
+    """(blocking differences, other differences) between two runs' host records.
+
+    Where both record the raw host facts, the blocking keys are exactly those the machine
+    fingerprint hashes (harness/spec/fingerprint.py: CPU, NUMA, memory, kernel, GPUs, driver,
+    links); older records fall back to the platform fields in HOST_KEYS.
+    """
+    if not a or not b:
+        return [], []
+    if isinstance(a.get("facts"), dict) and isinstance(b.get("facts"), dict):
+        from harness.spec.fingerprint import stable_facts
+
+        fa, fb = stable_facts(a["facts"]), stable_facts(b["facts"])
+        hard = ["%s %r -> %r" % (k, fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb))
+                if fa.get(k) != fb.get(k)]
+    else:
+        hard = ["%s %r -> %r" % (k, _get(a, k), _get(b, k)) for k in HOST_KEYS if _get(a, k) != _get(b, k)]
+    soft = ["%s %r -> %r" % (k, _get(a, k), _get(b, k)) for k in HOST_NOTE_KEYS if _get(a, k) != _get(b, k)]
+    for name, host in (("baseline", a), ("candidate", b)):
+        if host.get("forced"):
+            soft.append("the %s run was forced on a host that is not %s" % (name, ", ".join(sorted(host["forced"]))))
+    return hard, soft
+
+
+# ------------------------------------------------------------------ rendering
+
+COLUMNS = ("cell", "baseline", "candidate", "ratio", "95% CI of ratio", "p", "verdict")
+
+
+def _num(value, fmt="%.2f"):
+    return "-" if value is None else fmt % value
+
+
+def row_cells(r):
+    change = "" if r.ratio is None else " (%+.1f%%)" % ((r.ratio - 1) * 100)
+    ci = "-" if r.ci is None else "%.3f..%.3f" % r.ci
+    return (r.key, _num(r.baseline_median), _num(r.candidate_median),
+            _num(r.ratio, "%.3f") + change, ci, _num(r.p, "%.2g"), r.verdict)
+
+
+def headline(comparison):
+    counts = ["%d %s" % (comparison.count(v), v) for v in VERDICTS if comparison.count(v)]
+    rule = comparison.rule
+    state = "FAIL" if comparison.exit_code() else "PASS"
+    return "%s: %s (baseline %s, candidate %s; %s throughput, threshold %g%%, alpha %g)" % (
+        state, ", ".join(counts) or "no cells", comparison.baseline_run, comparison.candidate_run,
+        rule.estimator, rule.threshold * 100, rule.alpha)
+
+
+def text(comparison):
+    """A fixed-width table for the terminal, notes under it."""
+    rows = [COLUMNS] + [row_cells(r) for r in comparison.cells]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines += _notes(comparison, "  ")
+    return headline(comparison) + "\n\n" + "\n".join(lines) + "\n"
+
+
+def _notes(comparison, indent):
+    out = [indent + n for n in comparison.notes]
+    for r in comparison.cells:
+        out += ["%s%s: %s" % (indent, r.key, n) for n in r.notes]
+    return out
+
+
+def _md(value):
+    return value.replace("|", "\\|").replace("<", "&lt;")
+
+
+def markdown(comparison):
+    """A summary fit for a pull request or a GitHub job summary."""
+    icon = {REGRESSION: "❌ ", POSSIBLE: "⚠️ ", IMPROVEMENT: "✅ "}
+    title = "regression" if comparison.regressed else "FAIL (strict)" if comparison.exit_code() else "no regression"
+    out = ["## detbench compare: %s" % title, "",
+           _md(headline(comparison)), "",
+           "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for r in comparison.cells:
+        cells = list(row_cells(r))
+        cells[-1] = icon.get(r.verdict, "") + cells[-1]
+        out.append("| " + " | ".join(_md(c) for c in cells) + " |")
+    notes = _notes(comparison, "- ")
+    if notes:
+        out += ["", "Notes:", ""] + [_md(n) for n in notes]
+    out += ["", "Throughput in images/s (median over repeats). A regression needs a median drop of at least "
+            "%g%% and a one-sided Mann-Whitney U p < %g; one of the two alone is a possible regression."
+            % (comparison.rule.threshold * 100, comparison.rule.alpha)]
+    return "\n".join(out) + "\n"
+
+
+def junit(comparison):
+    """JUnit XML: one testcase per cell; regressions fail, cells that cannot be judged are skipped."""
+    import xml.etree.ElementTree as ET
+
+    suite = ET.Element("testsuite", name="detbench compare", tests=str(len(comparison.cells)),
+                       failures=str(comparison.count(REGRESSION)), errors="0",
+                       skipped=str(sum(1 for r in comparison.cells
+                                       if r.verdict in (MISSING_BASELINE, MISSING_CANDIDATE, NOT_COMPARABLE))))
+    for r in comparison.cells:
+        framework = r.key.split("/", 1)[0]
+        case = ET.SubElement(suite, "testcase", classname="detbench.%s" % framework, name=r.key)
+        message = "%s: %s -> %s images/s, ratio %s, p %s" % (
+            r.verdict, _num(r.baseline_median), _num(r.candidate_median), _num(r.ratio, "%.3f"),
+            _num(r.p, "%.2g"))
+        if r.verdict == REGRESSION:
+            ET.SubElement(case, "failure", message=message, type="regression").text = "\n".join(r.notes)
+        elif r.verdict in (MISSING_BASELINE, MISSING_CANDIDATE, NOT_COMPARABLE):
+            ET.SubElement(case, "skipped", message="%s: %s" % (r.verdict, "; ".join(r.notes)))
+        ET.SubElement(case, "system-out").text = message + ("\n" + "\n".join(r.notes) if r.notes else "")
+    ET.indent(suite)
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"

@@ -1,0 +1,217 @@
+"""`detbench import`: logs of runs made elsewhere become one run of the results store.
+
+One cell, one trial per log. Every log is read and its window figure computed before
+anything is written, so a bad log leaves the store as it was. Each trial folder then gets
+the log as log.txt and a trial.json that says it was imported (no log.times: a log made
+elsewhere has no arrival times, so the observed estimator stays empty), and ingest.analyse
+turns it into the row a measured trial of that log would get. The run is marked
+origin "imported"; its settings are unknown, so none are stored.
+"""
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from harness.spec import catalog, platforms
+from harness import frameworks
+from harness.measure import ingest, logfigure, scrapers
+from harness.spec import scenario as scenario_mod
+from harness.errors import UserError
+from harness.results.store import DB_NAME, ResultsWriteError, Store, new_run_id
+
+BACKEND = "imported"   # runs.backend of an imported run: it ran on no launcher of this harness
+
+# The run length some formats print on every line (iteration-based loops): the number after
+# the slash. Epoch-based lines print only an epoch's length, which says nothing of the run's.
+TOTAL_RES = (
+    re.compile(r"Iter\(train\) *\[ *\d+/(\d+)\]"),     # mmengine (mmdetection 3.x)
+    re.compile(r"Iter \[\d+/(\d+)\]\t"),               # mmcv IterBasedRunner (mmdetection 2.x)
+    re.compile(r"\tIter: \d+/(\d+)\t"),                # SimpleDet's Speedometer
+)
+
+
+def import_logs(logs, framework, model, precision, platform, batch_per_gpu, gpus, nodes=1,
+                scenario_name=None, warmup=None, measure=None, fmt=None, results_dir="results", note=print):
+    """Store `logs` as one imported run; return (run id, cell key). UserError, with nothing
+    written, on bad input; `note` hears what was chosen for the user (format, window)."""
+    if not logs:
+        raise UserError("give at least one LOG to import")
+    fw = frameworks.get(framework) if framework is not None else None
+    readings = [logfigure.reading(log, framework, fmt) for log in logs]
+    for log, how in zip(logs, readings):
+        if how.how == "detected":
+            note("detbench: reading %s as %s (detected)" % (log, how.scraper))
+    if fw is None:
+        fw = _framework_of(readings)
+    _check_cell(fw, model, precision, platform, batch_per_gpu, gpus, nodes)
+    warmup, measure = _window(warmup, measure, scenario_name, results_dir, note)
+    images = batch_per_gpu * gpus * nodes
+    for log, how in zip(logs, readings):
+        _check_log(log, how, fw.name, warmup, measure, images, batch_per_gpu, gpus, nodes)
+    sc = _scenario(scenario_name, fw.name, model, precision, platform, gpus, nodes, batch_per_gpu,
+                   warmup, measure, len(logs))
+    cell = scenario_mod.Cell(fw.name, model, precision, platform, gpus, nodes)
+    return _store(logs, readings, sc, cell, images, results_dir), cell.key
+
+
+def _framework_of(readings):
+    """The framework whose scraper every log's format is, when exactly one framework has it."""
+    formats = sorted({how.scraper for how in readings})
+    owners = sorted({fw.name for fw in frameworks.FRAMEWORKS.values() if fw.scraper in formats})
+    if len(formats) != 1 or len(owners) != 1:
+        raise UserError("give --framework: the table column these logs belong to (%s logs are written by %s)"
+                        % (" and ".join(formats), ", ".join(owners) or "no framework detbench runs"))
+    return frameworks.FRAMEWORKS[owners[0]]
+
+
+def _check_cell(fw, model, precision, platform, batch_per_gpu, gpus, nodes):
+    if model not in catalog.MODELS:
+        raise UserError("--model: unknown model %r (known: %s)" % (model, ", ".join(sorted(catalog.MODELS))))
+    if precision not in catalog.PRECISIONS:
+        raise UserError("--precision: unknown precision %r (known: %s)"
+                        % (precision, ", ".join(sorted(catalog.PRECISIONS))))
+    if not fw.supports(model, precision):
+        raise UserError("%s does not train %s in %s (it trains %s in %s)" % (
+            fw.name, model, precision, ", ".join(sorted(fw.models)), ", ".join(sorted(fw.precisions))))
+    known = platforms.known_names()
+    if platform not in known:
+        raise UserError("--platform: unknown platform %r (known: %s)" % (platform, ", ".join(known)))
+    for flag, value in (("--batch-per-gpu", batch_per_gpu), ("--gpus", gpus), ("--nodes", nodes)):
+        if not 1 <= value <= scenario_mod.MAX_COUNT:
+            raise UserError("%s must lie between 1 and %d, got %d" % (flag, scenario_mod.MAX_COUNT, value))
+
+
+def _window(warmup, measure, scenario_name, results_dir, note):
+    """--warmup/--measure, or what the newest run of the same scenario in the store used."""
+    if warmup is not None and measure is not None:
+        logfigure.check_window(warmup, measure)
+        return warmup, measure
+    used = _scenario_window(scenario_name, results_dir)
+    if used is None:
+        raise UserError("give --warmup and --measure: the results store holds no run of scenario %r "
+                        "to take them from" % scenario_name)
+    warmup = used[0] if warmup is None else warmup
+    measure = used[1] if measure is None else measure
+    logfigure.check_window(warmup, measure)
+    note("detbench: window after %d warmup iterations, %d measured (as scenario %s)"
+        % (warmup, measure, scenario_name))
+    return warmup, measure
+
+
+def _scenario_window(scenario_name, results_dir):
+    if not scenario_name or not (Path(results_dir) / DB_NAME).exists():
+        return None   # no store yet: do not create one only to look
+    store = Store(results_dir, create=False)
+    try:
+        runs = [r for r in store.runs() if r["scenario"] == scenario_name]
+    finally:
+        store.close()
+    if not runs:
+        return None
+    sc = json.loads(runs[-1]["scenario_json"])
+    return sc.get("warmup"), sc.get("measure")
+
+
+def _check_log(log, how, framework, warmup, measure, images, batch_per_gpu, gpus, nodes):
+    """UserError when a log cannot give the cell's figure or contradicts the flags."""
+    total = declared_total(log)
+    if total is not None and total < warmup + measure:
+        raise UserError("%s: the log trains %d iterations, fewer than --warmup %d + --measure %d"
+                        % (log, total, warmup, measure))
+    records, _ = logfigure.read(log, how)
+    logfigure.require_records(log, how, records)
+    fig = logfigure.figure(log, records, warmup, measure, images)
+    problem = logfigure.coverage_problem(records, fig)
+    if problem:
+        raise UserError("%s: %s%s" % (log, problem, "" if how.how != "framework %s" % framework else
+                                      "; a log of %s's own scripts is read with --format %s" % (framework, how.scraper)))
+    for rec, shown in logfigure.images_in_log(records, fig):
+        if shown != images:
+            raise UserError("%s:%d: iteration %d has %d images; --batch-per-gpu %d x --gpus %d%s gives %d" % (
+                log, rec.line + 1, rec.iteration, shown, batch_per_gpu, gpus,
+                " x --nodes %d" % nodes if nodes > 1 else "", images))
+
+
+def declared_total(log):
+    """The number of iterations the log says its run trains, where its lines print it; else None."""
+    for line in scrapers.common.read_lines(log):
+        for pattern in TOTAL_RES:
+            m = pattern.search(line)
+            if m:
+                return int(m.group(1))
+    return None
+
+
+def _scenario(name, framework, model, precision, platform, gpus, nodes, batch_per_gpu, warmup, measure, repeats):
+    name = name or "imported"
+    data = {"name": name, "description": "imported from logs", "matrix": {
+        "framework": [framework], "model": [model], "precision": [precision], "platform": [platform],
+        "gpus": [gpus], "nodes": [nodes]},
+        "batch_per_gpu": batch_per_gpu, "warmup": warmup, "measure": measure, "repeats": repeats}
+    try:
+        return scenario_mod.Scenario.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = {"name": "--scenario-name", "repeats": "LOG..."}.get(str(err["loc"][0]), str(err["loc"][0]))
+        raise UserError("%s: %s" % (where, err["msg"])) from None
+
+
+def _store(logs, readings, sc, cell, images, results_dir):
+    store = Store(results_dir)
+    run_id = new_run_id()
+    key = cell.key
+    cells = [dict(cell_key=key, framework=cell.framework, model=cell.model, precision=cell.precision,
+                  platform=cell.platform, gpus=cell.gpus, nodes=cell.nodes, batch_per_gpu=sc.batch_per_gpu,
+                  images_per_iteration=images, excluded=None)]
+    # no argv ran here: each trial's argv names the log it came from
+    trials = [(i + 1, key, i + 1, ["imported", os.path.abspath(log)]) for i, log in enumerate(logs)]
+    store.create_run(run_id, sc.name, None, sc.model_dump_json(), BACKEND, _host(cell.platform), cells, trials,
+                     origin="imported")
+    done = 0
+    try:
+        for seq, (log, how) in enumerate(zip(logs, readings), 1):
+            trial_id = "%s-%04d" % (run_id, seq)
+            trial_dir = store.trial_dir(trial_id)
+            _trial_folder(trial_dir, log)
+            row, iterations = ingest.analyse(str(trial_dir), how.scraper, sc.warmup, sc.measure, images,
+                                             how.options)
+            row["settings_json"] = None   # what the run was configured with is not known
+            store.finish_trial(trial_id, row, iterations)
+            done += 1
+    except (OSError, ResultsWriteError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        _fail_rest(store, run_id, done, "import stopped: %s" % reason)
+        raise UserError("%s: import stopped after %d of %d logs: %s" % (store.root, done, len(logs), reason)) \
+            from None
+    finally:
+        store.close()
+    return run_id
+
+
+def _trial_folder(trial_dir, log):
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(log, str(trial_dir / "log.txt"))
+    record = {"imported": True, "source": os.path.abspath(log), "exit_code": 0,
+              "end_wall": os.stat(log).st_mtime}
+    tmp = trial_dir / "trial.json.tmp"
+    tmp.write_text(json.dumps(record, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(str(tmp), str(trial_dir / "trial.json"))
+
+
+def _fail_rest(store, run_id, done, reason):
+    """Mark the trials an interrupted import did not finish as failed, so no run is left pending."""
+    try:
+        for t in store.trials(run_id)[done:]:
+            store.finish_trial(t["id"], {"status": "failed", "reason": reason}, [])
+    except ResultsWriteError:
+        pass
+
+
+def _host(platform):
+    """The run's host record: the platform the logs were made on, as its spec describes it."""
+    host = platforms.load(platform).model_dump()
+    host["imported"] = True
+    return host

@@ -1,0 +1,293 @@
+"""The results store: one SQLite file (WAL) plus a folder per trial.
+
+results/
+  detbench.sqlite          runs, planned cells, trials (with their per-trial estimates),
+                           iteration records
+  trials/<trial-id>/       log.txt, log.times and trial.json as runner.py wrote them
+
+Every change is one transaction, so a crash or a kill leaves the store as it was after
+the last finished trial. A file that is not a detbench store is refused, never touched.
+
+Schema 2 added runs.origin ("measured", or "imported" for logs brought in by `detbench
+import`) and, per trial, figure_kind (how the framework's logged figure relates to the
+one iteration-time definition), window_json (the iterations the figure covers), work_json
+(mean work per iteration the framework logged: proposals, sampled RoIs, ...), peak_rss_mb
+and peak_device_mb (memory measured one way for every framework). A schema-1 store gains
+those columns, empty, the first time this version opens it.
+"""
+import json
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+
+from harness.spec import names
+from harness.errors import UserError
+
+SCHEMA_VERSION = 2
+APPLICATION = "detbench"
+DB_NAME = "detbench.sqlite"
+
+SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY, scenario TEXT NOT NULL, scenario_path TEXT, scenario_json TEXT NOT NULL,
+    backend TEXT NOT NULL, created REAL NOT NULL, host_json TEXT, origin TEXT);
+CREATE TABLE cells (
+    run_id TEXT NOT NULL REFERENCES runs(id), cell_key TEXT NOT NULL,
+    framework TEXT NOT NULL, model TEXT NOT NULL, precision TEXT NOT NULL, platform TEXT NOT NULL,
+    gpus INTEGER NOT NULL, nodes INTEGER NOT NULL, batch_per_gpu INTEGER NOT NULL,
+    images_per_iteration INTEGER NOT NULL, excluded TEXT,
+    PRIMARY KEY (run_id, cell_key));
+CREATE TABLE trials (
+    id TEXT PRIMARY KEY, run_id TEXT NOT NULL REFERENCES runs(id), seq INTEGER NOT NULL,
+    cell_key TEXT NOT NULL, repeat INTEGER NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'running', 'done', 'failed')),
+    reason TEXT, started REAL, ended REAL, exit_code INTEGER,
+    argv_json TEXT, settings_json TEXT,
+    throughput REAL, observed REAL, iteration_time_s REAL, data_time_s REAL,
+    exact INTEGER, peak_mem_mb REAL, records INTEGER, scrape_errors INTEGER,
+    fingerprint TEXT, telemetry_json TEXT,
+    figure_kind TEXT, window_json TEXT, work_json TEXT, peak_rss_mb REAL, peak_device_mb REAL,
+    UNIQUE (run_id, seq));
+CREATE INDEX trials_by_cell ON trials (run_id, cell_key);
+CREATE TABLE iterations (
+    trial_id TEXT NOT NULL, iteration INTEGER NOT NULL, time_s REAL, data_time_s REAL,
+    arrived REAL, PRIMARY KEY (trial_id, iteration)) WITHOUT ROWID;
+"""
+
+
+class ResultsWriteError(UserError):
+    """The results folder or store cannot take a write (disk full, read-only, locked too long).
+
+    Nothing is half-written: the transaction that failed was rolled back."""
+
+UPGRADE_1_TO_2 = (("runs", "origin TEXT"), ("trials", "figure_kind TEXT"), ("trials", "window_json TEXT"),
+                  ("trials", "work_json TEXT"), ("trials", "peak_rss_mb REAL"), ("trials", "peak_device_mb REAL"))
+
+
+def new_run_id():
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+class Store:
+    def __init__(self, results_dir, create=True):
+        self.root = Path(results_dir).resolve()
+        self.path = self.root / DB_NAME
+        if not self.path.exists():
+            if not create:
+                raise UserError("%s: no results store here (run `detbench run` first)" % self.root)
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ResultsWriteError("%s: cannot create the results folder: %s" % (self.root, exc.strerror)) from None
+        self.renamed = False    # set when a row read carried a framework's old name (harness.spec.names)
+        self.db = self._connect()
+
+    # -------------------------------------------------------------- opening
+    def _connect(self):
+        try:
+            db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA busy_timeout = 60000")
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as exc:
+            raise UserError("%s: not a detbench results store (%s); refusing to touch it" % (self.path, exc)) from None
+        if not tables:
+            self._create(db, self.path)
+        elif "meta" not in tables:
+            raise UserError("%s: a SQLite file that is not a detbench results store; refusing to touch it" % self.path)
+        try:
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            # a damaged page may sit anywhere: look at every page before reading or adding a row
+            damage = [r[0] for r in db.execute("PRAGMA quick_check(3)")]
+        except sqlite3.DatabaseError as exc:
+            raise UserError("%s: damaged results store (%s); refusing to touch it" % (self.path, exc)) from None
+        if meta.get("application") != APPLICATION:
+            raise UserError("%s: not a detbench results store; refusing to touch it" % self.path)
+        if int(meta.get("schema_version", 0)) not in (1, SCHEMA_VERSION):
+            raise UserError("%s: results store schema %s, this detbench reads %d"
+                            % (self.path, meta.get("schema_version"), SCHEMA_VERSION))
+        if damage != ["ok"]:
+            raise UserError("%s: damaged results store (%s); refusing to touch it; "
+                            "`sqlite3 FILE .recover` may save its rows" % (self.path, " ".join("; ".join(damage).split())))
+        if meta.get("schema_version") == "1":
+            self._upgrade_from_1(db, self.path)
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.OperationalError as exc:
+            raise ResultsWriteError("%s: cannot open the results store for writing: %s" % (self.path, exc)) from None
+        return db
+
+    @staticmethod
+    def _create(db, path):
+        with _Transaction(db, path):
+            exists = db.execute("SELECT count(*) FROM sqlite_master WHERE name='meta'").fetchone()[0]
+            if not exists:  # another process may have created it meanwhile
+                for statement in SCHEMA.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.executemany("INSERT INTO meta VALUES (?, ?)",
+                               [("application", APPLICATION), ("schema_version", str(SCHEMA_VERSION))])
+
+    @staticmethod
+    def _upgrade_from_1(db, path):
+        """Add schema 2's columns to a schema-1 store (its rows keep their values)."""
+        with _Transaction(db, path):
+            if db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] != "1":
+                return   # another process upgraded it meanwhile
+            for table, column in UPGRADE_1_TO_2:
+                db.execute("ALTER TABLE %s ADD COLUMN %s" % (table, column))
+            db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+
+    def close(self):
+        self.db.close()
+
+    def transaction(self):
+        return _Transaction(self.db, self.path)
+
+    def trial_dir(self, trial_id):
+        return self.root / "trials" / trial_id
+
+    # -------------------------------------------------------------- writing
+    def create_run(self, run_id, scenario_name, scenario_path, scenario_json, backend, host,
+                   cells, trials, origin="measured"):
+        """cells: dicts with cell columns; trials: (seq, cell_key, repeat, argv) in run order."""
+        with self.transaction() as db:
+            db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                       (run_id, scenario_name, scenario_path, scenario_json, backend, time.time(),
+                        json.dumps(host, sort_keys=True), origin))
+            db.executemany(
+                "INSERT INTO cells VALUES (:run_id, :cell_key, :framework, :model, :precision, :platform,"
+                " :gpus, :nodes, :batch_per_gpu, :images_per_iteration, :excluded)",
+                [dict(c, run_id=run_id) for c in cells])
+            db.executemany(
+                "INSERT INTO trials (id, run_id, seq, cell_key, repeat, status, argv_json)"
+                " VALUES (?, ?, ?, ?, ?, 'pending', ?)",
+                [("%s-%04d" % (run_id, seq), run_id, seq, key, rep, json.dumps(argv))
+                 for seq, key, rep, argv in trials])
+
+    def mark_running(self, trial_id):
+        with self.transaction() as db:
+            db.execute("UPDATE trials SET status='running', started=? WHERE id=?", (time.time(), trial_id))
+
+    def mark_pending(self, trial_id):
+        with self.transaction() as db:
+            db.execute("UPDATE trials SET status='pending', started=NULL WHERE id=?", (trial_id,))
+
+    def finish_trial(self, trial_id, result, iterations):
+        """result: column -> value for the trials row; iterations: (n, time, data, arrived)."""
+        cols = sorted(result)
+        with self.transaction() as db:
+            db.execute("UPDATE trials SET %s WHERE id=?" % ", ".join("%s=?" % c for c in cols),
+                       [result[c] for c in cols] + [trial_id])
+            db.execute("DELETE FROM iterations WHERE trial_id=?", (trial_id,))
+            db.executemany("INSERT OR REPLACE INTO iterations VALUES (?, ?, ?, ?, ?)",
+                           [(trial_id,) + tuple(it) for it in iterations])
+
+    # -------------------------------------------------------------- reading
+    def run(self, run_id):
+        if run_id == "latest":
+            row = self.db.execute("SELECT * FROM runs ORDER BY created DESC, id DESC LIMIT 1").fetchone()
+        else:
+            row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        if row is None:
+            raise UserError("no run %r in %s" % (run_id, self.path))
+        return row
+
+    def runs(self):
+        return self.db.execute("SELECT * FROM runs ORDER BY created, id").fetchall()
+
+    def _read(self, sql, args=()):
+        """Rows of a cells or trials query, with frameworks stored under an old name renamed."""
+        cursor = self.db.cursor()
+        cursor.row_factory = self._renaming_row
+        return cursor.execute(sql, args)
+
+    def _renaming_row(self, cursor, values):
+        row = sqlite3.Row(cursor, values)
+        columns = row.keys()
+        fixed = list(values)
+        for column, rename in (("framework", names.framework), ("cell_key", names.cell_key)):
+            if column in columns:
+                i = columns.index(column)
+                if isinstance(fixed[i], str):
+                    fixed[i] = rename(fixed[i])
+        if fixed != list(values):
+            self.renamed = True
+            return sqlite3.Row(cursor, tuple(fixed))
+        return row
+
+    def unfinished_trials(self, run_id):
+        return self._read(
+            "SELECT * FROM trials WHERE run_id=? AND status IN ('pending', 'running') ORDER BY seq",
+            (run_id,)).fetchall()
+
+    def trials(self, run_id):
+        return self._read("SELECT * FROM trials WHERE run_id=? ORDER BY seq", (run_id,)).fetchall()
+
+    def cells(self, platform=None, run_id=None):
+        """Planned cells; for each cell key only the newest run that planned it."""
+        where, args = [], []
+        if platform:
+            where.append("c.platform = ?")
+            args.append(platform)
+        if run_id:
+            where.append("c.run_id = ?")
+            args.append(run_id)
+        sql = ("SELECT c.*, r.created FROM cells c JOIN runs r ON r.id = c.run_id"
+               + (" WHERE " + " AND ".join(where) if where else "")
+               + " ORDER BY r.created, r.id")
+        newest = {}
+        for row in self._read(sql, args):
+            newest[row["cell_key"]] = row
+        return list(newest.values())
+
+    def cell_trials(self, run_id, cell_key):
+        keys = [cell_key] + [old + cell_key[len(new):] for old, new in names.RENAMED.items()
+                             if cell_key.startswith(new + "/")]
+        return self._read("SELECT * FROM trials WHERE run_id=? AND cell_key IN (%s) ORDER BY seq"
+                          % ",".join("?" * len(keys)), [run_id] + keys).fetchall()
+
+    def iterations(self, trial_id):
+        return self.db.execute(
+            "SELECT iteration, time_s, data_time_s, arrived FROM iterations WHERE trial_id=? ORDER BY iteration",
+            (trial_id,)).fetchall()
+
+    def integrity(self):
+        return self.db.execute("PRAGMA integrity_check").fetchone()[0]
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any error; SQLite's write errors become ResultsWriteError."""
+
+    def __init__(self, db, path):
+        self.db = db
+        self.path = path
+
+    def __enter__(self):
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise self._error(exc) from None
+        return self.db
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            try:
+                self.db.execute("COMMIT")
+                return False
+            except sqlite3.OperationalError as failed:   # e.g. disk full: the commit did not happen
+                exc = failed
+        try:
+            self.db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass   # SQLite rolled back already
+        if isinstance(exc, sqlite3.OperationalError):
+            raise self._error(exc) from None
+        return False
+
+    def _error(self, exc):
+        return ResultsWriteError("%s: cannot write the results store: %s" % (self.path, exc))
+

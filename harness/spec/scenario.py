@@ -1,0 +1,331 @@
+"""Scenario files: typed, strict, and expanded into the cells of a benchmark matrix.
+
+A scenario names a matrix over framework x model x precision x platform x gpus x nodes
+plus the settings every cell shares. Loading it either returns a valid Scenario or
+raises UserError pointing at the file, line and field that is wrong.
+"""
+import itertools
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Literal, Optional, Union
+
+from pydantic import Field, ValidationError, field_validator
+
+from harness.spec import catalog, names, platforms, yamlfile
+from harness import frameworks
+from harness.errors import UserError, located
+from harness.launch.sbatch import SlurmOptions
+from harness.spec.strict import Strict
+
+BACKENDS = ("local", "slurm", "docker")
+MATRIX_AXES = ("framework", "model", "precision", "platform", "gpus", "nodes")
+MAX_COUNT = 4096        # devices, nodes and images per device: beyond this a count is a typo
+MAX_REPEATS = 1000
+MAX_TRIALS = 100_000
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Matrix(Strict):
+    framework: List[str] = Field(min_length=1)
+    model: List[str] = Field(min_length=1)
+    precision: List[str] = Field(default=["fp32"], min_length=1)
+    platform: List[str] = Field(default=[platforms.LOCAL], min_length=1)
+    gpus: List[int] = Field(default=[1], min_length=1)
+    nodes: List[int] = Field(default=[1], min_length=1)
+
+    @field_validator("gpus", "nodes")
+    @classmethod
+    def _positive(cls, values):
+        for v in values:
+            if v < 1:
+                raise ValueError("must be at least 1, got %d" % v)
+            if v > MAX_COUNT:
+                raise ValueError("must be at most %d, got %d" % (MAX_COUNT, v))
+        return values
+
+
+class Exclude(Strict):
+    reason: str = Field(min_length=1)
+    framework: Optional[str] = None
+    model: Optional[str] = None
+    precision: Optional[str] = None
+    platform: Optional[str] = None
+    gpus: Optional[int] = None
+    nodes: Optional[int] = None
+
+    def matches(self, cell):
+        return all(getattr(self, axis) is None or getattr(self, axis) == getattr(cell, axis)
+                   for axis in MATRIX_AXES)
+
+
+class CocoData(Strict):
+    annotations: str
+    images: str
+
+
+class CalibrateOptions(Strict):
+    iteration_ms: float = Field(default=50.0, gt=0)
+    data_ms: float = Field(default=5.0, ge=0)
+    lines_per_iteration: int = Field(default=0, ge=0)
+    busy_threads: int = Field(default=0, ge=0)
+    hold_mb: int = Field(default=0, ge=0)     # resident memory held through the trial
+
+    @field_validator("data_ms")
+    @classmethod
+    def _within_iteration(cls, value, info):
+        if value > info.data.get("iteration_ms", value):
+            raise ValueError("the data wait is part of the iteration: at most iteration_ms (%g)"
+                             % info.data["iteration_ms"])
+        return value
+
+
+SIZE = r"^[0-9]+[bkmgBKMG]?$"     # Docker's sizes: bytes, or a number with b, k, m or g
+
+
+class DockerOptions(Strict):
+    images: Dict[str, str] = {}      # framework -> recipe under dockerfiles/ (default: its own)
+    gpus: Union[int, str, None] = None   # "all", a count, or None: the cell's count if the host has GPUs
+    shm_size: str = Field(default="8g", pattern=SIZE)    # /dev/shm for data-loader workers
+    ipc_host: bool = False           # share the host's IPC namespace instead of a private /dev/shm
+    memory: Optional[str] = Field(default=None, pattern=SIZE)   # memory limit of each container
+    network: Literal["none", "bridge", "host"] = "none"
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus(cls, value):
+        if isinstance(value, str) and value != "all" or isinstance(value, int) and value < 0:
+            raise ValueError("gpus is 'all' or a count of at least 0, got %r" % value)
+        return value
+
+
+class Scenario(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str = ""
+    backend: str = "local"
+    matrix: Matrix
+    batch_per_gpu: int = Field(default=2, ge=1, le=MAX_COUNT)
+    input_size: List[int] = Field(default=[800, 1333], min_length=2, max_length=2)
+    data: Union[CocoData, str] = "synthetic"
+    warmup: int = Field(default=20, ge=0)
+    measure: int = Field(default=100, ge=1)
+    repeats: int = Field(default=7, ge=1, le=MAX_REPEATS)
+    timeout_s: float = Field(default=3600.0, gt=0)
+    seed: int = 0
+    env: Dict[str, str] = {}
+    weights: Dict[str, str] = {}     # model -> initial weights file every framework of its cells loads
+    extra_args: Dict[str, List[str]] = {}
+    calibrate: CalibrateOptions = CalibrateOptions()
+    slurm: Optional[SlurmOptions] = None   # backend slurm: partition, account, time limit, container
+    docker: Optional[DockerOptions] = None   # backend docker: images, GPUs, shared memory, limits
+    options: Dict[str, Dict[str, Union[str, int, float, bool]]] = {}
+    exclude: List[Exclude] = []
+
+    @field_validator("input_size")
+    @classmethod
+    def _size(cls, values):
+        if min(values) < 32 or max(values) > 32768:
+            raise ValueError("both sides must be between 32 and 32768 pixels")
+        return values
+
+    @field_validator("data")
+    @classmethod
+    def _data(cls, value):
+        if isinstance(value, str) and value != "synthetic":
+            raise ValueError("data is 'synthetic' or {annotations: FILE, images: DIR}")
+        return value
+
+    @property
+    def iterations(self):
+        return self.warmup + self.measure
+
+    def framework_options(self, framework):
+        if framework == "calibrate":
+            return self.calibrate.model_dump()
+        return dict(self.options.get(framework, {}))
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    framework: str
+    model: str
+    precision: str
+    platform: str
+    gpus: int
+    nodes: int
+
+    @property
+    def key(self):
+        return "/".join(str(getattr(self, axis)) for axis in MATRIX_AXES)
+
+    @classmethod
+    def from_key(cls, key):
+        f, m, p, pl, g, n = key.split("/")
+        return cls(f, m, p, pl, int(g), int(n))
+
+
+@dataclass(frozen=True)
+class PlannedCell:
+    cell: Cell
+    excluded: Optional[str] = None   # reason, rendered as NA
+
+
+def load(path):
+    path = Path(path)
+    data, positions = yamlfile.load(path)
+    if not isinstance(data, dict):
+        raise UserError(located(path, 1, None, "a scenario is a mapping of settings"))
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise yamlfile.validation_error(path, positions, exc) from None
+    check(scenario, path, positions)
+    return scenario
+
+
+def check(scenario, path, positions):
+    """Cross-field checks pydantic cannot do alone; raise UserError at the offending line."""
+    def fail(where, message):
+        raise UserError(located(path, yamlfile.line_of(positions, where), ".".join(map(str, where)), message))
+
+    if scenario.backend not in BACKENDS:
+        fail(("backend",), "unknown backend %r (known: %s)" % (scenario.backend, ", ".join(BACKENDS)))
+    known = {
+        "framework": sorted(frameworks.FRAMEWORKS),
+        "model": sorted(catalog.MODELS),
+        "precision": sorted(catalog.PRECISIONS),
+        "platform": platforms.known_names(),
+    }
+    for axis, valid in known.items():
+        for i, value in enumerate(getattr(scenario.matrix, axis)):
+            if value not in valid:
+                fail(("matrix", axis, i), "unknown %s %r (known: %s)%s" % (
+                    axis, value, ", ".join(valid), names.hint(value) if axis == "framework" else ""))
+    for axis in MATRIX_AXES:
+        values = getattr(scenario.matrix, axis)
+        if len(set(values)) != len(values):
+            fail(("matrix", axis), "lists a value twice")
+    if scenario.docker is not None:
+        from harness.launch import images
+        for name, recipe in scenario.docker.images.items():
+            if name not in frameworks.FRAMEWORKS:
+                fail(("docker", "images", name), "unknown framework %r%s" % (name, names.hint(name)))
+            if recipe not in images.RECIPES:
+                fail(("docker", "images", name), "unknown image recipe %r (known: %s)"
+                     % (recipe, ", ".join(sorted(images.RECIPES))))
+    for name in list(scenario.extra_args) + list(scenario.options):
+        section = "extra_args" if name in scenario.extra_args else "options"
+        if name not in frameworks.FRAMEWORKS:
+            fail((section, name), "unknown framework %r%s" % (name, names.hint(name)))
+    _check_command_values(scenario, fail)
+    if scenario.warmup + scenario.measure > 1_000_000:
+        fail(("measure",), "warmup + measure must stay below 1,000,000 iterations")
+    if isinstance(scenario.data, CocoData):
+        if not Path(scenario.data.annotations).is_file():
+            fail(("data", "annotations"), "no such file: %s" % scenario.data.annotations)
+        if not Path(scenario.data.images).is_dir():
+            fail(("data", "images"), "no such directory: %s" % scenario.data.images)
+    _check_weights(scenario, fail)
+    sizes = [len(getattr(scenario.matrix, axis)) for axis in MATRIX_AXES]
+    if math.prod(sizes) > MAX_TRIALS:
+        fail(("matrix",), "%s cells is more than %d" % (" x ".join(map(str, sizes)), MAX_TRIALS))
+    cells = [Cell(*combo) for combo in itertools.product(
+        *(getattr(scenario.matrix, axis) for axis in MATRIX_AXES))]
+    for i, rule in enumerate(scenario.exclude):
+        if not any(rule.matches(c) for c in cells):
+            fail(("exclude", i), "matches no cell of the matrix")
+    planned = plan(scenario)
+    if not any(p.excluded is None for p in planned):
+        fail(("matrix",), "every cell is excluded: nothing to run")
+    for p in planned:
+        fw = frameworks.FRAMEWORKS[p.cell.framework]
+        if p.excluded is None and not fw.supports(p.cell.model, p.cell.precision):
+            axis = "model" if p.cell.model not in fw.models else "precision"
+            index = getattr(scenario.matrix, axis).index(getattr(p.cell, axis))
+            fail(("matrix", axis, index),
+                 "%s cannot run %s %s; exclude that cell with a reason" % (
+                     fw.name, p.cell.model, p.cell.precision))
+    runnable = [p.cell for p in planned if p.excluded is None]
+    if len(runnable) * scenario.repeats > MAX_TRIALS:
+        fail(("repeats",), "%d cells x %d repeats is more than %d trials"
+             % (len(runnable), scenario.repeats, MAX_TRIALS))
+    _check_commands(scenario, runnable, fail)
+
+
+def _check_weights(scenario, fail):
+    """One file per model (`detbench weights make`), checked against that model's layout."""
+    from harness.spec import weights
+    for model, path in scenario.weights.items():
+        if model not in weights.MODELS:
+            fail(("weights", model), "no shared weights layout for %r (known: %s)"
+                 % (model, ", ".join(weights.MODELS)))
+        if model not in scenario.matrix.model:
+            fail(("weights", model), "model %r is not in the matrix" % model)
+        if not Path(path).is_file():
+            fail(("weights", model), "no such file: %s" % path)
+        problem = weights.problem(model, path)
+        if problem:
+            fail(("weights", model), problem)
+
+
+def _check_command_values(scenario, fail):
+    """Values that become environment variables or argv items: names a process can take, no NUL."""
+    from runner import SECRET
+    for name, value in scenario.env.items():
+        if not ENV_NAME.fullmatch(name):
+            fail(("env", name), "not an environment variable name (letters, digits and _)")
+        if SECRET.search(name):
+            fail(("env", name), "looks like a secret: scenarios are stored with the results; "
+                                "set it in the environment detbench runs in instead")
+        if "\0" in value:
+            fail(("env", name), "contains a NUL character")
+    for name, args in scenario.extra_args.items():
+        for i, arg in enumerate(args):
+            if "\0" in arg:
+                fail(("extra_args", name, i), "contains a NUL character")
+    if "calibrate" in scenario.options:
+        fail(("options", "calibrate"), "the calibration workload takes its settings from the calibrate: section")
+    for name, opts in scenario.options.items():
+        for key, value in opts.items():
+            if "\0" in key or isinstance(value, str) and "\0" in value:
+                fail(("options", name, key), "contains a NUL character")
+
+
+def _check_commands(scenario, cells, fail):
+    """Build every runnable cell's command once: what an adapter refuses fails here, at its line."""
+    from harness.run import context
+    for cell in cells:
+        fw = frameworks.FRAMEWORKS[cell.framework]
+        for opts in ({}, scenario.options.get(cell.framework)):
+            if opts is None:
+                continue
+            sc = scenario if opts else scenario.model_copy(update={"options": {}})
+            try:
+                ctx = context(sc, cell)
+                fw.command(ctx)
+                fw.settings(ctx)
+                fw.trial_files(ctx)
+            except (UserError, ValueError, TypeError) as exc:
+                where = ("options", cell.framework) if opts else (
+                    "matrix", "framework", scenario.matrix.framework.index(cell.framework))
+                fail(where, "%s: %s" % (cell.key, exc))
+
+
+def plan(scenario):
+    """Every cell of the matrix in a stable order, with its exclusion reason if any."""
+    out = []
+    for combo in itertools.product(*(getattr(scenario.matrix, axis) for axis in MATRIX_AXES)):
+        cell = Cell(*combo)
+        reason = next((rule.reason for rule in scenario.exclude if rule.matches(cell)), None)
+        out.append(PlannedCell(cell, reason))
+    return out
+
+
+def loads_text(text, name="<scenario>"):
+    """Validate a scenario given as text (tests, generated scenarios)."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_text(text, encoding="utf-8")
+        return load(path)
