@@ -21,6 +21,12 @@ class BackendDown(UserError):
     with the rest of the run, and the run stops for `--resume`."""
 
 
+class ResultsWriteError(UserError):
+    """The results folder or store cannot take a write (disk full, read-only, locked too long).
+
+    Nothing is half-written: the transaction that failed was rolled back."""
+
+
 def located(path, line, field, message):
     """Format `file:line: field: message` (line and field optional)."""
     where = str(path)

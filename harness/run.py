@@ -16,10 +16,10 @@ from harness import frameworks
 from harness.spec import platforms
 from harness.launch import progress as progress_mod
 from harness.spec import scenario as scenario_mod
-from harness.errors import BackendDown, BackendLost, UserError
+from harness.errors import BackendDown, BackendLost, ResultsWriteError, UserError
 from harness.frameworks.base import TrialContext
 from harness.launch import LAUNCHERS
-from harness.results.store import ResultsWriteError, Store, new_run_id
+from harness.results.store import Store, new_run_id
 
 
 @dataclass(frozen=True)

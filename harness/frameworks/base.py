@@ -52,7 +52,7 @@ class Framework:
     settings: Callable[[TrialContext], dict]     # normalized settings for like-for-like checks
     pins: Dict[str, str] = field(default_factory=dict)
     scrape_options: Dict[str, object] = field(default_factory=dict)   # passed to the scraper
-    env: Optional[object] = None        # harness.launch.envs.EnvSpec when it runs in its own pinned venv
+    env: Optional[object] = None        # harness.spec.pins.EnvSpec when it runs in its own pinned venv
     # files the trial needs in its folder, {name: text} (derived configs of frameworks that take
     # their batch, devices, precision or iteration count only from a config file); every launcher
     # writes them there before the start, and the argv names them as TRIAL_DIR + "/" + name

@@ -11,7 +11,7 @@ frozen BN, proposal counts, samplers, RoIAlign, box losses, an infinite sampler.
 """
 import os
 
-from harness.launch.envs import EnvSpec, SourceBuild
+from harness.spec.pins import EnvSpec, SourceBuild
 from harness.errors import UserError
 from harness.frameworks.base import RUNS_HERE, Framework
 from harness.rivals import settings as rival_settings

@@ -6,7 +6,7 @@ so every record is one iteration's exact time.
 """
 import os
 
-from harness.launch.envs import EnvSpec
+from harness.spec.pins import EnvSpec
 from harness.errors import UserError
 from harness.frameworks.base import RUNS_HERE, Framework
 from harness.rivals import settings as rival_settings

@@ -265,7 +265,7 @@ class DockerLauncher:
     @staticmethod
     def _note(trial_dir, facts, why):
         """container.json always; trial.json's "container" (and "error" when `why`) too."""
-        from harness.measure.ingest import read_trial_json
+        from harness.launch.trialfiles import read_trial_json
         write_json_atomic(str(trial_dir / RECORD), dict(facts, error=why))
         record = read_trial_json(str(trial_dir))
         if record is None:

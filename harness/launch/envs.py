@@ -17,32 +17,14 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Optional
 
 from harness.errors import UserError
+from harness.spec.pins import EnvSpec, SourceBuild
 
 MARKER = "detbench-env.json"
 BUILDER_VERSION = 1          # bump when the way envs are built changes
-
-
-@dataclass(frozen=True)
-class SourceBuild:
-    """A package installed from a wheel built here from its sdist."""
-    name: str
-    version: str
-    build_pins: Tuple[str, ...]        # what the build needs in the env first (e.g. torch)
-    cxx_std: str = "c++20"
-    env: Tuple[Tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True)
-class EnvSpec:
-    framework: str
-    pins: Dict[str, str]                       # exact versions, installed from the index
-    source_builds: Tuple[SourceBuild, ...] = ()
-    tools: Dict[str, str] = field(default_factory=dict)   # build-time tools (setuptools, wheel)
 
 
 def cache_root():

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from harness.launch import trialfiles
-from harness.results.store import ResultsWriteError
+from harness.errors import ResultsWriteError
 
 ROOT = Path(__file__).resolve().parents[2]   # the folder holding runner.py and harness/
 RUNNER = ROOT / "runner.py"

@@ -256,7 +256,7 @@ def record_end(trial_dir, job_id, state, exit_code, reason):
     """Write slurm.json and, when Slurm's end state fails the trial, trial.json's error.
 
     Returns True when the job completed and the trial may have succeeded."""
-    from harness.measure.ingest import read_trial_json
+    from harness.launch.trialfiles import read_trial_json
     trial_dir = str(trial_dir)
     write_json_atomic(os.path.join(trial_dir, RECORD),
                       {"job_id": job_id, "state": state, "exit_code": exit_code, "reason": reason})

@@ -5,10 +5,12 @@ the argv items that name it (Framework's TRIAL_DIR placeholder).
 Every launcher runs the trial with its folder at the same absolute path (a bind mount of the
 same path in Docker, shared storage under Slurm), so the path filled in here is valid there.
 """
+import json
+import os
 from pathlib import Path
 
 from harness.frameworks.base import TRIAL_DIR
-from harness.results.store import ResultsWriteError
+from harness.errors import ResultsWriteError
 
 
 def prepare(trial_dir, argv, files=None):
@@ -29,3 +31,15 @@ def fill(argv, trial_dir):
     """argv with the trial folder's absolute path in place of TRIAL_DIR."""
     where = str(Path(trial_dir).absolute())
     return [arg.replace(TRIAL_DIR, where) for arg in argv]
+
+
+def read_trial_json(trial_dir):
+    """The trial.json runner.py (or a launcher's verdict) left in trial_dir, or None when it is
+    missing, unreadable or not a JSON object."""
+    path = os.path.join(str(trial_dir), "trial.json")
+    try:
+        with open(path) as f:
+            record = json.load(f)
+    except (OSError, ValueError, RecursionError):
+        return None
+    return record if isinstance(record, dict) else None

@@ -9,20 +9,11 @@ import os
 
 from harness.measure import scrapers, stats, work
 from harness.spec.fingerprint import fingerprint
+from harness.launch.trialfiles import read_trial_json
 from harness.measure.records import IterationRecord
 from harness.measure.scrapers.common import read_lines
 
 TAIL_LINES = 5
-
-
-def read_trial_json(trial_dir):
-    path = os.path.join(trial_dir, "trial.json")
-    try:
-        with open(path) as f:
-            record = json.load(f)
-    except (OSError, ValueError, RecursionError):
-        return None
-    return record if isinstance(record, dict) else None
 
 
 def read_times(trial_dir):

@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 
 from harness.spec import names
-from harness.errors import UserError
+from harness.errors import ResultsWriteError, UserError
 
 SCHEMA_VERSION = 2
 APPLICATION = "detbench"
@@ -56,11 +56,6 @@ CREATE TABLE iterations (
     arrived REAL, PRIMARY KEY (trial_id, iteration)) WITHOUT ROWID;
 """
 
-
-class ResultsWriteError(UserError):
-    """The results folder or store cannot take a write (disk full, read-only, locked too long).
-
-    Nothing is half-written: the transaction that failed was rolled back."""
 
 UPGRADE_1_TO_2 = (("runs", "origin TEXT"), ("trials", "figure_kind TEXT"), ("trials", "window_json TEXT"),
                   ("trials", "work_json TEXT"), ("trials", "peak_rss_mb REAL"), ("trials", "peak_device_mb REAL"))

@@ -1,0 +1,22 @@
+"""What a pinned environment holds: exact package versions, packages built from their sdist,
+build tools. `harness.launch.envs` builds and caches them; adapters declare theirs."""
+from dataclasses import dataclass, field
+from typing import Dict, Tuple
+
+
+@dataclass(frozen=True)
+class SourceBuild:
+    """A package installed from a wheel built here from its sdist."""
+    name: str
+    version: str
+    build_pins: Tuple[str, ...]        # what the build needs in the env first (e.g. torch)
+    cxx_std: str = "c++20"
+    env: Tuple[Tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    framework: str
+    pins: Dict[str, str]                       # exact versions, installed from the index
+    source_builds: Tuple[SourceBuild, ...] = ()
+    tools: Dict[str, str] = field(default_factory=dict)   # build-time tools (setuptools, wheel)
