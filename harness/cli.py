@@ -35,8 +35,8 @@ def main():
 @main.command()
 @click.option("--scenario", "scenario_path", type=click.Path(dir_okay=False),
               help="scenario YAML file")
-@click.option("--backend", type=click.Choice(["local", "slurm", "docker"]), default=None,
-              help="where trials run (default: the scenario's backend)")
+@click.option("--backend", metavar="NAME", default=None,
+              help="where trials run: a backend of `detbench backends` (default: the scenario's)")
 @RESULTS
 @click.option("--resume", "resume_id", metavar="RUN_ID", help="finish an interrupted run")
 @click.option("--dry-run", is_flag=True, help="print the trials and their commands; run nothing")
@@ -132,10 +132,11 @@ def _emit(text, out_path):
 @user_errors
 def validate(files):
     """Check scenario files; print one line per file."""
+    from harness import launch
     from harness.spec import scenario
 
     for f in files:
-        sc = scenario.load(f)
+        sc = launch.load_scenario(f)
         planned = scenario.plan(sc)
         runnable = sum(1 for p in planned if p.excluded is None)
         click.echo("%s: ok: %d cells (%d excluded), %d trials" % (
@@ -218,6 +219,15 @@ def import_cmd(framework_name, fmt, logs, scenario_name, model, precision, platf
         note=lambda line: click.echo(line, err=True))
     click.echo("run %s: imported %d log%s as %s -> %s" % (run_id, len(logs), "" if len(logs) == 1 else "s",
                                                           key, results_dir))
+
+
+@main.command("backends")
+def backends_cmd():
+    """List the backends trials can run on (a scenario's `backend:`, or --backend)."""
+    from harness import launch
+
+    for name, launcher in launch.LAUNCHERS.items():
+        click.echo("%-8s %s" % (name, (launcher.__doc__ or "").strip().splitlines()[0]))
 
 
 @main.command("frameworks")

@@ -6,20 +6,17 @@ trial is committed to the store before the next one starts, so an interrupted or
 run loses at most the trial in flight, and `--resume RUN_ID` runs exactly what is left.
 """
 import json
-import os
 import signal
 import sys
 from dataclasses import dataclass
 from typing import List
 
-from harness import frameworks
-from harness.spec import platforms
-from harness.launch import progress as progress_mod
-from harness.spec import scenario as scenario_mod
+from harness import frameworks, launch
 from harness.errors import BackendDown, BackendLost, ResultsWriteError, UserError
-from harness.frameworks.base import TrialContext
-from harness.launch import LAUNCHERS
+from harness.launch import progress as progress_mod
 from harness.results.store import Store, new_run_id
+from harness.spec import platforms
+from harness.spec import scenario as scenario_mod
 
 
 @dataclass(frozen=True)
@@ -30,58 +27,13 @@ class PlannedTrial:
     argv: List[str]
 
 
-def images_per_iteration(sc, cell):
-    return sc.batch_per_gpu * cell.gpus * cell.nodes
-
-
-def context(sc, cell, python=sys.executable, rendezvous=None):
-    data = None
-    if isinstance(sc.data, scenario_mod.CocoData):
-        # trials run from the checkout's root: paths the scenario gave relative to the caller's folder
-        data = {"annotations": os.path.abspath(sc.data.annotations), "images": os.path.abspath(sc.data.images)}
-    return TrialContext(
-        framework=cell.framework, model=cell.model, precision=cell.precision, gpus=cell.gpus,
-        nodes=cell.nodes, batch_per_gpu=sc.batch_per_gpu, input_size=tuple(sc.input_size),
-        iterations=sc.iterations, data=data, extra_args=tuple(sc.extra_args.get(cell.framework, ())),
-        options=sc.framework_options(cell.framework), python=python, seed=sc.seed,
-        rendezvous=rendezvous, env=dict(sc.env),
-        weights=os.path.abspath(sc.weights[cell.model]) if cell.model in sc.weights else None)
-
-
-def framework_python(name, default=sys.executable, require=False):
-    """The python a local trial of framework `name` uses: its pinned env's when it has one."""
-    fw = frameworks.FRAMEWORKS[name]
-    if fw.env is None or default != sys.executable:
-        return default
-    from harness.launch import envs
-    return envs.python_for(fw.env, require=require)
-
-
-def check_envs(cells):
-    """UserError naming the first framework whose pinned env is not built yet."""
-    for name in sorted({c.framework for c in cells}):
-        framework_python(name, require=True)
-
-
-def launch_style(sc, backend):
-    """(interpreter, rendezvous) the trials of `backend` are started with (see TrialContext)."""
-    if backend == "slurm":
-        from harness.launch import slurm
-        return slurm.python_for(sc), slurm.RENDEZVOUS
-    return sys.executable, None
-
-
 def schedule(sc, planned_cells, backend="local"):
     """Trials in run order: repeat 1 of every cell, then repeat 2 of every cell, ..."""
     runnable = [p.cell for p in planned_cells if p.excluded is None]
-    python, rendezvous = launch_style(sc, backend)
-    if backend == "docker":   # each image has its own interpreter
-        from harness.launch import docker
-        pythons = {c.framework: docker.python_for(sc, c.framework) for c in runnable}
-    else:
-        pythons = {c.framework: framework_python(c.framework, python) for c in runnable}
+    launcher = launch.launcher(backend)
+    pythons = launcher.pythons(sc, sorted({c.framework for c in runnable}))
     argvs = {c: frameworks.FRAMEWORKS[c.framework].command(
-        context(sc, c, pythons[c.framework], rendezvous)) for c in runnable}
+        scenario_mod.context(sc, c, pythons[c.framework], launcher.rendezvous)) for c in runnable}
     trials = []
     for repeat in range(1, sc.repeats + 1):
         for cell in runnable:
@@ -93,7 +45,7 @@ def cell_rows(sc, planned_cells):
     return [dict(cell_key=p.cell.key, framework=p.cell.framework, model=p.cell.model,
                  precision=p.cell.precision, platform=p.cell.platform, gpus=p.cell.gpus,
                  nodes=p.cell.nodes, batch_per_gpu=sc.batch_per_gpu,
-                 images_per_iteration=images_per_iteration(sc, p.cell), excluded=p.excluded)
+                 images_per_iteration=scenario_mod.images_per_iteration(sc, p.cell), excluded=p.excluded)
             for p in planned_cells]
 
 
@@ -102,15 +54,14 @@ Progress = progress_mod.PlainProgress   # the plain form; execute() picks live o
 
 def start(scenario_path, results_dir, backend=None, dry_run=False, out=None, force=False):
     out = out or sys.stdout
-    sc = scenario_mod.load(scenario_path)
+    sc = launch.load_scenario(scenario_path)
     backend = backend or sc.backend
-    if backend not in LAUNCHERS:
-        raise UserError("unknown backend %r (known: %s)" % (backend, ", ".join(sorted(LAUNCHERS))))
+    launcher = launch.launcher(backend)
     planned_cells = scenario_mod.plan(sc)
+    runnable = [p.cell for p in planned_cells if p.excluded is None]
     trials = schedule(sc, planned_cells, backend)
-    # slurm trials run on other machines: their trial.json host facts and fingerprint tell
-    host = platforms.host_record([] if backend == "slurm" else
-                                 [p.cell.platform for p in planned_cells if p.excluded is None],
+    # trials that run on other machines: their trial.json host facts and fingerprint tell
+    host = platforms.host_record([c.platform for c in runnable] if launcher.runs_here else [],
                                  force=force or dry_run)
     if dry_run:
         out.write("# %s: %d cells, %d trials, backend %s\n" % (sc.name, len(planned_cells), len(trials), backend))
@@ -125,18 +76,9 @@ def start(scenario_path, results_dir, backend=None, dry_run=False, out=None, for
                 shown[t.cell] = (t.cell.key, " ".join(map(_quote, t.argv)))
             key, command = shown[t.cell]
             out.write("%d %s repeat %d: %s\n" % (t.seq, key, t.repeat, command))
-        if backend == "slurm":
-            from harness.launch import slurm
-            slurm.dry_run(sc, trials, results_dir, "DRYRUN", out)
-        if backend == "docker":
-            from harness.launch import docker
-            docker.dry_run(sc, out)
+        launcher.dry_run(sc, trials, results_dir, out)
         return None
-    if backend == "local":
-        check_envs([p.cell for p in planned_cells if p.excluded is None])
-    elif backend == "docker":   # an engine and every image, before anything is written
-        from harness.launch import docker
-        docker.preflight(sc)
+    launcher.preflight(sc, runnable)   # pinned envs, an engine and its images: before anything is written
     store = Store(results_dir)
     run_id = new_run_id()
     store.create_run(run_id, sc.name, str(scenario_path), sc.model_dump_json(), backend, host,
@@ -164,8 +106,8 @@ def resume(run_id, results_dir, out=None):
 def execute(store, run_id, out=None):
     out = out or sys.stdout
     run = store.run(run_id)
-    sc = scenario_mod.Scenario.model_validate_json(run["scenario_json"])
-    launcher = LAUNCHERS[run["backend"]]()
+    sc = launch.scenario_from_json(run["scenario_json"])
+    launcher = launch.launcher(run["backend"])()
     launcher.prepare(sc)
     try:
         if not _execute_trials(store, run_id, sc, launcher, out):
@@ -193,14 +135,13 @@ def _execute_trials(store, run_id, sc, launcher, out):
         for trial in todo:
             cell = scenario_mod.Cell.from_key(trial["cell_key"])
             fw = frameworks.FRAMEWORKS[cell.framework]
-            ctx = context(sc, cell)
+            ctx = scenario_mod.context(sc, cell)
             trial_dir = store.trial_dir(trial["id"])
             progress.start(trial, cell.key, trial["repeat"], trial_dir)
             store.mark_running(trial["id"])
             try:
-                placement = {"cell": cell} if getattr(launcher, "sized_by_cell", False) else {}
-                launcher.run(trial_dir, json.loads(trial["argv_json"]), sc.env, sc.timeout_s,
-                             files=fw.trial_files(ctx), **placement)
+                launcher.run(trial_dir, json.loads(trial["argv_json"]), sc.env, sc.timeout_s, cell,
+                             files=fw.trial_files(ctx))
             except KeyboardInterrupt:
                 store.mark_pending(trial["id"])
                 raise
@@ -211,7 +152,7 @@ def _execute_trials(store, run_id, sc, launcher, out):
                 out.write("not started\n")
                 raise UserError("%s; %s" % (exc, _resume_hint(run_id, store, "When it is back"))) from None
             row, iterations = ingest.analyse(str(trial_dir), fw.scraper, sc.warmup, sc.measure,
-                                             images_per_iteration(sc, cell), fw.scrape_options)
+                                             scenario_mod.images_per_iteration(sc, cell), fw.scrape_options)
             row["settings_json"] = json.dumps(fw.settings(ctx), sort_keys=True)
             if row["status"] == "failed":
                 _check_room(store, trial["id"])

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 import pytest
 
+from harness import launch
 from harness.spec import scenario, yamlfile
 from harness.cli import main
 from tests.conftest import need_service
@@ -90,7 +91,7 @@ def test_the_gpu_job_gates_the_nightly_scenario_against_the_committed_baseline()
     commands = [parse_cli(line) for s in scripts(job) for line in detbench_lines(s)]
     runs = [params for name, params in commands if name == "run"]
     assert [p["scenario_path"] for p in runs] == ["scenarios/nightly.yaml"]
-    scenario.load(ROOT / "scenarios" / "nightly.yaml")
+    launch.load_scenario(ROOT / "scenarios" / "nightly.yaml")
     compares = [params for name, params in commands if name == "compare"]
     assert len(compares) == 1
     gate = compares[0]
@@ -114,7 +115,7 @@ def test_the_cpu_job_proves_the_gate_on_the_calibration_workload():
     assert job["runs-on"] == "ubuntu-latest"
     setup = next(s for s in scripts(job) if "<<'YAML'" in s)
     text = setup.split("<<'YAML'\n", 1)[1].split("\nYAML", 1)[0]
-    calib = scenario.loads_text(text)
+    calib = launch.loads_scenario_text(text)
     assert calib.matrix.framework == ["calibrate"] and calib.repeats >= 5
     factor = re.search(r"s/iteration_ms: (\d+)/iteration_ms: (\d+)/", setup)
     assert factor and int(factor.group(2)) / int(factor.group(1)) == pytest.approx(1.10)
@@ -198,7 +199,7 @@ def test_the_cpu_nightly_gates_its_scenario_against_the_committed_cpu_baseline()
     assert [(g["baseline_ref"], g["candidate_ref"], g["strict"]) for g in gates] == [
         ("baselines/nightly-cpu.json", "latest", True),     # on the baseline's machine
         ("baselines/nightly-cpu.json", "latest", False)]    # elsewhere: speeds not comparable
-    sc = scenario.load(ROOT / "scenarios" / "nightly-cpu.yaml")
+    sc = launch.load_scenario(ROOT / "scenarios" / "nightly-cpu.yaml")
     assert sc.repeats >= 5 and "calibrate" in sc.matrix.framework
     committed = baseline.load(ROOT / "baselines" / "nightly-cpu.json")
     runnable = {p.cell.key for p in scenario.plan(sc) if p.excluded is None}

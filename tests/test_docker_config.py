@@ -2,6 +2,7 @@
 import pytest
 
 from harness.launch import images
+from harness import launch
 from harness.spec import scenario
 from harness.errors import UserError
 from harness.launch import docker
@@ -16,7 +17,7 @@ matrix: {framework: [calibrate, detbench-trainer], model: [retinanet]}
 def load(tmp_path, extra=""):
     path = tmp_path / "s.yaml"
     path.write_text(BASE + extra)
-    return scenario.load(path)
+    return launch.load_scenario(path)
 
 
 @pytest.mark.parametrize("section, field, words", [

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 
 from harness.measure import ingest, scrapers
+from harness import launch
 from harness.spec import scenario
 from harness import run as run_mod
 from harness.errors import UserError
@@ -99,7 +100,7 @@ def load_text(text):
         path = Path(tmp) / "scenario.yaml"
         path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass"))
         try:
-            sc = scenario.load(path)
+            sc = launch.load_scenario(path)
         except UserError as exc:
             assert "\n" not in str(exc), str(exc)
             assert str(exc).startswith(str(path)), str(exc)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.spec import scenario
+from harness import launch
 from harness.errors import UserError
 from harness.frameworks import FRAMEWORKS
 from harness.frameworks import mmdetection_v1, simpledet_mxnet
@@ -272,7 +272,7 @@ matrix:
 @pytest.mark.parametrize("name", ["simpledet-mxnet", "mmdetection-v1", "maskrcnn-benchmark"])
 def test_a_cell_on_two_nodes_is_refused_at_its_line(name):
     with pytest.raises(UserError) as err:
-        scenario.loads_text(SCENARIO % (name, 2, ""), name="seed.yaml")
+        launch.loads_scenario_text(SCENARIO % (name, 2, ""), name="seed.yaml")
     message = str(err.value)
     assert re.search(r"/seed\.yaml:3: matrix\.framework\.0: ", message) and "nodes must be 1" in message
 
@@ -280,14 +280,14 @@ def test_a_cell_on_two_nodes_is_refused_at_its_line(name):
 def test_an_unknown_option_is_refused_at_its_line():
     text = SCENARIO % ("simpledet-mxnet", 1, "options:\n  simpledet-mxnet:\n    wieghts: /w/a-0000.params\n")
     with pytest.raises(UserError) as err:
-        scenario.loads_text(text, name="seed.yaml")
+        launch.loads_scenario_text(text, name="seed.yaml")
     assert re.search(r"/seed\.yaml:9: options\.simpledet-mxnet: .*unknown options wieghts", str(err.value))
 
 
 def test_a_simpledet_weights_file_that_is_no_mxnet_checkpoint_is_refused_at_its_line():
     text = SCENARIO % ("simpledet-mxnet", 1, "options:\n  simpledet-mxnet:\n    weights: /w/r50.pth\n")
     with pytest.raises(UserError) as err:
-        scenario.loads_text(text, name="seed.yaml")
+        launch.loads_scenario_text(text, name="seed.yaml")
     assert re.search(r"/seed\.yaml:9: options\.simpledet-mxnet: .*PREFIX-EPOCH\.params", str(err.value))
 
 

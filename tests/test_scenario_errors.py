@@ -4,6 +4,7 @@ import re
 import pytest
 from click.testing import CliRunner
 
+from harness import launch
 from harness.spec import scenario
 from harness.cli import main
 from harness.errors import UserError
@@ -13,7 +14,7 @@ from tests.conftest import GOOD_SCENARIO
 def error_of(write_scenario, text):
     path = write_scenario(text)
     with pytest.raises(UserError) as info:
-        scenario.load(path)
+        launch.load_scenario(path)
     message = str(info.value)
     assert "\n" not in message
     return path, message
@@ -96,7 +97,7 @@ def test_huge_file(write_scenario):
 
 def test_missing_file(tmp_path):
     with pytest.raises(UserError, match="cannot read"):
-        scenario.load(tmp_path / "absent.yaml")
+        launch.load_scenario(tmp_path / "absent.yaml")
 
 
 def test_validate_command_exits_2_with_one_line(write_scenario):
@@ -126,7 +127,7 @@ def test_exclude_becomes_na_with_reason(write_scenario):
     text = replace("framework: [calibrate]", "framework: [calibrate, detbench-trainer]").replace(
         "precision: [fp32]", "precision: [fp32, fp16]")
     text += "exclude:\n  - {framework: detbench-trainer, precision: fp16, reason: needs CUDA}\n"
-    sc = scenario.load(write_scenario(text))
+    sc = launch.load_scenario(write_scenario(text))
     planned = {p.cell.key: p.excluded for p in scenario.plan(sc)}
     assert planned["detbench-trainer/retinanet/fp16/local/1/1"] == "needs CUDA"
     assert planned["calibrate/retinanet/fp16/local/1/1"] is None

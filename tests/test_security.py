@@ -23,6 +23,7 @@ from click.testing import CliRunner
 from conftest import GOOD_SCENARIO
 from harness import frameworks
 from harness.spec import platforms, scenario as scenario_mod
+from harness import launch
 from harness import run as run_mod
 from harness.cli import main
 from harness.errors import UserError
@@ -143,7 +144,7 @@ def hostile_scenario(tmp_path, framework, canary, backend="local"):
 def test_every_adapter_passes_hostile_values_as_whole_argv_items(tmp_path, framework):
     canary = tmp_path / "canary"
     path, doc = hostile_scenario(tmp_path, framework, canary)
-    sc = scenario_mod.load(path)
+    sc = launch.load_scenario(path)
     argv = run_mod.schedule(sc, scenario_mod.plan(sc), "local")[0].argv
     assert isinstance(argv, list) and all(isinstance(a, str) for a in argv)
     assert argv[-len(hostile(canary)):] == hostile(canary), "extra_args must end the command, item for item"
@@ -192,7 +193,7 @@ def fake_slurm_tools(bindir, capture):
 def test_sbatch_script_delivers_hostile_values_verbatim(tmp_path, home):
     canary = tmp_path / "canary"
     path, doc = hostile_scenario(tmp_path, "calibrate", canary, backend="slurm")
-    sc = scenario_mod.load(path)
+    sc = launch.load_scenario(path)
     trial = run_mod.schedule(sc, scenario_mod.plan(sc), "slurm")[0]
     trial_dir = tmp_path / "results" / "trials" / "run-0001"
     trial_dir.mkdir(parents=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.measure import ingest
+from harness import launch
 from harness import run as run_mod
 from harness.spec import scenario as scenario_mod
 from harness.launch import slurm
@@ -42,7 +43,7 @@ def test_two_node_script_runs_one_ddp_job_across_both_node_launchers(tmp_path):
     text = (ROOT / "scenarios" / "scaling-cpu.yaml").read_text()
     text = text.replace("gpus: [1, 2]", "gpus: [1]").replace("nodes: [1]", "nodes: [2]") \
         .replace("measure: 12", "measure: 4").replace("repeats: 2", "repeats: 1").replace("warmup: 3", "warmup: 2")
-    sc = scenario_mod.loads_text(text)
+    sc = launch.loads_scenario_text(text)
     trial = run_mod.schedule(sc, scenario_mod.plan(sc), "slurm")[0]
     assert "--rdzv-backend" in trial.argv and "--standalone" not in trial.argv
     trial_dir = tmp_path / "results" / "trials" / "run-0001"
@@ -69,5 +70,5 @@ def test_two_node_script_runs_one_ddp_job_across_both_node_launchers(tmp_path):
         assert record["exit_code"] == 0, (d / "log.txt").read_text()[-2000:]
     assert '"world_size":2' in (node0 / "log.txt").read_text().replace(" ", "")
     row, _ = ingest.analyse(str(node0), "detbench-jsonl", sc.warmup, sc.measure,
-                            run_mod.images_per_iteration(sc, trial.cell))
+                            scenario_mod.images_per_iteration(sc, trial.cell))
     assert row["status"] == "done" and row["throughput"] > 0, row

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from harness import launch
 from harness import run as run_mod
 from harness.spec import scenario as scenario_mod
 from harness.cli import main
@@ -49,7 +50,7 @@ slurm:
 
 
 def scenario(nodes=1, extra=""):
-    return scenario_mod.loads_text(BASE % {"nodes": nodes, "extra": extra})
+    return launch.loads_scenario_text(BASE % {"nodes": nodes, "extra": extra})
 
 
 def render(sc):
@@ -97,7 +98,7 @@ def test_time_limit_defaults_to_the_trial_timeout_plus_five_minutes():
 def test_platform_defaults_fill_partition_and_account(monkeypatch):
     from harness.spec import platforms
 
-    sc = scenario_mod.loads_text((BASE % {"nodes": 1, "extra": ""}).replace(
+    sc = launch.loads_scenario_text((BASE % {"nodes": 1, "extra": ""}).replace(
         "  partition: gpu\n  account: detection\n", ""))
     monkeypatch.setattr(slurm, "_platform_defaults",
                         lambda name: platforms.SlurmDefaults(partition="dgx", account="team"))
@@ -127,7 +128,7 @@ def test_hostile_values_reach_the_trial_verbatim_and_run_nothing(tmp_path):
     pwned = tmp_path / "pwned"
     hostile = [h.format(pwned=pwned) for h in HOSTILE]
     env_text = json.dumps({"HOSTILE_%d" % i: h for i, h in enumerate(hostile)})
-    sc = scenario_mod.loads_text("""\
+    sc = launch.loads_scenario_text("""\
 name: hostile
 backend: slurm
 matrix: {framework: [calibrate], model: [retinanet], gpus: [1], nodes: [1]}
@@ -181,12 +182,12 @@ def test_bad_slurm_settings_are_refused_at_their_line(write_scenario, yaml_line,
     text = "name: s\nbackend: slurm\nmatrix: {framework: [calibrate], model: [retinanet]}\nslurm:\n" + yaml_line
     path = write_scenario(text)
     with pytest.raises(UserError) as err:
-        scenario_mod.load(path)
+        launch.load_scenario(path)
     assert "%s:5: %s:" % (path, field) in str(err.value) and says in str(err.value)
 
 
 def test_an_unsafe_environment_name_cannot_reach_the_script():
-    sc = scenario_mod.loads_text(BASE % {"nodes": 1, "extra": ""}).model_copy(
+    sc = launch.loads_scenario_text(BASE % {"nodes": 1, "extra": ""}).model_copy(
         update={"env": {"A=1; touch /tmp/x #": "v"}})
     with pytest.raises(UserError, match="environment variable name"):
         render(sc)

@@ -22,12 +22,18 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Dict, Literal, Optional, Union
 
-from harness.launch import engine, images
+from pydantic import Field, field_validator
+
+from harness import frameworks
 from harness.errors import BackendDown, BackendLost, UserError
-from harness.launch import trialfiles
+from harness.launch import engine, images, trialfiles
 from harness.launch.docker_reaper import alive
 from harness.launch.local import ROOT, runner_argv
+from harness.spec import names
+from harness.spec.scenario import CocoData
+from harness.spec.strict import Strict
 from runner import write_json_atomic
 
 RECORD = "container.json"
@@ -39,6 +45,37 @@ PID = engine.LABEL + ".pid"
 TRIAL = engine.LABEL + ".trial"
 
 
+SIZE = r"^[0-9]+[bkmgBKMG]?$"     # Docker's sizes: bytes, or a number with b, k, m or g
+
+
+class DockerOptions(Strict):
+    """Scenario `docker:` section."""
+    images: Dict[str, str] = {}      # framework -> recipe under dockerfiles/ (default: its own)
+    gpus: Union[int, str, None] = None   # "all", a count, or None: the cell's count if the host has GPUs
+    shm_size: str = Field(default="8g", pattern=SIZE)    # /dev/shm for data-loader workers
+    ipc_host: bool = False           # share the host's IPC namespace instead of a private /dev/shm
+    memory: Optional[str] = Field(default=None, pattern=SIZE)   # memory limit of each container
+    network: Literal["none", "bridge", "host"] = "none"
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus(cls, value):
+        if isinstance(value, str) and value != "all" or isinstance(value, int) and value < 0:
+            raise ValueError("gpus is 'all' or a count of at least 0, got %r" % value)
+        return value
+
+
+def check(scenario, fail):
+    """The `docker:` section's image choices name known frameworks and recipes."""
+    opts = getattr(scenario, "docker", None)
+    for name, recipe in (opts.images.items() if opts is not None else ()):
+        if name not in frameworks.FRAMEWORKS:
+            fail(("docker", "images", name), "unknown framework %r%s" % (name, names.hint(name)))
+        if recipe not in images.RECIPES:
+            fail(("docker", "images", name), "unknown image recipe %r (known: %s)"
+                 % (recipe, ", ".join(sorted(images.RECIPES))))
+
+
 def host_has_gpus():
     return os.path.exists("/dev/nvidiactl") or shutil.which("nvidia-smi") is not None
 
@@ -48,7 +85,7 @@ def container_name(trial_id):
 
 
 def recipe_for(scenario, framework):
-    opts = scenario.docker
+    opts = getattr(scenario, "docker", None)
     chosen = (opts.images.get(framework) if opts is not None else None) or images.FRAMEWORK_RECIPES.get(framework)
     if chosen is None:
         raise UserError("framework %s has no container image recipe" % framework)
@@ -103,7 +140,12 @@ def remove_orphans(client, out=sys.stderr):
     return removed
 
 
-def preflight(scenario):
+def pythons(scenario, framework_names):
+    """Each image has its own interpreter."""
+    return {name: python_for(scenario, name) for name in framework_names}
+
+
+def preflight(scenario, cells=()):
     """UserError unless the engine answers and has the image of every framework the scenario runs."""
     client = engine.connect(timeout=60)
     try:
@@ -124,8 +166,19 @@ def dry_run(scenario, out):
 
 
 class DockerLauncher:
+    """Each trial runs in a fresh container of its framework's pinned image."""
+
     name = "docker"
-    sized_by_cell = True       # run() needs the cell: its framework and device count
+    options = DockerOptions
+    runs_here = True
+    rendezvous = None
+    check = staticmethod(check)
+    pythons = staticmethod(pythons)
+    preflight = staticmethod(preflight)
+
+    @staticmethod
+    def dry_run(scenario, trials, results_dir, out):
+        dry_run(scenario, out)
 
     def __init__(self):
         self.client = None
@@ -167,12 +220,10 @@ class DockerLauncher:
         self.reaper = None
 
     # ------------------------------------------------------------ one trial
-    def run(self, trial_dir, argv, env, timeout_s, cell=None, files=None):
+    def run(self, trial_dir, argv, env, timeout_s, cell, files=None):
         """Run one trial in a fresh container; return its exit code (0 when it may have succeeded)."""
         import docker
         import requests
-        if cell is None:
-            raise ValueError("the docker launcher needs the trial's cell")
         trial_dir = Path(trial_dir).absolute()
         if trial_dir.exists():
             shutil.rmtree(trial_dir)
@@ -206,7 +257,8 @@ class DockerLauncher:
                 raise BackendLost("the Docker engine went away during trial %s" % trial_dir.name) from None
             facts.update(exit_code=result.get("StatusCode"), oom_killed=bool(state.get("OOMKilled")))
             if state.get("OOMKilled"):
-                limit = self.scenario.docker.memory if self.scenario.docker else None
+                opts = getattr(self.scenario, "docker", None)
+                limit = opts.memory if opts is not None else None
                 return self._fail(trial_dir, facts, "killed for memory: the container hit its memory limit"
                                   + (" (%s)" % limit if limit else ""))
             if result.get("StatusCode") not in (0, None):
@@ -224,7 +276,7 @@ class DockerLauncher:
 
     def _start(self, trial_dir, tag, argv, env, timeout_s, cell):
         import docker
-        opts = self.scenario.docker
+        opts = getattr(self.scenario, "docker", None)
         mounts = [docker.types.Mount(str(ROOT), str(ROOT), type="bind", read_only=True),
                   docker.types.Mount(str(trial_dir), str(trial_dir), type="bind")]
         for path in _data_paths(self.scenario):
@@ -279,7 +331,6 @@ class DockerLauncher:
 
 
 def _data_paths(scenario):
-    from harness.spec.scenario import CocoData
     paths = {os.path.abspath(path) for path in scenario.weights.values()}   # files, bound one by one
     if isinstance(scenario.data, CocoData):
         paths |= {os.path.abspath(scenario.data.images), os.path.dirname(os.path.abspath(scenario.data.annotations))}

@@ -5,8 +5,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.launch import trialfiles
+from harness import frameworks
 from harness.errors import ResultsWriteError
+from harness.launch import envs, trialfiles
 
 ROOT = Path(__file__).resolve().parents[2]   # the folder holding runner.py and harness/
 RUNNER = ROOT / "runner.py"
@@ -19,8 +20,47 @@ def runner_argv(python, trial_dir, timeout_s, env_keys, argv):
     return cmd + ["--"] + list(argv)
 
 
+def framework_python(name, default=sys.executable, require=False):
+    """The python a trial of framework `name` uses here: its pinned env's when it has one."""
+    fw = frameworks.FRAMEWORKS[name]
+    if fw.env is None or default != sys.executable:
+        return default
+    return envs.python_for(fw.env, require=require)
+
+
+def pythons(scenario, framework_names, default=sys.executable):
+    return {name: framework_python(name, default) for name in framework_names}
+
+
+def check_envs(cells):
+    """UserError naming the first framework whose pinned env is not built yet."""
+    for name in sorted({c.framework for c in cells}):
+        framework_python(name, require=True)
+
+
 class LocalLauncher:
+    """Trials run on this host, in the framework's pinned environment where it has one."""
+
     name = "local"
+    options = None             # no scenario section
+    runs_here = True
+    rendezvous = None
+
+    @staticmethod
+    def check(scenario, fail):
+        """The local backend takes no options."""
+
+    @staticmethod
+    def pythons(scenario, framework_names):
+        return pythons(scenario, framework_names)
+
+    @staticmethod
+    def dry_run(scenario, trials, results_dir, out):
+        """The commands run.py prints are all there is."""
+
+    @staticmethod
+    def preflight(scenario, cells):
+        check_envs(cells)
 
     def __init__(self, python=sys.executable):
         self.python = python
@@ -28,7 +68,7 @@ class LocalLauncher:
     def prepare(self, scenario):
         """Nothing to build for the local backend."""
 
-    def run(self, trial_dir, argv, env, timeout_s, files=None):
+    def run(self, trial_dir, argv, env, timeout_s, cell=None, files=None):
         """Run one trial to completion; runner.py writes everything into trial_dir (`files`:
         the adapter's derived files, written there first)."""
         trial_dir = Path(trial_dir)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness.spec import platforms
 from harness.errors import BackendDown, BackendLost, UserError
-from harness.launch import sbatch, trialfiles
+from harness.launch import local, sbatch, trialfiles
 from harness.launch.local import ROOT, RUNNER
 from runner import write_json_atomic
 
@@ -41,13 +41,13 @@ BAD_ENDS = {
 
 def python_for(scenario):
     """The interpreter that starts runner.py and the trial on the nodes."""
-    opts = scenario.slurm
+    opts = getattr(scenario, "slurm", None)
     return "python3" if opts is not None and opts.container_image else sys.executable
 
 
 def job_for(scenario, cell, trial_dir, argv, python=None):
     """The sbatch.Job of one trial of `cell` whose folder is `trial_dir`."""
-    opts = scenario.slurm or sbatch.SlurmOptions()
+    opts = getattr(scenario, "slurm", None) or sbatch.SlurmOptions()
     trial_dir = Path(trial_dir).absolute()
     defaults = _platform_defaults(cell.platform)
     python = python or python_for(scenario)
@@ -274,9 +274,32 @@ def record_end(trial_dir, job_id, state, exit_code, reason):
     return False
 
 
+def pythons(scenario, framework_names):
+    """In a container image, its python3; else each framework's pinned env, as on this host
+    (the nodes share the checkout and the cache)."""
+    return local.pythons(scenario, framework_names, python_for(scenario))
+
+
 class SlurmLauncher:
+    """Each trial is one sbatch job on the scenario's partition, one task per node."""
+
     name = "slurm"
-    sized_by_cell = True       # run() needs the cell: nodes and devices per node
+    options = sbatch.SlurmOptions
+    runs_here = False          # trials run on the nodes: their trial.json has the host facts
+    rendezvous = RENDEZVOUS
+    pythons = staticmethod(pythons)
+
+    @staticmethod
+    def check(scenario, fail):
+        """SlurmOptions checks its own fields."""
+
+    @staticmethod
+    def preflight(scenario, cells):
+        """Nothing to check before the run: prepare() finds out whether Slurm answers."""
+
+    @staticmethod
+    def dry_run(scenario, trials, results_dir, out):
+        dry_run(scenario, trials, results_dir, "DRYRUN", out)
 
     def __init__(self, poll_s=1.0):
         self.poll_s = poll_s
@@ -293,10 +316,8 @@ class SlurmLauncher:
                              "`scancel --name=NAME` ends one\n" % (
                                  len(left), ", ".join("%s %s" % (j, n) for j, n, _ in left[:5])))
 
-    def run(self, trial_dir, argv, env, timeout_s, cell=None, files=None):
+    def run(self, trial_dir, argv, env, timeout_s, cell, files=None):
         """Submit one trial, wait for its job to end, record Slurm's verdict; return 0 if it completed."""
-        if cell is None:
-            raise ValueError("the slurm launcher needs the trial's cell")
         trial_dir = Path(trial_dir)
         # a job of the same trial left by a killed run would write into the same folder
         cancel([j for j, n, _ in jobs_named(sbatch.job_name(trial_dir.name)) if n == sbatch.job_name(trial_dir.name)])
@@ -327,7 +348,7 @@ class SlurmLauncher:
         """Wait while the job is queued or running. A job Slurm requeued after losing its node
         fails the trial (BackendLost); a job queued while no node of its partition is up stops
         the run after node_down_wait_s (BackendDown). Either way the job is cancelled."""
-        opts = scenario.slurm or sbatch.SlurmOptions()
+        opts = getattr(scenario, "slurm", None) or sbatch.SlurmOptions()
         down_since = None
         while True:
             state = queue_state(job_id)

@@ -3,23 +3,29 @@
 A scenario names a matrix over framework x model x precision x platform x gpus x nodes
 plus the settings every cell shares. Loading it either returns a valid Scenario or
 raises UserError pointing at the file, line and field that is wrong.
+
+Where trials run is the launch stage's business: its backends, and the scenario section
+each one takes (named after the backend), reach `load` as an argument (`backends`: name ->
+launcher), so this stage describes a run without knowing any backend.
 """
+import functools
 import itertools
 import math
+import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Literal, Optional, Union
+from typing import Dict, List, Optional, Union
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, create_model, field_validator
 
 from harness.spec import catalog, names, platforms, yamlfile
 from harness import frameworks
 from harness.errors import UserError, located
-from harness.launch.sbatch import SlurmOptions
+from harness.frameworks.base import TrialContext
 from harness.spec.strict import Strict
 
-BACKENDS = ("local", "slurm", "docker")
 MATRIX_AXES = ("framework", "model", "precision", "platform", "gpus", "nodes")
 MAX_COUNT = 4096        # devices, nodes and images per device: beyond this a count is a typo
 MAX_REPEATS = 1000
@@ -81,29 +87,10 @@ class CalibrateOptions(Strict):
         return value
 
 
-SIZE = r"^[0-9]+[bkmgBKMG]?$"     # Docker's sizes: bytes, or a number with b, k, m or g
-
-
-class DockerOptions(Strict):
-    images: Dict[str, str] = {}      # framework -> recipe under dockerfiles/ (default: its own)
-    gpus: Union[int, str, None] = None   # "all", a count, or None: the cell's count if the host has GPUs
-    shm_size: str = Field(default="8g", pattern=SIZE)    # /dev/shm for data-loader workers
-    ipc_host: bool = False           # share the host's IPC namespace instead of a private /dev/shm
-    memory: Optional[str] = Field(default=None, pattern=SIZE)   # memory limit of each container
-    network: Literal["none", "bridge", "host"] = "none"
-
-    @field_validator("gpus")
-    @classmethod
-    def _gpus(cls, value):
-        if isinstance(value, str) and value != "all" or isinstance(value, int) and value < 0:
-            raise ValueError("gpus is 'all' or a count of at least 0, got %r" % value)
-        return value
-
-
 class Scenario(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     description: str = ""
-    backend: str = "local"
+    backend: str = "local"          # a name in the launch stage's LAUNCHERS
     matrix: Matrix
     batch_per_gpu: int = Field(default=2, ge=1, le=MAX_COUNT)
     input_size: List[int] = Field(default=[800, 1333], min_length=2, max_length=2)
@@ -117,8 +104,6 @@ class Scenario(Strict):
     weights: Dict[str, str] = {}     # model -> initial weights file every framework of its cells loads
     extra_args: Dict[str, List[str]] = {}
     calibrate: CalibrateOptions = CalibrateOptions()
-    slurm: Optional[SlurmOptions] = None   # backend slurm: partition, account, time limit, container
-    docker: Optional[DockerOptions] = None   # backend docker: images, GPUs, shared memory, limits
     options: Dict[str, Dict[str, Union[str, int, float, bool]]] = {}
     exclude: List[Exclude] = []
 
@@ -171,26 +156,52 @@ class PlannedCell:
     excluded: Optional[str] = None   # reason, rendered as NA
 
 
-def load(path):
+def model_for(backends=None):
+    """The Scenario model with one optional section per backend that takes options, named after
+    it and typed by its launcher's `options` model (`backends`: name -> launcher)."""
+    sections = tuple(sorted((name, launcher.options) for name, launcher in (backends or {}).items()
+                            if launcher.options is not None))
+    return _model_with(sections)
+
+
+@functools.lru_cache(maxsize=None)
+def _model_with(sections):
+    if not sections:
+        return Scenario
+    return create_model("Scenario", __base__=Scenario,
+                        **{name: (Optional[options], None) for name, options in sections})
+
+
+def section(scenario, backend):
+    """The scenario's section of `backend` (its launcher's options), or None when it has none."""
+    return getattr(scenario, backend, None)
+
+
+def load(path, backends=None):
+    """A valid scenario from `path`, or UserError at its line. With `backends` (the launch
+    stage's LAUNCHERS) the backend name and each backend's section are checked too."""
     path = Path(path)
     data, positions = yamlfile.load(path)
     if not isinstance(data, dict):
         raise UserError(located(path, 1, None, "a scenario is a mapping of settings"))
     try:
-        scenario = Scenario.model_validate(data)
+        scenario = model_for(backends).model_validate(data)
     except ValidationError as exc:
         raise yamlfile.validation_error(path, positions, exc) from None
-    check(scenario, path, positions)
+    check(scenario, path, positions, backends)
     return scenario
 
 
-def check(scenario, path, positions):
+def check(scenario, path, positions, backends=None):
     """Cross-field checks pydantic cannot do alone; raise UserError at the offending line."""
     def fail(where, message):
         raise UserError(located(path, yamlfile.line_of(positions, where), ".".join(map(str, where)), message))
 
-    if scenario.backend not in BACKENDS:
-        fail(("backend",), "unknown backend %r (known: %s)" % (scenario.backend, ", ".join(BACKENDS)))
+    if backends is not None:
+        if scenario.backend not in backends:
+            fail(("backend",), "unknown backend %r (known: %s)" % (scenario.backend, ", ".join(backends)))
+        for launcher in backends.values():
+            launcher.check(scenario, fail)
     known = {
         "framework": sorted(frameworks.FRAMEWORKS),
         "model": sorted(catalog.MODELS),
@@ -206,14 +217,6 @@ def check(scenario, path, positions):
         values = getattr(scenario.matrix, axis)
         if len(set(values)) != len(values):
             fail(("matrix", axis), "lists a value twice")
-    if scenario.docker is not None:
-        from harness.launch import images
-        for name, recipe in scenario.docker.images.items():
-            if name not in frameworks.FRAMEWORKS:
-                fail(("docker", "images", name), "unknown framework %r%s" % (name, names.hint(name)))
-            if recipe not in images.RECIPES:
-                fail(("docker", "images", name), "unknown image recipe %r (known: %s)"
-                     % (recipe, ", ".join(sorted(images.RECIPES))))
     for name in list(scenario.extra_args) + list(scenario.options):
         section = "extra_args" if name in scenario.extra_args else "options"
         if name not in frameworks.FRAMEWORKS:
@@ -294,7 +297,6 @@ def _check_command_values(scenario, fail):
 
 def _check_commands(scenario, cells, fail):
     """Build every runnable cell's command once: what an adapter refuses fails here, at its line."""
-    from harness.run import context
     for cell in cells:
         fw = frameworks.FRAMEWORKS[cell.framework]
         for opts in ({}, scenario.options.get(cell.framework)):
@@ -322,10 +324,29 @@ def plan(scenario):
     return out
 
 
-def loads_text(text, name="<scenario>"):
+def images_per_iteration(sc, cell):
+    return sc.batch_per_gpu * cell.gpus * cell.nodes
+
+
+def context(sc, cell, python=sys.executable, rendezvous=None):
+    """The TrialContext a framework's adapter builds the trial of `cell` from."""
+    data = None
+    if isinstance(sc.data, CocoData):
+        # trials run from the checkout's root: paths the scenario gave relative to the caller's folder
+        data = {"annotations": os.path.abspath(sc.data.annotations), "images": os.path.abspath(sc.data.images)}
+    return TrialContext(
+        framework=cell.framework, model=cell.model, precision=cell.precision, gpus=cell.gpus,
+        nodes=cell.nodes, batch_per_gpu=sc.batch_per_gpu, input_size=tuple(sc.input_size),
+        iterations=sc.iterations, data=data, extra_args=tuple(sc.extra_args.get(cell.framework, ())),
+        options=sc.framework_options(cell.framework), python=python, seed=sc.seed,
+        rendezvous=rendezvous, env=dict(sc.env),
+        weights=os.path.abspath(sc.weights[cell.model]) if cell.model in sc.weights else None)
+
+
+def loads_text(text, name="<scenario>", backends=None):
     """Validate a scenario given as text (tests, generated scenarios)."""
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / name
         path.write_text(text, encoding="utf-8")
-        return load(path)
+        return load(path, backends)

@@ -291,16 +291,16 @@ def test_a_scenario_names_one_file_per_model_and_validate_checks_it(made, tmp_pa
 
 
 def test_every_framework_of_a_cell_gets_the_same_file_and_says_so(made, tmp_path):
-    from harness import run as run_mod
+    from harness import launch
     from harness.spec import scenario as scenario_mod
     path, _ = made("retinanet")
     scenario = tmp_path / "s.yaml"
     scenario.write_text("name: w\nmatrix:\n  framework: [detbench-trainer, torchvision]\n  model: [retinanet]\n"
                         "weights:\n  retinanet: %s\n" % path)
-    sc = scenario_mod.load(scenario)
+    sc = launch.load_scenario(scenario)
     for name in ("detbench-trainer", "torchvision"):
         cell = scenario_mod.Cell(name, "retinanet", "fp32", "local", 1, 1)
-        ctx = run_mod.context(sc, cell)
+        ctx = scenario_mod.context(sc, cell)
         argv = FRAMEWORKS[name].command(ctx)
         assert argv[argv.index("--weights") + 1] == path
         assert FRAMEWORKS[name].settings(ctx)["init"] == "file:" + os.path.basename(path)
