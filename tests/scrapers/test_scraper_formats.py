@@ -113,13 +113,14 @@ def test_fixture_parses_exactly(name, fixture, options, expected, error_lines):
     assert [e.line for e in errors] == error_lines
 
 
-@pytest.mark.parametrize("module_name,fixture", [
-    ("mmdet_v1", "mmdet_v1.log"), ("mmdet_v2", "mmdet_v2.log"), ("mmdet_v3", "mmdet_v3.log"),
-    ("maskrcnn_benchmark", "maskrcnn_benchmark.log"), ("detectron2", "detectron2.log"),
-    ("torchvision_ref", "torchvision_ref.log"), ("simpledet_mxnet", "simpledet_mxnet.log"),
-    ("effdet", "effdet.log"), ("dllogger", "dllogger_pytorch.log")])
-def test_path_fast_path_equals_line_path(module_name, fixture, tmp_path, monkeypatch):
-    module = importlib.import_module("harness.measure.scrapers." + module_name)
+FIRST_FIXTURE = {case[0]: case[1] for case in reversed(CASES)}   # each format's first fixture in CASES
+
+
+@pytest.mark.parametrize("name", sorted(scrapers.PATH_SCRAPERS))
+def test_path_fast_path_equals_line_path(name, tmp_path, monkeypatch):
+    module = importlib.import_module("harness.measure.scrapers." + name.replace("-", "_"))
+    assert module.iter_scrape_path is scrapers.PATH_SCRAPERS[name]
+    fixture = FIRST_FIXTURE[name]
     monkeypatch.setattr(common, "CHUNK_SIZE", 4096)  # many chunks, lines cut at edges
     text = (FIXTURES / fixture).read_text(encoding="utf-8")
     # later copies dirty some chunks (colours, a rank prefix) so both paths run
