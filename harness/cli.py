@@ -57,12 +57,21 @@ def run(scenario_path, backend, results_dir, resume_id, dry_run, force):
         sys.exit(130)
 
 
+# --format -> (module of harness.report, its renderer); each renderer takes the Report alone
+REPORT_RENDERERS = {
+    "md": ("markdown", "render"),
+    "html": ("html", "render"),
+    "csv": ("export", "render_csv"),
+    "json": ("export", "render_json"),
+}
+
+
 @main.command()
 @click.option("--platform", "platform_name", required=True, help="platform name, e.g. P2 or local")
 @RESULTS
 @click.option("--run", "run_id", metavar="RUN_ID", help="only this run (default: newest run of each cell)")
 @click.option("--published", metavar="NAME", help="also show published figures, e.g. simpledet-benchmark")
-@click.option("--format", "fmt", type=click.Choice(["md", "html", "csv", "json"]), default="md",
+@click.option("--format", "fmt", type=click.Choice(list(REPORT_RENDERERS)), default="md",
               show_default=True, help="Markdown tables, a self-contained HTML page with figures, or an export")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="write here instead of stdout")
 @click.option("--rows", type=click.Choice(["cells", "trials"]), default="cells", show_default=True,
@@ -70,42 +79,17 @@ def run(scenario_path, backend, results_dir, resume_id, dry_run, force):
 @user_errors
 def report(platform_name, results_dir, run_id, published, fmt, out_path, rows):
     """Report a platform's results: SimpleDet-style tables, HTML with figures, CSV or JSON."""
-    from pathlib import Path
+    import importlib
 
-    from harness.report import markdown, measured
-    from harness.report import published as published_mod
-    from harness.results.store import DB_NAME, Store
+    from harness.report import build
 
-    pub_tables = []
-    if published:
-        pub_tables = published_mod.tables(published_mod.load(published), platform_name)
-    tables, store = [], None
-    if (Path(results_dir) / DB_NAME).exists() or run_id:
-        store = Store(results_dir, create=False)
-        if run_id:
-            run_id = store.run(run_id)["id"]
-        # the Markdown tables show no confidence interval: skip the bootstrap (and numpy) there
-        tables = measured.tables(store, platform=platform_name, run_id=run_id, ci=fmt != "md")
-    if not tables and not pub_tables:
-        raise UserError("nothing to report for platform %r in %s" % (platform_name, results_dir))
-    if fmt == "html":
-        from harness.report import html
-        return _emit(html.page(platform_name, tables, pub_tables, published, store, run_id), out_path)
-    if fmt in ("csv", "json"):
-        from harness.report import export
-        return _emit(export.document(fmt, platform_name, tables, pub_tables, store, rows, run_id), out_path)
-    from harness.report import scaling
-
-    out = []
-    scaling_text = scaling.render_markdown(tables)   # before with_published adds its columns
-    if pub_tables:
-        out.append(markdown.render(pub_tables, "Published: %s" % published))
-    if tables:
-        out.append(markdown.render(measured.with_published(tables, pub_tables) if pub_tables else tables,
-                                   "Measured on %s" % platform_name))
-    if scaling_text:
-        out.append(scaling_text)
-    _emit("\n".join(out), out_path)
+    # the Markdown tables show no confidence interval and only the page draws traces:
+    # skip the bootstrap (and numpy) and the iterations where they are not shown
+    report_value = build.report(results_dir, platform_name, run_id=run_id, published=published,
+                                ci=fmt != "md", traces=fmt == "html", rows=rows)
+    module, name = REPORT_RENDERERS[fmt]
+    renderer = getattr(importlib.import_module("harness.report." + module), name)
+    _emit(renderer(report_value), out_path)
 
 
 def _emit(text, out_path):

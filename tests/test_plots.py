@@ -6,7 +6,7 @@ from matplotlib.container import BarContainer
 from matplotlib.patches import Rectangle
 
 from harness.report import plots
-from harness.report.model import THROUGHPUT, Column, Entry, Table
+from harness.report.model import THROUGHPUT, Column, Detail, Entry, Table
 
 
 def table(columns, entries, models=("retinanet", "faster_rcnn"), gpus=8):
@@ -15,13 +15,21 @@ def table(columns, entries, models=("retinanet", "faster_rcnn"), gpus=8):
                  entries=entries)
 
 
+def detail(**over):
+    fields = dict(n=3, failed=0, minimum=54.0, maximum=56.0, iqr=1.0, ci=None, cv=0.01, observed=None, outliers=0,
+                  settings={}, settings_variants=(), kinds=("exact",), windows=(), nominal_window=None, work=None,
+                  peak_rss_mb=None, peak_device_mb=None, peak_mem_mb=None, run_id="run-1")
+    fields.update(over)
+    return Detail(**fields)
+
+
 def bars(ax):
     return [p for p in ax.patches if isinstance(p, Rectangle) and p.get_width() > 0]
 
 
 def test_grouped_bars_put_frameworks_side_by_side_for_each_model():
     t = table([("simpledet", "SimpleDet"), ("mmdet", "mmdetection"), ("published:simpledet", "SimpleDet (published)")],
-              {("retinanet", "simpledet"): Entry(throughput=55.5, iteration_ms=288, detail={"ci": [54.0, 56.0]}),
+              {("retinanet", "simpledet"): Entry(throughput=55.5, iteration_ms=288, detail=detail(ci=(54.0, 56.0))),
                ("retinanet", "mmdet"): Entry(throughput=49.7, iteration_ms=322),
                ("retinanet", "published:simpledet"): Entry(throughput=55.0, iteration_ms=290),
                ("faster_rcnn", "simpledet"): Entry(throughput=62.2, iteration_ms=257),

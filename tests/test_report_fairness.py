@@ -8,10 +8,9 @@ import json
 import pytest
 
 from harness.spec import catalog
-from harness.measure import work
+from harness.measure import flags, work
 from harness.frameworks import FRAMEWORKS as SPECS
-from harness.report import export, figures, html, markdown, measured, plots
-from harness.report.model import FLAG_TEXT
+from harness.report import build, export, figures, html, markdown, plots, rows
 from harness.results.store import Store
 
 FRAMEWORKS = ("detbench-trainer", "torchvision", "mmdetection")
@@ -42,11 +41,15 @@ def fill_store(root, trial_row, frameworks=FRAMEWORKS, models=MODELS, repeats=1,
     return store
 
 
+def report_of(store):
+    return build.from_rows(rows.read(store, "P2"), "P2", ci=False)
+
+
 def throughput_table(store):
-    return [t for t in measured.tables(store, "P2", ci=False) if t.form == "throughput"][0]
+    return [t for t in report_of(store).measured if t.form == "throughput"][0]
 
 
-def flags(table, model, fw):
+def cell_flags(table, model, fw):
     return table.entries[(model, fw)].flags
 
 
@@ -95,7 +98,7 @@ def test_each_column_says_how_its_figure_was_taken_and_where_its_window_widened(
     assert line == ["Figures: %s, torchvision: %s; mmdetection: %s (window widened to 1..20)."
                     % (SPECS["detbench-trainer"].title, figures.kind_text("exact"),
                        figures.kind_text("exact-cumulative"))]
-    assert not any(figures.APPROXIMATE in e.flags for e in table.entries.values())   # both kinds are exact
+    assert not any(flags.WINDOW_APPROXIMATE in e.flags for e in table.entries.values())   # both kinds are exact
 
 
 @pytest.mark.parametrize("kind, exact, approximate", [
@@ -104,7 +107,7 @@ def test_each_column_says_how_its_figure_was_taken_and_where_its_window_widened(
 def test_the_approximate_flag_keys_on_the_figure_kind(tmp_path, kind, exact, approximate):
     store = fill_store(tmp_path, lambda fw, m, r: {"figure_kind": kind, "exact": exact},
                        frameworks=("torchvision",), models=("retinanet",))
-    assert (figures.APPROXIMATE in flags(throughput_table(store), "retinanet", "torchvision")) is approximate
+    assert (flags.WINDOW_APPROXIMATE in cell_flags(throughput_table(store), "retinanet", "torchvision")) is approximate
 
 
 def test_a_trial_stored_before_figure_kinds_shows_its_adapters_words(tmp_path):
@@ -127,13 +130,13 @@ def test_unequal_work_flags_a_row_whose_frameworks_differ_by_more_than_5_percent
         return work_row(4000.0, positives) if model == "faster_rcnn" else work_row(4000.0, 100.0)
     table = throughput_table(fill_store(tmp_path, row))
     for fw in FRAMEWORKS:
-        assert (work.UNEQUAL_WORK in flags(table, "faster_rcnn", fw)) is flagged
-        assert work.UNEQUAL_WORK not in flags(table, "retinanet", fw)
+        assert (flags.UNEQUAL_WORK in cell_flags(table, "faster_rcnn", fw)) is flagged
+        assert flags.UNEQUAL_WORK not in cell_flags(table, "retinanet", fw)
     assert ("Work per iteration, %s (%s): proposals 4000 | 4000 | 4000; sampled RoIs 1024 | 1024 | 1024; "
             "positive RoIs 100 | 100 | %s." % (FASTER, TITLES, "%.0f" % (100 * (1 + apart)))) in table.notes
     text = markdown.render_table(table)
     assert ("unequal work: the frameworks of this row differ" in text) is flagged
-    assert FLAG_TEXT[work.UNEQUAL_WORK] == work.UNEQUAL_TEXT
+    assert (flags.text(flags.UNEQUAL_WORK) in text) is flagged
 
 
 def test_work_is_the_median_over_repeats_and_a_column_without_work_shows_a_dash(tmp_path):
@@ -144,7 +147,7 @@ def test_work_is_the_median_over_repeats_and_a_column_without_work_shows_a_dash(
     table = throughput_table(fill_store(tmp_path, row, models=("faster_rcnn",), repeats=3))
     assert ("Work per iteration, %s (%s): proposals 4000 | 4000 | -; sampled RoIs 1024 | 1024 | -; "
             "positive RoIs 62.5 | 62.5 | -." % (FASTER, TITLES)) in table.notes
-    assert not any(work.UNEQUAL_WORK in e.flags for e in table.entries.values())
+    assert not any(flags.UNEQUAL_WORK in e.flags for e in table.entries.values())
 
 
 def test_the_report_has_words_for_every_count_a_work_line_may_carry():
@@ -153,24 +156,24 @@ def test_the_report_has_words_for_every_count_a_work_line_may_carry():
 
 
 def test_unequal_keys_is_spread_over_median():
-    assert work.unequal_keys([{"proposals": 100.0}, {"proposals": 104.0}, {"proposals": 100.0}]) == []
-    assert work.unequal_keys([{"proposals": 100.0}, {"proposals": 106.0}, {"proposals": 100.0}]) == ["proposals"]
-    assert work.unequal_keys([{"proposals": 100.0}, None, {"positive_rois": 5.0}]) == []   # nothing to compare
-    assert work.unequal_keys([{"mask_rois": 0.0}, {"mask_rois": 3.0}]) == ["mask_rois"]
+    assert flags.unequal_keys([{"proposals": 100.0}, {"proposals": 104.0}, {"proposals": 100.0}]) == []
+    assert flags.unequal_keys([{"proposals": 100.0}, {"proposals": 106.0}, {"proposals": 100.0}]) == ["proposals"]
+    assert flags.unequal_keys([{"proposals": 100.0}, None, {"positive_rois": 5.0}]) == []   # nothing to compare
+    assert flags.unequal_keys([{"mask_rois": 0.0}, {"mask_rois": 3.0}]) == ["mask_rois"]
 
 
 def test_exports_carry_figure_work_and_memory(tmp_path):
     def row(fw, model, repeat):
         return dict(work_row(4000.0, 61.0), peak_rss_mb=2100.0, peak_mem_mb=None)
     store = fill_store(tmp_path, row, frameworks=("torchvision",), models=("faster_rcnn",))
-    doc = json.loads(export.document("json", "P2", measured.tables(store, "P2", ci=False), store=store))
+    doc = json.loads(export.render_json(report_of(store)))
     cell, trial = doc["cells"][0], doc["trials"][0]
     assert doc["schema_version"] == 2
     assert cell["figure_kinds"] == ["exact"] and cell["figure"] == figures.kind_text("exact")
     assert cell["work"] == {"proposals": 4000.0, "sampled_rois": 1024.0, "positive_rois": 61.0}
     assert cell["peak_rss_mb"] == 2100.0 and cell["peak_device_mb"] is None
     assert trial["figure_kind"] == "exact" and json.loads(trial["work_json"])["positive_rois"] == 61.0
-    csv = export.document("csv", "P2", measured.tables(store, "P2", ci=False), store=store)
+    csv = export.render_csv(report_of(store))
     header, first = csv.splitlines()[:2]
     assert "figure_kinds" in header.split(",") and '""positive_rois"": 61.0' in first
 
@@ -184,7 +187,7 @@ def test_memory_chart_has_one_bar_per_framework_from_telemetry(tmp_path):
         return {"peak_rss_mb": rss[fw] + repeat, "peak_mem_mb": 1800.0 if fw == "detbench-trainer" else None}
     store = fill_store(tmp_path, row, models=("retinanet",), repeats=2)
     cells = sorted(store.cells(platform="P2"), key=lambda c: c["framework"])
-    [(title, _, items)] = html.memory_series(html.memory_rows(store, cells))
+    [(title, _, items)] = html.memory_series(build.memory_rows(rows.read(store, "P2"), cells))
     assert title == "Peak resident memory of the trial's process tree"
     assert items == [("detbench-trainer RetinaNet FP32 1x1", 2102.0, 1800.0),
                      ("mmdetection RetinaNet FP32 1x1", 3302.0, None),
@@ -201,7 +204,7 @@ def test_device_memory_is_charted_when_a_gpu_was_used_and_resident_memory_beside
         return {"peak_rss_mb": 3000.0, "peak_device_mb": {"torchvision": 5200.0, "mmdetection": 6100.0}[fw],
                 "peak_mem_mb": 4900.0 if fw == "torchvision" else None}
     store = fill_store(tmp_path, row, frameworks=("torchvision", "mmdetection"), models=("retinanet",))
-    series = html.memory_series(html.memory_rows(store, store.cells(platform="P2")))
+    series = html.memory_series(build.memory_rows(rows.read(store, "P2"), store.cells(platform="P2")))
     assert [(title, [i[1:] for i in items]) for title, _, items in series] == [
         ("Peak device memory of the trial's processes", [(5200.0, 4900.0), (6100.0, None)]),
         ("Peak resident memory of the trial's process tree", [(3000.0, None), (3000.0, None)])]

@@ -1,7 +1,7 @@
 """Scaling efficiency: throughput on N devices / (N x throughput on 1), as points and Markdown."""
 import pytest
 
-from harness.report import scaling
+from harness.report import markdown, scaling
 from harness.report.model import ITERATION, THROUGHPUT, Column, Entry, Table
 
 
@@ -42,7 +42,7 @@ def test_series_span_single_node_and_multi_node_cells_of_one_platform():
 
 
 def test_markdown_table_shows_speedup_and_efficiency():
-    text = scaling.render_markdown([table(1, 1, 20.0), table(2, 1, 36.0), table(8, 2, 256.0)])
+    text = markdown.scaling_text(scaling.scaling_series([table(1, 1, 20.0), table(2, 1, 36.0), table(8, 2, 256.0)]))
     assert "#### P2-FP32: simpledet Faster R-CNN w/ FPN\n" in text
     assert "Throughput on N devices / (N x throughput on 1 device)." in text
     assert "|1|1x1|20.0|1.00x|100%|\n" in text
@@ -51,7 +51,7 @@ def test_markdown_table_shows_speedup_and_efficiency():
 
 
 def test_nothing_is_rendered_for_a_single_device_count():
-    assert scaling.render_markdown([table(1, 1, 20.0), table(1, 1, 22.0, platform="P1")]) == ""
+    assert markdown.scaling_text(scaling.scaling_series([table(1, 1, 20.0), table(1, 1, 22.0, platform="P1")])) == ""
 
 
 def test_published_columns_are_not_a_series():

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.measure import stats
+from harness.measure import flags, stats
 from harness.measure.records import (CUMULATIVE_MEAN, EXACT, EXACT_CUMULATIVE, GLOBAL_MEAN, GLOBAL_MEAN_FIGURE,
                              THROUGHPUT, THROUGHPUT_FIGURE, WINDOW_MEAN, WINDOW_MEDIAN,
                              WINDOW_MEDIAN_FIGURE, IterationRecord)
@@ -157,6 +157,6 @@ def test_summary_flags():
     s = stats.summarize([40.0, 40.1, 39.9], 2, [0.005] * 3, [40.0, 40.05, 39.95], [0.05] * 3)
     assert s.flags == [] and s.iteration_ms == pytest.approx(50.0) and s.data_ms == pytest.approx(5.0)
     s = stats.summarize([40.0, 44.0, 39.0], 2, [0.02] * 3, [30.0] * 3, [0.05] * 3)
-    assert s.flags == [stats.UNSTABLE, stats.DATA_BOUND, stats.DISAGREEING]
+    assert s.flags == [flags.UNSTABLE, flags.DATA_BOUND, flags.ESTIMATORS_DISAGREE]
     assert s.minimum == 39.0 and s.maximum == 44.0 and s.n == 3
     assert math.isclose(s.throughput, 40.0)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import runner
-from harness.measure import telemetry
+from harness.measure import flags, telemetry
 from tests.fake_pynvml_source import fake_module, write_fake
 from tests.test_runner import python36
 
@@ -101,7 +101,7 @@ def test_fake_gpus_in_a_real_trial_under_both_pythons(tmp_path):
         g0 = t["gpus"][0]
         assert g0["util"]["mean"] == 97 and g0["power_w"]["max"] == 312.5 and g0["sm_mhz"]["min"] == 1410
         assert g0["throttle"] == {"sw_power_cap": g0["samples"], "gpu_idle": g0["samples"]}
-        assert telemetry.trial_flags(t) == [telemetry.GPU_POWER]
+        assert telemetry.trial_flags(t) == [flags.GPU_POWER]
 
 
 def test_gpu_facts_read_topology_and_nvlink():
@@ -124,7 +124,7 @@ def test_sampler_reads_fake_gpus_in_process(tmp_path, monkeypatch):
     assert [g["throttle"] for g in sample["gpus"]] == [0x40, 0x40]
     summary = sampler.summary()
     assert summary["gpus"][1]["throttle"] == {"hw_thermal": 1}
-    assert telemetry.trial_flags(summary) == [telemetry.GPU_THERMAL]
+    assert telemetry.trial_flags(summary) == [flags.GPU_THERMAL]
 
 
 def test_nvml_missing_or_failing_in_process(monkeypatch):
@@ -158,7 +158,7 @@ def test_a_quiet_trial_has_no_flags():
 
 
 def test_oversubscription_needs_ready_threads_beyond_the_cores_and_saturated_cores():
-    assert telemetry.trial_flags(summary(tree_runnable={"mean": 160.0})) == [telemetry.CPU_OVERSUBSCRIBED]
+    assert telemetry.trial_flags(summary(tree_runnable={"mean": 160.0})) == [flags.CPU_OVERSUBSCRIBED]
     assert telemetry.trial_flags(summary(tree_runnable={"mean": 12.0})) == []          # 1.5 per core, not more
     assert telemetry.trial_flags(summary(tree_runnable={"mean": 40.0}, cpu_util_mean={"mean": 60.0})) == []
     # one busy thread on one core is not oversubscription
@@ -167,24 +167,24 @@ def test_oversubscription_needs_ready_threads_beyond_the_cores_and_saturated_cor
 
 def test_gpu_throttle_needs_a_share_of_the_samples():
     gpu = {"index": 0, "samples": 100, "throttle": {"sw_thermal": 5}}
-    assert telemetry.trial_flags(summary(gpus=[gpu])) == [telemetry.GPU_THERMAL]
+    assert telemetry.trial_flags(summary(gpus=[gpu])) == [flags.GPU_THERMAL]
     gpu["throttle"] = {"sw_thermal": 4, "gpu_idle": 100, "applications_clocks": 100}
     assert telemetry.trial_flags(summary(gpus=[gpu])) == []
     gpu["throttle"] = {"hw_power_brake": 50, "hw_slowdown": 50}
-    assert telemetry.trial_flags(summary(gpus=[gpu])) == [telemetry.GPU_THERMAL, telemetry.GPU_POWER]
+    assert telemetry.trial_flags(summary(gpus=[gpu])) == [flags.GPU_THERMAL, flags.GPU_POWER]
 
 
 def test_memory_pressure_from_swapping_or_little_available_memory():
-    assert telemetry.trial_flags(summary(swap_out_mb={"mean": 10.0})) == [telemetry.MEMORY_PRESSURE]
+    assert telemetry.trial_flags(summary(swap_out_mb={"mean": 10.0})) == [flags.MEMORY_PRESSURE]
     assert telemetry.trial_flags(summary(swap_out_mb={"mean": 6.0})) == []            # 60 MB in all
-    assert telemetry.trial_flags(summary(mem_available_mb={"min": 3000})) == [telemetry.MEMORY_PRESSURE]
+    assert telemetry.trial_flags(summary(mem_available_mb={"min": 3000})) == [flags.MEMORY_PRESSURE]
 
 
 def test_cell_flags_join_trials_and_notice_mixed_hosts():
     hot = json.dumps(summary(gpus=[{"samples": 10, "throttle": {"hw_thermal": 10}}]))
-    assert telemetry.cell_flags([None, json.dumps(summary()), hot]) == [telemetry.GPU_THERMAL]
+    assert telemetry.cell_flags([None, json.dumps(summary()), hot]) == [flags.GPU_THERMAL]
     assert telemetry.cell_flags([None, "not json"], ["fp1-a", "fp1-a", None]) == []
-    assert telemetry.cell_flags([], ["fp1-a", "fp1-b"]) == [telemetry.MIXED_HOSTS]
+    assert telemetry.cell_flags([], ["fp1-a", "fp1-b"]) == [flags.MIXED_HOSTS]
 
 
 # ---------------------------------------------------------------- the trial's process tree and its memory

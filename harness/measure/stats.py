@@ -12,14 +12,13 @@ import math
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
+from harness.measure import flags
 from harness.measure.records import (CUMULATIVE_MEAN, EXACT, EXACT_CUMULATIVE, GLOBAL_MEAN, GLOBAL_MEAN_FIGURE,
                              ITERATION, THROUGHPUT, THROUGHPUT_FIGURE, WINDOW_MEAN, WINDOW_MEDIAN_FIGURE)
 
-UNSTABLE_SPREAD = 0.07      # (max - min) / min over repeats
-DATA_BOUND_SHARE = 0.10     # data time / iteration time
-RESOLUTION = 0.01           # relative error the harness measures to; thresholds are judged past it
-DISAGREE = 0.05             # |reported - observed| / observed
 OUTLIER_Z = 3.5             # modified z-score on the MAD
+
+spread = flags.spread       # (max - min) / min, the statistic the unstable flag is judged on
 
 
 class WindowError(ValueError):
@@ -286,12 +285,6 @@ def cv(values):
     return math.sqrt(var) / mean if mean else float("nan")
 
 
-def spread(values):
-    """(max - min) / min."""
-    lo = min(values)
-    return (max(values) - lo) / lo if lo else float("inf")
-
-
 def bootstrap_median_ci(values, confidence=0.95, resamples=2000, seed=0):
     """Percentile bootstrap CI of the median; deterministic for a given seed."""
     import numpy as np
@@ -331,18 +324,18 @@ class CellSummary:
     iteration_ms: float          # images per iteration / median throughput
     data_ms: Optional[float]     # median over repeats of mean data time
     observed: Optional[float]    # median over repeats (observed estimator)
-    flags: List[str]
+    flags: List[str]             # names from harness.measure.flags
     outliers: int
-
-
-UNSTABLE, DATA_BOUND, DISAGREEING = "unstable", "data-bound", "estimators-disagree"
 
 
 def summarize(throughputs: Sequence[float], images_per_iteration: int,
               data_times_s: Sequence[Optional[float]] = (),
               observed_throughputs: Sequence[Optional[float]] = (),
               iteration_times_s: Sequence[float] = (), with_ci: bool = True) -> CellSummary:
-    """with_ci=False skips the bootstrap CI (and numpy) where no output shows it."""
+    """The median over repeats and its spread, with the flags of harness.measure.flags judged on
+    the repeats (unstable, data-bound, estimators-disagree).
+
+    with_ci=False skips the bootstrap CI (and numpy) where no output shows it."""
     thr = list(throughputs)
     med = median(thr)
     lo, hi = bootstrap_median_ci(thr) if with_ci else (None, None)
@@ -351,14 +344,11 @@ def summarize(throughputs: Sequence[float], images_per_iteration: int,
     data_ms = median(datas) * 1000.0 if datas else None
     obs = [o for o in observed_throughputs if o is not None]
     obs_med = median(obs) if obs else None
-    flags = []
-    if len(thr) > 1 and spread(thr) > UNSTABLE_SPREAD:
-        flags.append(UNSTABLE)
     iters = [t for t in iteration_times_s if t]
     iter_ref = median(iters) * 1000.0 if iters else iteration_ms
-    if data_ms is not None and data_ms > DATA_BOUND_SHARE * iter_ref * (1 + RESOLUTION):
-        flags.append(DATA_BOUND)
-    if obs_med is not None and abs(med - obs_med) / obs_med > DISAGREE:
-        flags.append(DISAGREEING)
+    raised = [name for name, hit in ((flags.UNSTABLE, flags.unstable(thr)),
+                                      (flags.DATA_BOUND, flags.data_bound(data_ms, iter_ref)),
+                                      (flags.ESTIMATORS_DISAGREE, flags.estimators_disagree(med, obs_med)))
+              if hit]
     return CellSummary(len(thr), med, min(thr), max(thr), iqr(thr), lo, hi, cv(thr), iteration_ms,
-                       data_ms, obs_med, flags, len(outliers(thr)))
+                       data_ms, obs_med, raised, len(outliers(thr)))

@@ -4,7 +4,7 @@ Two frameworks that train the same detector for the same number of iterations ca
 do different work: more proposals kept, more RoIs sampled, more positives for the mask
 head. A framework that can prints one line per iteration (harness.jsonlog.work_line);
 a trial's figure is the mean of each count over the measured window, and the report
-flags a row whose frameworks differ in any count by more than UNEQUAL_SHARE.
+flags a row whose frameworks differ in any count (harness.measure.flags, unequal-work).
 """
 import json
 import math
@@ -21,12 +21,6 @@ LABELS = {
     "mask_rois": "mask RoIs",
     "positive_anchors": "positive anchors",
 }
-
-UNEQUAL_WORK = "unequal-work"
-UNEQUAL_SHARE = 0.05
-UNEQUAL_TEXT = ("unequal work: the frameworks of this row differ by more than %.0f%% (max - min over "
-                "their median) in a work count per iteration (proposals, RoIs, positives)"
-                % (UNEQUAL_SHARE * 100))
 
 _PREFIX = WORK_PREFIX.encode()
 _ITERATION_RE = re.compile(rb'"%s":\s*(\d{1,18})\b' % ITERATION.encode())
@@ -96,22 +90,6 @@ def median(values):
     v = sorted(values)
     mid = len(v) // 2
     return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2.0
-
-
-def unequal_keys(works):
-    """The counts in which these work dicts (one per framework; None for one that logs
-    none) differ by more than UNEQUAL_SHARE: (max - min) / median over the frameworks
-    that log the count, where at least two do."""
-    out = []
-    for key in LABELS:
-        values = [w[key] for w in works if w and key in w]
-        if len(values) < 2:
-            continue
-        mid = median(values)
-        spread = max(values) - min(values)
-        if (spread / mid if mid else (1.0 if spread else 0.0)) > UNEQUAL_SHARE:
-            out.append(key)
-    return out
 
 
 def number(value):

@@ -4,15 +4,10 @@ An iteration's time is the wall time from the end of the previous iteration to t
 this one. Each trial stores the kind of figure its framework's log gave (figure_kind) and
 the iterations that figure covers (window_json); a cell carries the kinds and windows of
 its finished repeats, and a table prints one line saying, per column, what its figures are.
+An approximate figure raises the window-approximate flag (harness.measure.flags).
 """
 from harness import frameworks
 from harness.measure import records
-
-EXACT_KINDS = ("exact", "exact-cumulative")
-
-APPROXIMATE = "window-approximate"
-APPROXIMATE_TEXT = ("approximate: the framework logs only window medians, running means that cannot "
-                    "be differenced, or throughput")
 
 
 def kind_text(kind):
@@ -20,23 +15,16 @@ def kind_text(kind):
     return records.FIGURE_TEXT.get(kind, kind)
 
 
-def approximate(trials):
-    """Whether any of these finished trials has an approximate figure. A trial stored before
-    figure kinds existed is judged by its exact column."""
-    return any((t["figure_kind"] not in EXACT_KINDS) if t["figure_kind"] else not t["exact"]
-               for t in trials)
-
-
 def column_text(framework, details):
-    """What the figures of one column are, from its entries' details ({"kinds", "windows",
-    "nominal_window"}); '' when the column has no finished cell."""
+    """What the figures of one column are, from its entries' details (model.Detail: kinds,
+    windows, nominal_window); '' when the column has no finished cell."""
     kinds, widened = [], []
     for d in details:
-        for kind in d.get("kinds") or ():
+        for kind in d.kinds:
             if kind not in kinds:
                 kinds.append(kind)
-        nominal = d.get("nominal_window")
-        for w in d.get("windows") or ():
+        nominal = d.nominal_window
+        for w in d.windows:
             if nominal and list(w) != list(nominal) and list(w) not in widened:
                 widened.append(list(w))
     if not kinds:

@@ -1,4 +1,4 @@
-"""The HTML report: the seed-style tables plus the paper's figures, in one self-contained file.
+"""A Report as HTML: the seed-style tables plus the paper's figures, in one self-contained file.
 
 Tables are the same Table/Entry objects the Markdown renderer draws (cell text comes from
 harness.report.markdown.cell_text); figures come from harness.report.plots as base64 PNG.
@@ -13,13 +13,12 @@ from pathlib import Path
 import jinja2
 
 from harness import __version__, frameworks
-from harness.spec import catalog, platforms
-from harness.measure import work
-from harness.report import figures, markdown, plots, scaling
-from harness.report.model import FLAG_TEXT, ITERATION, THROUGHPUT
+from harness.spec import catalog
+from harness.measure import flags, work
+from harness.report import figures, markdown, plots
+from harness.report.model import ITERATION, THROUGHPUT
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-MAX_TRACED_CELLS = 48
 
 
 def environment():
@@ -52,7 +51,7 @@ def table_view(table):
             if entry is not None and entry.na:
                 cell["marks"].append({"n": mark("NA: " + entry.na), "flag": "na"})
             elif entry is not None:
-                cell["marks"] += [{"n": mark(FLAG_TEXT.get(f, f)), "flag": f} for f in entry.flags]
+                cell["marks"] += [{"n": mark(flags.text(f)), "flag": f} for f in entry.flags]
                 cell["tip"] = detail_text(entry, col.key)
             cells.append(cell)
         rows.append({"model": catalog.model_title(model), "cells": cells})
@@ -64,34 +63,35 @@ def table_view(table):
 
 def detail_text(entry, column=""):
     d = entry.detail
-    if not d:
+    if d is None:
         return ""
-    parts = ["n=%s" % d.get("n")]
-    if d.get("ci"):
-        parts.append("95%% CI %.2f-%.2f" % tuple(d["ci"]))
-    if d.get("min") is not None:
-        parts.append("min %.2f max %.2f" % (d["min"], d["max"]))
-    if d.get("cv") is not None:
-        parts.append("CV %.2f%%" % (d["cv"] * 100))
-    if d.get("observed"):
-        parts.append("observed %.2f img/s" % d["observed"])
-    if d.get("failed"):
-        parts.append("%d failed" % d["failed"])
-    if d.get("kinds"):
+    parts = ["n=%s" % d.n]
+    if d.ci:
+        parts.append("95%% CI %.2f-%.2f" % tuple(d.ci))
+    if d.minimum is not None:
+        parts.append("min %.2f max %.2f" % (d.minimum, d.maximum))
+    if d.cv is not None:
+        parts.append("CV %.2f%%" % (d.cv * 100))
+    if d.observed:
+        parts.append("observed %.2f img/s" % d.observed)
+    if d.failed:
+        parts.append("%d failed" % d.failed)
+    if d.kinds:
         parts.append("figure: %s" % figures.column_text(column, [d]))
-    if d.get("work"):
-        parts.append("work per iteration: %s" % work.row_text([d["work"]]))
-    for key, what in (("peak_device_mb", "device"), ("peak_rss_mb", "resident"), ("peak_mem_mb", "logged")):
-        if d.get(key):
-            parts.append("peak %s memory %.0f MiB" % (what, d[key]))
+    if d.work:
+        parts.append("work per iteration: %s" % work.row_text([d.work]))
+    for peak, what in ((d.peak_device_mb, "device"), (d.peak_rss_mb, "resident"), (d.peak_mem_mb, "logged")):
+        if peak:
+            parts.append("peak %s memory %.0f MiB" % (what, peak))
     return "; ".join(parts)
 
 
-# ------------------------------------------------------------------ figures from the store
-def scaling_view(tables):
-    """{title: {label: {devices: efficiency}}} from harness.report.scaling, one chart per platform."""
+# ------------------------------------------------------------------ figures
+def scaling_view(series):
+    """{title: {label: {devices: efficiency}}} from harness.report.scaling.scaling_series, one chart
+    per platform and per-device batch."""
     out = defaultdict(dict)
-    for key, points in scaling.scaling_series(tables).items():
+    for key, points in series.items():
         effs = {p.devices: p.efficiency for _, p in points if p.efficiency is not None}
         if len(effs) > 1:
             label = "%s %s %s" % (key.framework, catalog.model_title(key.model), catalog.precision_title(key.precision))
@@ -117,42 +117,10 @@ def table_groups(tables):
     return groups
 
 
-def cell_label(cell):
-    return "%s %s %s %dx%d" % (cell["framework"], catalog.model_title(cell["model"]),
-                               catalog.precision_title(cell["precision"]), cell["nodes"], cell["gpus"])
-
-
-def store_figures(store, platform, run_id):
-    """Peak memory, data share and iteration traces of the newest run of every cell."""
-    cells = sorted(store.cells(platform=platform, run_id=run_id),
-                   key=lambda c: (c["precision"], c["gpus"] * c["nodes"], c["model"], c["framework"]))
-    share, traces, failed = [], [], []
-    scenarios = {}
-    for cell in cells:
-        if cell["excluded"]:
-            continue
-        trials = store.cell_trials(cell["run_id"], cell["cell_key"])
-        done = [t for t in trials if t["status"] == "done"]
-        failed += [{"id": t["id"], "cell": cell["cell_key"], "reason": t["reason"] or "?"}
-                   for t in trials if t["status"] == "failed"]
-        its = sorted(t["iteration_time_s"] for t in done if t["iteration_time_s"])
-        datas = sorted(t["data_time_s"] for t in done if t["data_time_s"] is not None)
-        if its and datas:
-            share.append((cell_label(cell), its[len(its) // 2] * 1000, datas[len(datas) // 2] * 1000))
-        if len(traces) < MAX_TRACED_CELLS and trials:
-            if cell["run_id"] not in scenarios:
-                scenarios[cell["run_id"]] = json.loads(store.run(cell["run_id"])["scenario_json"])
-            sc = scenarios[cell["run_id"]]
-            series = [("repeat %d" % t["repeat"], [tuple(r) for r in store.iterations(t["id"])]) for t in trials]
-            series = [s for s in series if s[1]]
-            if series:
-                traces.append({"title": cell["cell_key"], "image": image(plots.iteration_trace(
-                    cell_label(cell), series, sc["warmup"], sc["measure"])),
-                    "window": "iterations %d-%d measured, %d warmup" % (
-                        sc["warmup"] + 1, sc["warmup"] + sc["measure"], sc["warmup"])})
-    return {"memory": memory_charts(memory_rows(store, cells)),
-            "share": image(plots.data_share_chart(share)) if share else None,
-            "traces": traces, "failed": failed}
+def traces_view(traces):
+    return [{"title": t.cell_key, "image": image(plots.iteration_trace(t.label, t.repeats, t.warmup, t.measure)),
+             "window": "iterations %d-%d measured, %d warmup" % (t.warmup + 1, t.warmup + t.measure, t.warmup)}
+            for t in traces]
 
 
 MEMORY_CHARTS = (
@@ -165,23 +133,9 @@ MEMORY_CHARTS = (
 )
 
 
-def memory_rows(store, cells):
-    """[(configuration label, {peak_device_mb, peak_rss_mb, peak_mem_mb})]: the highest of each
-    over a cell's finished repeats, for the cells that have a measured figure."""
-    rows = []
-    for cell in cells:
-        if cell["excluded"]:
-            continue
-        done = [t for t in store.cell_trials(cell["run_id"], cell["cell_key"]) if t["status"] == "done"]
-        peaks = {k: max([t[k] for t in done if t[k]] or [0.0]) or None
-                 for k in ("peak_device_mb", "peak_rss_mb", "peak_mem_mb")}
-        if peaks["peak_device_mb"] or peaks["peak_rss_mb"]:
-            rows.append((cell_label(cell), peaks))
-    return rows
-
-
 def memory_series(rows):
-    """[(title, intro, [(label, measured MiB, logged MiB or None)])]: one chart per measurement
+    """[(title, intro, [(label, measured MiB, logged MiB or None)])] from Report.memory (rows of
+    (configuration, {peak_device_mb, peak_rss_mb, peak_mem_mb})): one chart per measurement
     taken (device memory where a GPU was used, resident memory always), the same for every
     framework; the framework's own logged peak beside the first chart's bars."""
     series = []
@@ -199,15 +153,10 @@ def memory_charts(rows):
             for title, intro, items in memory_series(rows)]
 
 
-def runs_view(store, run_ids):
-    out = []
-    for rid in run_ids:
-        run = store.run(rid)
-        host = json.loads(run["host_json"]) if run["host_json"] else {}
-        out.append({"id": run["id"], "scenario": run["scenario"], "backend": run["backend"],
-                    "created": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run["created"])),
-                    "host": flatten(host)})
-    return out
+def runs_view(runs):
+    return [{"id": r.id, "scenario": r.scenario, "backend": r.backend,
+             "created": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created)),
+             "host": flatten(r.host or {})} for r in runs]
 
 
 def flatten(obj, prefix=""):
@@ -219,13 +168,6 @@ def flatten(obj, prefix=""):
     elif obj not in (None, "", [], {}):
         pairs.append((prefix.rstrip("."), obj if isinstance(obj, str) else json.dumps(obj)))
     return pairs
-
-
-def platform_view(name):
-    try:
-        return {"summary": platforms.summary(platforms.load(name)), "spec": flatten(platforms.load(name).model_dump())}
-    except Exception as exc:  # an unknown platform name still gets its report, with the reason
-        return {"summary": "%s (no platform description: %s)" % (name, exc), "spec": []}
 
 
 def pins_view(tables):
@@ -241,32 +183,24 @@ def pins_view(tables):
 
 
 # ------------------------------------------------------------------ the page
-def page(platform, tables, published_tables=(), published_name=None, store=None, run_id=None):
-    """The report page for `detbench report --format html`; published columns join matching tables."""
-    from harness.report import export, measured
-
-    ids = sorted({t["run_id"] for t in export.trial_rows(store, platform, run_id)}) if store is not None else []
-    shown = measured.with_published(tables, published_tables) if published_tables and tables else tables
-    return render(platform, shown, published_tables, published_name, store, run_id, ids)
-
-
-def render(platform, measured_tables, published_tables=(), published_name=None, store=None, run_id=None,
-           run_ids=()):
-    """The whole page as a string. measured_tables may already carry published columns."""
-    matched = {(t.platform, t.precision, t.gpus, t.nodes, t.form) for t in measured_tables}
-    unmatched = [t for t in published_tables
-                 if (t.platform, t.precision, t.gpus, t.nodes, t.form) not in matched or not measured_tables]
-    series = scaling_view(measured_tables)
-    drawn = store_figures(store, platform, run_id) if store is not None else {
-        "memory": [], "share": None, "traces": [], "failed": []}
+def render(report):
+    """The whole page; published tables that match no measured one get their own groups."""
+    matched = {(t.platform, t.precision, t.gpus, t.nodes, t.form) for t in report.measured}
+    unmatched = [t for t in report.published
+                 if (t.platform, t.precision, t.gpus, t.nodes, t.form) not in matched or not report.measured]
     context = {
-        "platform": platform, "version": __version__, "published_name": published_name,
-        "generated": time.strftime("%Y-%m-%d %H:%M:%S"), "platform_info": platform_view(platform),
-        "groups": table_groups(measured_tables), "published_groups": table_groups(unmatched),
+        "platform": report.platform, "version": __version__, "published_name": report.published_name,
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(report.generated)),
+        "platform_info": {"summary": report.platform_summary,
+                          "spec": flatten(report.platform_spec) if report.platform_spec is not None else []},
+        "groups": table_groups(report.shown), "published_groups": table_groups(unmatched),
         "scaling": [{"title": title, "image": image(plots.scaling_chart(lines, "Scaling efficiency, " + title))}
-                    for title, lines in sorted(series.items())],
-        "runs": runs_view(store, run_ids) if store is not None else [],
-        "pins": pins_view(measured_tables), "flags": sorted(FLAG_TEXT.items()),
-        "iteration_form": ITERATION, **drawn,
+                    for title, lines in sorted(scaling_view(report.scaling).items())],
+        "runs": runs_view(report.runs), "pins": pins_view(report.measured),
+        "flags": sorted((name, flag.text) for name, flag in flags.FLAGS.items()),
+        "iteration_form": ITERATION,
+        "memory": memory_charts(report.memory),
+        "share": image(plots.data_share_chart(report.data_share)) if report.data_share else None,
+        "traces": traces_view(report.traces), "failed": report.failed,
     }
     return environment().get_template("report.html.j2").render(**context)

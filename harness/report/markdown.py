@@ -1,6 +1,8 @@
-"""Render tables as Markdown in the form of SimpleDet's BENCHMARK.md."""
+"""A Report as Markdown: tables in the form of SimpleDet's BENCHMARK.md, then scaling efficiency."""
 from harness.spec import catalog
-from harness.report.model import FLAG_TEXT, ITERATION, THROUGHPUT
+from harness.measure import flags
+from harness.report import scaling
+from harness.report.model import ITERATION, THROUGHPUT
 
 MARKS = "¹²³⁴⁵⁶⁷⁸⁹"
 
@@ -8,6 +10,20 @@ INTRO = {
     THROUGHPUT: "Throughput in **images/s**, iteration time in parentheses.",
     ITERATION: "Iteration time on a single device, **data time** in parentheses.",
 }
+
+
+def render(report):
+    """The published tables, the measured ones (with published columns beside them) and the
+    scaling tables, each part under its heading."""
+    parts = []
+    if report.published:
+        parts.append(render_tables(report.published, "Published: %s" % report.published_name))
+    if report.measured:
+        parts.append(render_tables(report.shown, "Measured on %s" % report.platform))
+    text = scaling_text(report.scaling)
+    if text:
+        parts.append(text)
+    return "\n".join(parts)
 
 
 def cell_text(entry, form):
@@ -45,7 +61,7 @@ def render_table(table):
             if entry is not None and entry.na:
                 text += mark("NA: " + entry.na)
             elif entry is not None:
-                text += "".join(mark(FLAG_TEXT.get(f, f)) for f in entry.flags)
+                text += "".join(mark(flags.text(f)) for f in entry.flags)
             cells.append(text)
         lines.append("|%s|%s|" % (catalog.model_title(model), "|".join(cells)))
     footer = ["%s %s" % (MARKS[i] if i < len(MARKS) else "[%d]" % (i + 1), text)
@@ -57,9 +73,36 @@ def render_table(table):
     return "\n".join(lines) + "\n"
 
 
-def render(tables, heading=None):
+def render_tables(tables, heading=None):
     parts = []
     if heading:
         parts.append("### %s\n" % heading)
     parts += [render_table(t) for t in tables]
+    return "\n".join(parts)
+
+
+def scaling_text(series):
+    """Markdown scaling tables of harness.report.scaling.scaling_series, or "" when it is empty."""
+    if not series:
+        return ""
+    parts = ["### Scaling efficiency\n"]
+    for key, rows in series.items():
+        base = scaling.baseline_devices(rows)
+        lines = ["#### %s-%s: %s %s" % (key.platform, catalog.precision_title(key.precision),
+                                       key.framework, catalog.model_title(key.model)),
+                 "Throughput on N devices / (N x throughput on %s)." % (
+                     "1 device" if base == 1 else "%d devices, per device" % base),
+                 "",
+                 "|devices|nodes x devices|images/s|speedup|efficiency|",
+                 "|-------|---------------|--------|-------|----------|"]
+        for layout, p in rows:
+            speedup = p.efficiency * p.devices / base if p.efficiency is not None else None
+            lines.append("|%d|%dx%d|%.1f|%s|%s|" % (
+                p.devices, layout.nodes, layout.gpus, p.throughput,
+                "%.2fx" % speedup if speedup is not None else "NA",
+                "%.0f%%" % (100 * p.efficiency) if p.efficiency is not None else "NA"))
+        lines += ["", "%d images per device; medians over repeats." % key.batch_per_gpu]
+        if base != 1:
+            lines[-1] += " No single-device run: efficiency is relative to %d devices." % base
+        parts.append("\n".join(lines) + "\n")
     return "\n".join(parts)

@@ -1,36 +1,34 @@
-"""Build report tables from the results store: per cell, the summary over its repeats."""
+"""Report tables from the store's rows (harness.report.rows): per cell, the summary over its repeats."""
+import copy
+import dataclasses
 import json
 from collections import defaultdict
 
 from harness.spec import catalog, platforms
 from harness import frameworks
-from harness.measure import stats, telemetry, work
+from harness.measure import flags, stats, telemetry, work
 from harness.report import figures
-from harness.report.model import ITERATION, THROUGHPUT, Column, Entry, Table, batch_note
+from harness.report.model import ITERATION, THROUGHPUT, Column, Detail, Entry, Table, batch_note
 
 
-def cell_entries(store, platform=None, run_id=None, ci=True):
-    """{cell row: Entry} for the newest run of every cell (of one platform or run).
+def cell_entries(rows, ci=True):
+    """{cell key: (cell row, Entry)} for the cells of these rows, run by run.
 
-    ci=False leaves detail["ci"] None (no bootstrap): for outputs that do not show it.
+    ci=False leaves Detail.ci None (no bootstrap): for outputs that do not show it.
     """
-    cells = store.cells(platform=platform, run_id=run_id)
     by_run = defaultdict(list)
-    for c in cells:
+    for c in rows.cells:
         by_run[c["run_id"]].append(c)
     out = {}
     for rid, run_cells in by_run.items():
-        trials = defaultdict(list)
-        for t in store.trials(rid):
-            trials[t["cell_key"]].append(t)
-        window = nominal_window(store.run(rid)["scenario_json"])
+        window = nominal_window(rows.runs[rid]["scenario_json"])
         for c in run_cells:
-            out[c["cell_key"]] = (c, entry_for(c, trials[c["cell_key"]], ci, window))
+            out[c["cell_key"]] = (c, entry_for(c, rows.cell_trials(c), ci, window))
     return out
 
 
 def nominal_window(scenario_json):
-    """[first, last] measured iteration the run's scenario asked for, or None where unknown."""
+    """(first, last) measured iteration the run's scenario asked for, or None where unknown."""
     try:
         sc = json.loads(scenario_json)
         warmup, measure = sc["warmup"], sc["measure"]
@@ -38,7 +36,7 @@ def nominal_window(scenario_json):
         return None
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (warmup, measure)):
         return None
-    return [warmup + 1, warmup + measure]
+    return (warmup + 1, warmup + measure)
 
 
 def _loads(text):
@@ -80,20 +78,21 @@ def entry_for(cell, trials, ci=True, window=None):
     s = stats.summarize([t["throughput"] for t in done], cell["images_per_iteration"],
                         [t["data_time_s"] for t in done], [t["observed"] for t in done],
                         [t["iteration_time_s"] for t in done], with_ci=ci)
-    flags = list(s.flags)
-    if figures.approximate(done):
-        flags.append(figures.APPROXIMATE)
-    flags += telemetry.cell_flags([t["telemetry_json"] for t in done], [t["fingerprint"] for t in done])
+    raised = list(s.flags)
+    if flags.window_approximate(done):
+        raised.append(flags.WINDOW_APPROXIMATE)
+    raised += telemetry.cell_flags([t["telemetry_json"] for t in done], [t["fingerprint"] for t in done])
     variants = _distinct(_loads(t["settings_json"]) or {} for t in done)
-    windows = _distinct(w for w in (_loads(t["window_json"]) for t in done) if isinstance(w, list))
-    return Entry(throughput=s.throughput, iteration_ms=s.iteration_ms, data_ms=s.data_ms, flags=flags,
-                 detail={"n": s.n, "failed": len(failed), "min": s.minimum, "max": s.maximum, "iqr": s.iqr,
-                         "ci": [s.ci_low, s.ci_high] if ci else None, "cv": s.cv, "observed": s.observed,
-                         "outliers": s.outliers, "settings": variants[0], "settings_variants": variants,
-                         "kinds": _distinct(t["figure_kind"] for t in done), "windows": windows,
-                         "nominal_window": window, "work": cell_work(done),
-                         "peak_rss_mb": _peak(done, "peak_rss_mb"), "peak_device_mb": _peak(done, "peak_device_mb"),
-                         "peak_mem_mb": _peak(done, "peak_mem_mb"), "run_id": cell["run_id"]})
+    windows = _distinct(tuple(w) for w in (_loads(t["window_json"]) for t in done) if isinstance(w, list))
+    detail = Detail(n=s.n, failed=len(failed), minimum=s.minimum, maximum=s.maximum, iqr=s.iqr,
+                    ci=(s.ci_low, s.ci_high) if ci else None, cv=s.cv, observed=s.observed, outliers=s.outliers,
+                    settings=variants[0], settings_variants=tuple(variants),
+                    kinds=tuple(_distinct(t["figure_kind"] for t in done)), windows=tuple(windows),
+                    nominal_window=window, work=cell_work(done), peak_rss_mb=_peak(done, "peak_rss_mb"),
+                    peak_device_mb=_peak(done, "peak_device_mb"), peak_mem_mb=_peak(done, "peak_mem_mb"),
+                    run_id=cell["run_id"])
+    return Entry(throughput=s.throughput, iteration_ms=s.iteration_ms, data_ms=s.data_ms, flags=raised,
+                 detail=detail)
 
 
 def _title(platform, precision, gpus, nodes, platform_devices):
@@ -110,9 +109,11 @@ def _devices(name):
         return 0
 
 
-def tables(store, platform=None, run_id=None, ci=True):
-    """One throughput table per platform x precision x GPUs x nodes (plus the single-card form)."""
-    entries = cell_entries(store, platform, run_id, ci)
+def tables(rows, ci=True):
+    """One throughput table per platform x precision x GPUs x nodes (plus the single-card form).
+
+    The two forms of a single-device group share their columns, rows and entries."""
+    entries = cell_entries(rows, ci)
     groups = defaultdict(dict)
     for key, (cell, entry) in entries.items():
         gk = (cell["platform"], cell["precision"], cell["gpus"], cell["nodes"], cell["batch_per_gpu"])
@@ -126,18 +127,19 @@ def tables(store, platform=None, run_id=None, ci=True):
         columns = [Column(fw, frameworks.FRAMEWORKS[fw].title if fw in frameworks.FRAMEWORKS else fw)
                    for fw in fws]
         done = [e for e in cells.values() if e.detail]
-        reps = sorted({e.detail["n"] for e in done})
+        reps = sorted({e.detail.n for e in done})
         notes = ["Measured: %s; %s." % (batch_note(gpus, nodes, batch), "median of %s repeat%s" % (
             "/".join(map(str, reps)), "" if reps == [1] else "s") if reps else "no finished repeats")]
         notes += differing_settings(cells, models)
         notes += work_lines(cells, columns, models)
+        cells = work_flags(cells, columns, models)
         kinds = figures.table_line(columns, cells, models)
         notes += kinds
-        forced = [n for n in (platforms.forced_note(store.run(r)["host_json"])
-                              for r in sorted({e.detail["run_id"] for e in done})) if n]
-        forced += imported_note(store, cells)   # under both forms of the table, like a forced run
+        forced = [n for n in (platforms.forced_note(rows.runs[r]["host_json"])
+                              for r in sorted({e.detail.run_id for e in done})) if n]
+        forced += imported_note(rows.runs, cells)   # under both forms of the table, like a forced run
         notes += forced
-        if store.renamed:
+        if rows.renamed:
             notes.append("Read from a store that names the bundled trainer by its old name "
                          "'simpledet'; shown as 'detbench-trainer'.")
         title = _title(plat, prec, gpus, nodes, _devices(plat))
@@ -152,15 +154,16 @@ def tables(store, platform=None, run_id=None, ci=True):
     return out
 
 
-def imported_note(store, cells):
-    """The line naming the cells whose figures come from logs `detbench import` brought in, if any."""
+def imported_note(runs, cells):
+    """The line naming the cells whose figures come from logs `detbench import` brought in, if any
+    (runs: run id -> run row)."""
     imported, names = {}, []
     for (model, fw), e in sorted(cells.items()):
-        rid = e.detail.get("run_id")
-        if rid is None:
+        if e.detail is None:
             continue
+        rid = e.detail.run_id
         if rid not in imported:
-            imported[rid] = store.run(rid)["origin"] == "imported"
+            imported[rid] = runs[rid]["origin"] == "imported"
         if imported[rid]:
             names.append("%s %s" % (fw, catalog.model_title(model)))
     if not names:
@@ -177,8 +180,8 @@ def differing_settings(cells, models):
     A key is compared where every framework of the row reports it."""
     lines = []
     for model in models:
-        per_fw = {fw: e.detail.get("settings_variants") or [e.detail["settings"]]
-                  for (m, fw), e in sorted(cells.items()) if m == model and e.detail.get("settings")}
+        per_fw = {fw: e.detail.settings_variants or (e.detail.settings,)
+                  for (m, fw), e in sorted(cells.items()) if m == model and e.detail and e.detail.settings}
         if not per_fw:
             continue
         keys = sorted(set.intersection(*(set().union(*variants) for variants in per_fw.values())))
@@ -193,23 +196,32 @@ def differing_settings(cells, models):
     return lines
 
 
+def _row_works(cells, columns, model):
+    row = [cells.get((model, col.key)) for col in columns]
+    return row, [e.detail.work if e is not None and e.detail else None for e in row]
+
+
 def work_lines(cells, columns, models):
-    """Per model row, the work per iteration of each column; flags the row's entries with
-    unequal-work where the frameworks differ by more than harness.measure.work.UNEQUAL_SHARE."""
+    """Per model row, the work per iteration of each column."""
     lines = []
     for model in models:
-        row = [cells.get((model, col.key)) for col in columns]
-        works = [e.detail.get("work") if e is not None and e.detail else None for e in row]
-        text = work.row_text(works)
-        if not text:
-            continue
-        lines.append("Work per iteration, %s (%s): %s." % (
-            catalog.model_title(model), " | ".join(c.title for c in columns), text))
-        unequal = work.unequal_keys(works)
-        for e, w in zip(row, works):
-            if unequal and w and any(k in w for k in unequal) and work.UNEQUAL_WORK not in e.flags:
-                e.flags.append(work.UNEQUAL_WORK)
+        text = work.row_text(_row_works(cells, columns, model)[1])
+        if text:
+            lines.append("Work per iteration, %s (%s): %s." % (
+                catalog.model_title(model), " | ".join(c.title for c in columns), text))
     return lines
+
+
+def work_flags(cells, columns, models):
+    """The cells with unequal-work added to the entries of each model row whose frameworks
+    differ in a work count (harness.measure.flags.unequal_work)."""
+    out = dict(cells)
+    for model in models:
+        row, works = _row_works(cells, columns, model)
+        for col, e, flagged in zip(columns, row, flags.unequal_work(works)):
+            if flagged:
+                out[(model, col.key)] = dataclasses.replace(e, flags=e.flags + [flags.UNEQUAL_WORK])
+    return out
 
 
 def _group_order(gk):
@@ -219,7 +231,12 @@ def _group_order(gk):
 
 
 def with_published(measured, published):
-    """Add a "(published)" column beside each framework for tables that match a published one."""
+    """Copies of the measured tables with a "(published)" column beside each framework where a
+    published table matches (platform, precision, devices and form), and its notes under them.
+
+    The two forms of a single-device group share their columns, rows and entries (tables()), so
+    the columns of a published table that matches either form join both."""
+    measured = copy.deepcopy(list(measured))
     for table in measured:
         for pub in published:
             if (pub.platform, pub.precision, pub.gpus, pub.nodes, pub.form) != (
@@ -233,5 +250,5 @@ def with_published(measured, published):
                         table.entries[(model, key)] = pub.entries[(model, col.key)]
                         if model not in table.models:
                             table.models.append(model)
-            table.notes += pub.notes
+            table.notes.extend(pub.notes)
     return measured

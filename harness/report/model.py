@@ -1,44 +1,63 @@
-"""What a report table holds, independent of how it is rendered."""
+"""What a report holds, independent of how it is rendered.
+
+A Table is one seed-style table of Entries; a Report is everything a renderer draws, built
+once from the store and the published figures by harness.report.build.
+"""
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
-
-from harness.measure import work
-from harness.report import figures
 
 THROUGHPUT = "throughput"   # cells like 55.5(288ms)
 ITERATION = "iteration"     # cells like 313ms(0ms)
 
-FLAG_TEXT = {
-    "unstable": "unstable: repeats spread more than 7% ((max - min) / min)",
-    "data-bound": "data-bound: data time is more than 10% of iteration time",
-    "estimators-disagree": "the framework's own times and the log line timestamps disagree by more than 5%",
-    figures.APPROXIMATE: figures.APPROXIMATE_TEXT,
-    work.UNEQUAL_WORK: work.UNEQUAL_TEXT,
-    "gpu-thermal-throttle": "a GPU throttled its clocks for heat during a repeat (NVML thermal/hw slowdown)",
-    "gpu-power-throttle": "a GPU throttled its clocks at its power limit during a repeat (NVML power cap/brake)",
-    "cpu-oversubscribed": "CPU oversubscribed: the trial had more than 1.5 ready threads per core on saturated cores",
-    "memory-pressure": "memory pressure: the machine swapped or ran below 5% available memory during a repeat",
-    "mixed-hosts": "the repeats ran on machines with different fingerprints",
-}
+# the columns of one trial row (exports and the report's trials), in order
+TRIAL_COLUMNS = (
+    "trial_id", "run_id", "seq", "cell_key", "framework", "model", "precision", "platform", "gpus",
+    "nodes", "repeat", "status", "reason", "throughput", "observed", "iteration_time_s", "data_time_s",
+    "exact", "peak_mem_mb", "records", "scrape_errors", "started", "ended", "exit_code", "figure_kind",
+    "window_json", "work_json", "peak_rss_mb", "peak_device_mb")
 
 
-@dataclass
+@dataclass(frozen=True)
+class Detail:
+    """The summary behind a measured cell's figure, over its finished repeats."""
+    n: int                                       # finished repeats
+    failed: int                                  # failed repeats
+    minimum: float                               # images / s
+    maximum: float
+    iqr: float
+    ci: Optional[Tuple[float, float]]            # 95% bootstrap CI of the median; None when not computed
+    cv: float
+    observed: Optional[float]                    # median of the observed estimator
+    outliers: int
+    settings: Dict[str, object]                  # normalized settings of the first repeat
+    settings_variants: Tuple[Dict[str, object], ...]   # the distinct settings of the repeats
+    kinds: Tuple[Optional[str], ...]             # figure kinds of the repeats (None: stored before kinds)
+    windows: Tuple[Tuple[int, int], ...]         # iterations the repeats' figures cover, distinct
+    nominal_window: Optional[Tuple[int, int]]    # the window the scenario asked for
+    work: Optional[Dict[str, float]]             # work per iteration, median over repeats
+    peak_rss_mb: Optional[float]                 # highest over the repeats
+    peak_device_mb: Optional[float]
+    peak_mem_mb: Optional[float]                 # the framework's own logged peak
+    run_id: str
+
+
+@dataclass(frozen=True)
 class Entry:
     throughput: Optional[float] = None     # images / s
     iteration_ms: Optional[float] = None
     data_ms: Optional[float] = None
     na: Optional[str] = None               # reason the cell has no figure
-    flags: List[str] = field(default_factory=list)
-    detail: Dict[str, object] = field(default_factory=dict)   # n, ci, min, max, cv, observed ...
+    flags: List[str] = field(default_factory=list)   # names from harness.measure.flags
+    detail: Optional[Detail] = None        # measured cells with a figure only
 
 
-@dataclass
+@dataclass(frozen=True)
 class Column:
     key: str          # framework name (published: its key in the file)
     title: str        # heading
 
 
-@dataclass
+@dataclass(frozen=True)
 class Table:
     title: str
     platform: str
@@ -52,6 +71,53 @@ class Table:
     entries: Dict[Tuple[str, str], Entry]    # (model, column key) -> entry
     notes: List[str] = field(default_factory=list)   # lines printed under the table
     source: str = "measured"
+
+
+@dataclass(frozen=True)
+class Run:
+    id: str
+    scenario: str
+    backend: str
+    created: float                       # seconds since the epoch
+    host: Optional[Dict[str, object]]    # the host facts stored with the run
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Every repeat's iteration times of one cell, for the HTML page's trace figure."""
+    cell_key: str
+    label: str
+    repeats: Tuple[Tuple[str, Tuple[tuple, ...]], ...]   # ("repeat N", its (iteration, time_s, data_time_s, arrived))
+    warmup: int
+    measure: int
+
+
+@dataclass(frozen=True)
+class Failure:
+    id: str           # trial id
+    cell: str         # cell key
+    reason: str
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything a renderer draws; harness.report.build makes it."""
+    platform: str
+    generated: float                     # seconds since the epoch, when it was built
+    measured: Tuple[Table, ...]          # tables from the store
+    published: Tuple[Table, ...]         # tables of the published figures named published_name
+    published_name: Optional[str]
+    shown: Tuple[Table, ...]             # measured tables with the matching published columns beside them
+    scaling: Dict[tuple, list]           # harness.report.scaling.scaling_series of the measured tables
+    trials: Tuple[Dict[str, object], ...]   # one row per trial of the cells shown (TRIAL_COLUMNS), run order
+    runs: Tuple[Run, ...]                # the runs those trials belong to, by id
+    platform_summary: str                # one line, or why the platform has no description
+    platform_spec: Optional[Dict[str, object]]   # the platform's description, None when unknown
+    data_share: Tuple[Tuple[str, float, float], ...]   # (configuration, median iteration ms, median data ms)
+    memory: Tuple[Tuple[str, Dict[str, Optional[float]]], ...]   # (configuration, highest peaks of its repeats)
+    traces: Tuple[Trace, ...]
+    failed: Tuple[Failure, ...]
+    rows: str = "cells"                  # which rows the CSV export holds: cells or trials
 
 
 def batch_note(gpus, nodes, batch_per_gpu):

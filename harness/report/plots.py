@@ -14,6 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from harness.spec import catalog  # noqa: E402
+from harness.measure import flags  # noqa: E402
 
 PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C",
            "#CCB974", "#64B5CD")
@@ -64,7 +65,7 @@ def throughput_bars(table, labels=None):
             entry = table.entries.get((model, col.key))
             x = m - 0.4 + width * (i + 0.5)
             value = entry.throughput if entry is not None and entry.na is None and entry.throughput else 0.0
-            ci = (entry.detail.get("ci") if entry is not None else None) or [value, value]
+            ci = (entry.detail.ci if entry is not None and entry.detail else None) or [value, value]
             xs.append(x)
             heights.append(value)
             errs[0].append(max(0.0, value - ci[0]) if value else 0.0)
@@ -203,7 +204,7 @@ def iteration_trace(title, traces, warmup, measure):
     return fig
 
 
-def data_share_chart(items, threshold=0.10, title="Data time as a share of iteration time"):
+def data_share_chart(items, threshold=flags.DATA_BOUND_SHARE, title="Data time as a share of iteration time"):
     """Stacked horizontal bars: data wait and the rest; items: [(label, iteration ms, data ms)]."""
     fig = _figure(0.9 + 0.35 * max(len(items), 1))
     ax = fig.add_subplot(1, 1, 1)
@@ -215,7 +216,7 @@ def data_share_chart(items, threshold=0.10, title="Data time as a share of itera
     for y, s in zip(ys, shares):
         ax.annotate("%.1f%%" % s, (s, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
     ax.axvline(threshold * 100, color="#333333", linestyle="--", linewidth=1,
-               label="data-bound above %.0f%%" % (threshold * 100))
+               label="%s above %.0f%%" % (flags.DATA_BOUND, threshold * 100))
     ax.set_yticks(list(ys))
     ax.set_yticklabels([label for label, _, _ in items], fontsize=8)
     ax.invert_yaxis()

@@ -4,13 +4,12 @@
 
 Built from the measured report tables (harness.report.measured.tables): a series is one
 framework and model on one platform, precision and per-device batch, across the device
-counts (GPUs per node x nodes) its cells were measured at. Pure functions; the Markdown
-table here and the HTML figure (SimpleDet Figure 1a) both draw from scaling_series().
+counts (GPUs per node x nodes) its cells were measured at. Pure functions; the Report holds
+scaling_series(), and the Markdown table and the HTML figure (SimpleDet Figure 1a) draw it.
 """
 from collections import defaultdict
 from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 
-from harness.spec import catalog
 from harness.report.model import THROUGHPUT
 
 
@@ -81,31 +80,3 @@ def scaling_series(tables) -> Dict[SeriesKey, List[Tuple[Layout, ScalingPoint]]]
 def baseline_devices(series):
     """Device count the efficiencies of a series are relative to (1 when measured)."""
     return min(layout.devices for layout, _ in series)
-
-
-def render_markdown(tables):
-    """Markdown scaling tables, or "" when no series has several device counts."""
-    series = scaling_series(tables)
-    if not series:
-        return ""
-    parts = ["### Scaling efficiency\n"]
-    for key, rows in series.items():
-        base = baseline_devices(rows)
-        lines = ["#### %s-%s: %s %s" % (key.platform, catalog.precision_title(key.precision),
-                                       key.framework, catalog.model_title(key.model)),
-                 "Throughput on N devices / (N x throughput on %s)." % (
-                     "1 device" if base == 1 else "%d devices, per device" % base),
-                 "",
-                 "|devices|nodes x devices|images/s|speedup|efficiency|",
-                 "|-------|---------------|--------|-------|----------|"]
-        for layout, p in rows:
-            speedup = p.efficiency * p.devices / base if p.efficiency is not None else None
-            lines.append("|%d|%dx%d|%.1f|%s|%s|" % (
-                p.devices, layout.nodes, layout.gpus, p.throughput,
-                "%.2fx" % speedup if speedup is not None else "NA",
-                "%.0f%%" % (100 * p.efficiency) if p.efficiency is not None else "NA"))
-        lines += ["", "%d images per device; medians over repeats." % key.batch_per_gpu]
-        if base != 1:
-            lines[-1] += " No single-device run: efficiency is relative to %d devices." % base
-        parts.append("\n".join(lines) + "\n")
-    return "\n".join(parts)

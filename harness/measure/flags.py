@@ -1,0 +1,233 @@
+"""Every flag a report can raise: its name, its one-line text and the rule that raises it.
+
+A flag's name is what a cell carries (harness.report.model.Entry.flags, the exports'
+`flags` column); its text is the footnote a report prints for it. Each rule is a plain
+function next to its flag, over what the flag is judged on:
+
+- a cell's repeats (harness.measure.stats.summarize): unstable, data-bound,
+  estimators-disagree;
+- the figure kinds of a cell's finished trials: window-approximate;
+- the work per iteration of the frameworks of one model row: unequal-work;
+- one trial's telemetry summary (trial.json "telemetry", runner.py's Sampler):
+  gpu-thermal-throttle, gpu-power-throttle, cpu-oversubscribed, memory-pressure; a cell
+  gets one when any of its finished trials has it, since one throttled repeat is enough
+  to distrust the spread (harness.measure.telemetry);
+- the fingerprints of a cell's repeats: mixed-hosts.
+
+FLAGS lists them, name -> Flag, in the order a cell names them.
+"""
+from dataclasses import dataclass
+from typing import Callable
+
+from harness.measure import records, work
+
+
+@dataclass(frozen=True)
+class Flag:
+    name: str
+    text: str                    # the one line a report prints for it
+    rule: Callable[..., bool]    # True where the flag is raised; its arguments are the flag's own
+
+
+def _percent(share):
+    return "%.0f%%" % (share * 100)
+
+
+# ------------------------------------------------------------------ over a cell's repeats
+
+UNSTABLE = "unstable"
+UNSTABLE_SPREAD = 0.07       # (max - min) / min over repeats
+
+
+def spread(values):
+    """(max - min) / min."""
+    lo = min(values)
+    return (max(values) - lo) / lo if lo else float("inf")
+
+
+def unstable(throughputs):
+    """More than one repeat, spread more than UNSTABLE_SPREAD apart."""
+    return len(throughputs) > 1 and spread(throughputs) > UNSTABLE_SPREAD
+
+
+DATA_BOUND = "data-bound"
+DATA_BOUND_SHARE = 0.10      # data time / iteration time
+RESOLUTION = 0.01            # relative error the harness measures to; thresholds are judged past it
+
+
+def data_bound(data_ms, iteration_ms):
+    """Data time (None: not logged) above DATA_BOUND_SHARE of the iteration time, past RESOLUTION."""
+    return data_ms is not None and data_ms > DATA_BOUND_SHARE * iteration_ms * (1 + RESOLUTION)
+
+
+ESTIMATORS_DISAGREE = "estimators-disagree"
+DISAGREE = 0.05              # |reported - observed| / observed
+
+
+def estimators_disagree(reported, observed):
+    """The reported and observed medians (observed None: not measured) more than DISAGREE apart."""
+    return observed is not None and abs(reported - observed) / observed > DISAGREE
+
+
+# ------------------------------------------------------------------ how exact the figure is
+
+WINDOW_APPROXIMATE = "window-approximate"
+EXACT_KINDS = (records.EXACT, records.EXACT_CUMULATIVE)
+
+
+def window_approximate(trials):
+    """Any of these finished trials (mappings with figure_kind and exact, like store rows) has an
+    approximate figure. A trial stored before figure kinds existed is judged by its exact column."""
+    return any((t["figure_kind"] not in EXACT_KINDS) if t["figure_kind"] else not t["exact"]
+               for t in trials)
+
+
+# ------------------------------------------------------------------ work per iteration, per model row
+
+UNEQUAL_WORK = "unequal-work"
+UNEQUAL_SHARE = 0.05
+
+
+def unequal_keys(works):
+    """The counts in which these work dicts (one per framework; None for one that logs
+    none) differ by more than UNEQUAL_SHARE: (max - min) / median over the frameworks
+    that log the count, where at least two do."""
+    out = []
+    for key in work.LABELS:
+        values = [w[key] for w in works if w and key in w]
+        if len(values) < 2:
+            continue
+        mid = work.median(values)
+        apart = max(values) - min(values)
+        if (apart / mid if mid else (1.0 if apart else 0.0)) > UNEQUAL_SHARE:
+            out.append(key)
+    return out
+
+
+def unequal_work(works):
+    """Per column of a row (its work dict or None), whether it logs a count the row's
+    frameworks differ in (unequal_keys)."""
+    keys = unequal_keys(works)
+    return [bool(keys and w and any(k in w for k in keys)) for w in works]
+
+
+# ------------------------------------------------------------------ one trial's telemetry summary
+# gpu-thermal-throttle / gpu-power-throttle: a GPU reported a thermal reason (software or
+# hardware thermal slowdown, or hardware slowdown, which the driver also uses for heat) or a
+# power reason (software power cap, hardware power brake) in at least THROTTLE_SHARE of its
+# samples. Idle, application-clock, sync-boost and display reasons are not slowdowns of a
+# busy GPU and never flag.
+
+GPU_THERMAL = "gpu-thermal-throttle"
+GPU_POWER = "gpu-power-throttle"
+THERMAL_REASONS = ("sw_thermal", "hw_thermal", "hw_slowdown")
+POWER_REASONS = ("sw_power_cap", "hw_power_brake")
+THROTTLE_SHARE = 0.05
+
+
+def _mean(summary, name):
+    figure = summary.get(name)
+    return figure.get("mean") if isinstance(figure, dict) else None
+
+
+def throttled(gpu, reasons):
+    """True when any of these throttle reasons was seen in THROTTLE_SHARE of the GPU's samples."""
+    samples = gpu.get("samples") or 0
+    if not samples:
+        return False
+    # one sample can carry several reasons, so the most frequent one stands for the group
+    seen = max((gpu.get("throttle") or {}).get(r, 0) for r in reasons)
+    return seen > 0 and seen >= THROTTLE_SHARE * samples
+
+
+def gpu_thermal_throttle(summary):
+    return any(throttled(g, THERMAL_REASONS) for g in summary.get("gpus") or [])
+
+
+def gpu_power_throttle(summary):
+    return any(throttled(g, POWER_REASONS) for g in summary.get("gpus") or [])
+
+
+# cpu-oversubscribed: the trial's own process tree had, on average, more than OVERSUBSCRIBED
+# threads per available core ready to run (state R in /proc) while the machine's cores were
+# saturated (mean utilization at least SATURATED %). Both must hold: threads that wait for the
+# GIL or for I/O are not ready to run, so a Python trial with idle helper threads does not
+# flag, and a single-threaded trial can never reach 1.5 ready threads per core; a busy machine
+# alone (somebody else's job) does not flag either. This is the seed benchmark's story:
+# 8 processes x 20 OpenMP threads on 40 cores.
+
+CPU_OVERSUBSCRIBED = "cpu-oversubscribed"
+OVERSUBSCRIBED = 1.5
+SATURATED = 90.0
+
+
+def cpu_oversubscribed(summary):
+    cores = summary.get("cores")
+    runnable = _mean(summary, "tree_runnable")
+    util = _mean(summary, "cpu_util_mean")
+    if not cores or runnable is None or util is None:
+        return False
+    return runnable > OVERSUBSCRIBED * cores and util >= SATURATED
+
+
+# memory-pressure: the machine swapped more than SWAP_MB in or out during the trial, or its
+# available memory fell below LOW_MEMORY of the total.
+
+MEMORY_PRESSURE = "memory-pressure"
+SWAP_MB = 64.0
+LOW_MEMORY = 0.05
+
+
+def memory_pressure(summary):
+    samples = summary.get("samples") or 0
+    swapped = sum((_mean(summary, k) or 0.0) * samples for k in ("swap_in_mb", "swap_out_mb"))
+    if swapped > SWAP_MB:
+        return True
+    low = (summary.get("mem_available_mb") or {}).get("min")
+    total = summary.get("memory_total_mb")
+    return bool(total) and low is not None and low < LOW_MEMORY * total
+
+
+# ------------------------------------------------------------------ where a cell's repeats ran
+
+MIXED_HOSTS = "mixed-hosts"
+
+
+def mixed_hosts(fingerprints):
+    """The repeats' host fingerprints (None: not recorded) name more than one machine."""
+    return len({f for f in fingerprints if f}) > 1
+
+
+# ------------------------------------------------------------------ the list
+
+FLAGS = {f.name: f for f in (
+    Flag(UNSTABLE, "unstable: repeats spread more than %s ((max - min) / min)" % _percent(UNSTABLE_SPREAD),
+         unstable),
+    Flag(DATA_BOUND, "data-bound: data time is more than %s of iteration time" % _percent(DATA_BOUND_SHARE),
+         data_bound),
+    Flag(ESTIMATORS_DISAGREE, "the framework's own times and the log line timestamps disagree by more than %s"
+         % _percent(DISAGREE), estimators_disagree),
+    Flag(WINDOW_APPROXIMATE, "approximate: the framework logs only window medians, running means that cannot "
+         "be differenced, or throughput", window_approximate),
+    Flag(UNEQUAL_WORK, "unequal work: the frameworks of this row differ by more than %s (max - min over "
+         "their median) in a work count per iteration (proposals, RoIs, positives)" % _percent(UNEQUAL_SHARE),
+         unequal_work),
+    Flag(GPU_THERMAL, "a GPU throttled its clocks for heat during a repeat (NVML thermal/hw slowdown)",
+         gpu_thermal_throttle),
+    Flag(GPU_POWER, "a GPU throttled its clocks at its power limit during a repeat (NVML power cap/brake)",
+         gpu_power_throttle),
+    Flag(CPU_OVERSUBSCRIBED, "CPU oversubscribed: the trial had more than %g ready threads per core on "
+         "saturated cores" % OVERSUBSCRIBED, cpu_oversubscribed),
+    Flag(MEMORY_PRESSURE, "memory pressure: the machine swapped or ran below %s available memory during a "
+         "repeat" % _percent(LOW_MEMORY), memory_pressure),
+    Flag(MIXED_HOSTS, "the repeats ran on machines with different fingerprints", mixed_hosts),
+)}
+
+# the flags judged on one trial's telemetry summary, in FLAGS order
+TELEMETRY = tuple(FLAGS[name] for name in (GPU_THERMAL, GPU_POWER, CPU_OVERSUBSCRIBED, MEMORY_PRESSURE))
+
+
+def text(name):
+    """The line a report prints for a flag; the name itself for one it does not know."""
+    flag = FLAGS.get(name)
+    return flag.text if flag else name

@@ -1,0 +1,136 @@
+"""One Report from the results store and the published figures.
+
+The only module of the report stage that opens the store: harness.report.rows reads it
+once, and everything a renderer draws is built here from those rows.
+"""
+import json
+import time
+from pathlib import Path
+
+from harness.errors import UserError
+from harness.results.store import DB_NAME, Store
+from harness.spec import catalog, platforms
+from harness.report import measured, rows as store_rows, scaling
+from harness.report import published as published_mod
+from harness.report.model import TRIAL_COLUMNS, Failure, Report, Run, Trace
+
+MAX_TRACED_CELLS = 48
+PEAKS = ("peak_device_mb", "peak_rss_mb", "peak_mem_mb")
+
+
+def report(results_dir, platform, run_id=None, published=None, ci=True, traces=True, rows="cells"):
+    """The Report of `detbench report`: the newest run of each cell of a platform (or the cells of
+    one run, "latest" for the newest), beside the published figures named `published`.
+
+    ci=False skips the bootstrap CI, traces=False the iteration traces, for outputs that show
+    neither; rows says which rows the CSV export holds. A UserError when there is nothing to report.
+    """
+    pub_tables = published_mod.tables(published_mod.load(published), platform) if published else []
+    data = store_rows.Rows()
+    if (Path(results_dir) / DB_NAME).exists() or run_id:
+        store = Store(results_dir, create=False)
+        try:
+            if run_id:
+                run_id = store.run(run_id)["id"]
+            data = store_rows.read(store, platform, run_id, MAX_TRACED_CELLS if traces else 0)
+        finally:
+            store.close()
+    out = from_rows(data, platform, pub_tables, published, ci=ci, rows=rows)
+    if not out.measured and not out.published:
+        raise UserError("nothing to report for platform %r in %s" % (platform, results_dir))
+    return out
+
+
+def from_rows(data, platform, published=(), published_name=None, ci=True, rows="cells"):
+    """The Report of these store rows (harness.report.rows.Rows) and published tables."""
+    tables = tuple(measured.tables(data, ci=ci))
+    published = tuple(published)
+    shown = tuple(measured.with_published(tables, published)) if published and tables else tables
+    cells = [c for c in store_rows.figure_order(data.cells) if not c["excluded"]]
+    summary, spec = platform_facts(platform)
+    trials = trial_rows(data)
+    return Report(platform=platform, generated=time.time(), measured=tables, published=published,
+                  published_name=published_name, shown=shown, scaling=scaling.scaling_series(tables),
+                  trials=tuple(trials), runs=runs(data, sorted({t["run_id"] for t in trials})),
+                  platform_summary=summary, platform_spec=spec, data_share=data_share(data, cells),
+                  memory=memory_rows(data, cells), traces=traces_of(data, cells), failed=failures(data, cells),
+                  rows=rows)
+
+
+def platform_facts(name):
+    """(one-line summary, description) of a platform; an unknown one gets the reason and None."""
+    try:
+        spec = platforms.load(name)
+        return platforms.summary(spec), spec.model_dump()
+    except Exception as exc:  # an unknown platform name still gets its report, with the reason
+        return "%s (no platform description: %s)" % (name, exc), None
+
+
+def trial_rows(data):
+    """Every trial of the cells, as TRIAL_COLUMNS rows in run order."""
+    out = []
+    for cell in data.cells:
+        for t in data.cell_trials(cell):
+            row = {k: t[k] for k in t.keys() if k in TRIAL_COLUMNS}
+            row.update(trial_id=t["id"], framework=cell["framework"], model=cell["model"],
+                       precision=cell["precision"], platform=cell["platform"], gpus=cell["gpus"],
+                       nodes=cell["nodes"])
+            out.append({k: row.get(k) for k in TRIAL_COLUMNS})
+    return sorted(out, key=lambda r: (r["run_id"], r["seq"]))
+
+
+def runs(data, run_ids):
+    out = []
+    for rid in run_ids:
+        run = data.runs[rid]
+        out.append(Run(id=run["id"], scenario=run["scenario"], backend=run["backend"], created=run["created"],
+                       host=json.loads(run["host_json"]) if run["host_json"] else None))
+    return tuple(out)
+
+
+# ------------------------------------------------------------------ per configuration, for the figures
+
+def cell_label(cell):
+    return "%s %s %s %dx%d" % (cell["framework"], catalog.model_title(cell["model"]),
+                               catalog.precision_title(cell["precision"]), cell["nodes"], cell["gpus"])
+
+
+def data_share(data, cells):
+    """(configuration, median iteration ms, median data ms) of the cells that logged both."""
+    out = []
+    for cell in cells:
+        done = [t for t in data.cell_trials(cell) if t["status"] == "done"]
+        its = sorted(t["iteration_time_s"] for t in done if t["iteration_time_s"])
+        datas = sorted(t["data_time_s"] for t in done if t["data_time_s"] is not None)
+        if its and datas:
+            out.append((cell_label(cell), its[len(its) // 2] * 1000, datas[len(datas) // 2] * 1000))
+    return tuple(out)
+
+
+def memory_rows(data, cells):
+    """(configuration, {peak_device_mb, peak_rss_mb, peak_mem_mb}): the highest of each over a
+    cell's finished repeats, for the cells with a device or resident figure."""
+    out = []
+    for cell in cells:
+        done = [t for t in data.cell_trials(cell) if t["status"] == "done"]
+        peaks = {k: max([t[k] for t in done if t[k]] or [0.0]) or None for k in PEAKS}
+        if peaks["peak_device_mb"] or peaks["peak_rss_mb"]:
+            out.append((cell_label(cell), peaks))
+    return tuple(out)
+
+
+def traces_of(data, cells):
+    """The iteration traces of the cells whose iterations were read (harness.report.rows.read)."""
+    out = []
+    for cell in cells:
+        repeats = tuple(("repeat %d" % t["repeat"], data.iterations[t["id"]])
+                        for t in data.cell_trials(cell) if data.iterations.get(t["id"]))
+        if repeats:
+            sc = json.loads(data.runs[cell["run_id"]]["scenario_json"])
+            out.append(Trace(cell["cell_key"], cell_label(cell), repeats, sc["warmup"], sc["measure"]))
+    return tuple(out)
+
+
+def failures(data, cells):
+    return tuple(Failure(t["id"], cell["cell_key"], t["reason"] or "?")
+                 for cell in cells for t in data.cell_trials(cell) if t["status"] == "failed")

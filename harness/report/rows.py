@@ -1,0 +1,45 @@
+"""The store rows a report is built from, read once (harness.report.build)."""
+from dataclasses import dataclass, field
+from typing import Dict, List, Tuple
+
+
+@dataclass(frozen=True)
+class Rows:
+    cells: Tuple[object, ...] = ()     # cell rows: the newest run of each cell (Store.cells order)
+    runs: Dict[str, object] = field(default_factory=dict)       # run id -> run row
+    trials: Dict[Tuple[str, str], List[object]] = field(default_factory=dict)   # (run id, cell key) -> rows by seq
+    iterations: Dict[str, Tuple[tuple, ...]] = field(default_factory=dict)      # trial id -> iterations (traced)
+    renamed: bool = False              # some row named the bundled trainer by its old name
+
+    def cell_trials(self, cell):
+        return self.trials.get((cell["run_id"], cell["cell_key"]), [])
+
+
+def figure_order(cells):
+    """Cells in the order the HTML page's figures list them."""
+    return sorted(cells, key=lambda c: (c["precision"], c["gpus"] * c["nodes"], c["model"], c["framework"]))
+
+
+def read(store, platform=None, run_id=None, traced=0):
+    """The cells of one platform (or run), their runs and trials; the iterations of the first
+    `traced` cells in figure order that have any."""
+    cells = store.cells(platform=platform, run_id=run_id)
+    runs, trials = {}, {}
+    for cell in cells:
+        rid = cell["run_id"]
+        if rid not in runs:
+            runs[rid] = store.run(rid)
+            for t in store.trials(rid):
+                trials.setdefault((rid, t["cell_key"]), []).append(t)
+    iterations, count = {}, 0
+    for cell in figure_order(cells):
+        if count >= traced:
+            break
+        if cell["excluded"]:
+            continue
+        its = {t["id"]: tuple(tuple(r) for r in store.iterations(t["id"]))
+               for t in trials.get((cell["run_id"], cell["cell_key"]), [])}
+        if any(its.values()):
+            iterations.update(its)
+            count += 1
+    return Rows(tuple(cells), runs, trials, iterations, store.renamed)
