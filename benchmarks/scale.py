@@ -45,6 +45,7 @@ repeats: 7
 
 def build_store(results, runs, iters, seed=0):
     """Fill a store through Store.create_run / finish_trial; returns the run ids."""
+    from harness.measure.result import TrialResult
     from harness.results.store import Store
 
     rng = random.Random(seed)
@@ -73,12 +74,12 @@ def build_store(results, runs, iters, seed=0):
             times = [base * (1 + 0.02 * rng.random()) for _ in range(iters)]
             iterations = [(i + 1, t, t / 10, 1000.0 + i * t) for i, t in enumerate(times)]
             mean = sum(times[iters // 5:]) / len(times[iters // 5:])
-            row = dict(status="done", ended=time.time(), exit_code=0, throughput=16 / mean,
-                       observed=16 / mean * (1 + 0.001 * rng.random()), iteration_time_s=mean,
-                       data_time_s=mean / 10, exact=1, peak_mem_mb=3000.0, records=iters,
-                       scrape_errors=0, reason=None,
-                       settings_json=json.dumps({"images_per_device": 2, "devices": 8}))
-            store.finish_trial("%s-%04d" % (run_id, seq), row, iterations)
+            result = TrialResult(status="done", ended=time.time(), exit_code=0, throughput=16 / mean,
+                                 observed=16 / mean * (1 + 0.001 * rng.random()), iteration_time_s=mean,
+                                 data_time_s=mean / 10, exact=True, peak_mem_mb=3000.0, records=iters,
+                                 scrape_errors=0, settings={"images_per_device": 2, "devices": 8},
+                                 iterations=tuple(iterations))
+            store.finish_trial("%s-%04d" % (run_id, seq), result)
         ids.append(run_id)
     store.close()
     return ids

@@ -151,13 +151,13 @@ def _execute_trials(store, run_id, sc, launcher, out):
                 store.mark_pending(trial["id"])
                 out.write("not started\n")
                 raise UserError("%s; %s" % (exc, _resume_hint(run_id, store, "When it is back"))) from None
-            row, iterations = ingest.analyse(str(trial_dir), fw.scraper, sc.warmup, sc.measure,
-                                             scenario_mod.images_per_iteration(sc, cell), fw.scrape_options)
-            row["settings_json"] = json.dumps(fw.settings(ctx), sort_keys=True)
-            if row["status"] == "failed":
+            result = ingest.analyse(str(trial_dir), fw.scraper, sc.warmup, sc.measure,
+                                    scenario_mod.images_per_iteration(sc, cell), fw.scrape_options,
+                                    settings=fw.settings(ctx))
+            if result.failed:
                 _check_room(store, trial["id"])
-            store.finish_trial(trial["id"], row, iterations)
-            progress.finish(row)
+            store.finish_trial(trial["id"], result)
+            progress.finish(result)
             if _SIGNALLED:
                 raise KeyboardInterrupt("signal %d" % _SIGNALLED[-1])
             if lost is not None:

@@ -260,7 +260,8 @@ def test_a_0_3_era_detectron2_trial_is_analysed_not_failed(tmp_path):
     pairs = known_times(120, 5)
     (tmp_path / "log.txt").write_text(detectron2_v03(pairs))
     (tmp_path / "trial.json").write_text(json.dumps({"exit_code": 0, "end_wall": 1.0}))
-    row, _ = ingest.analyse(str(tmp_path), "detectron2", 20, 100, 2)
+    result = ingest.analyse(str(tmp_path), "detectron2", 20, 100, 2)
+    row = result.columns()
     assert row["status"] == "done", row["reason"]
     assert row["figure_kind"] == EXACT_CUMULATIVE and json.loads(row["window_json"]) == [21, 120]
     assert row["exact"] == 1 and row["data_time_s"] is None
@@ -331,7 +332,7 @@ def test_a_running_mean_longer_than_the_run():
 def test_a_refused_window_is_the_trial_s_reason(tmp_path):
     (tmp_path / "log.txt").write_text(detectron2_v03(known_times(25, 7)))
     (tmp_path / "trial.json").write_text(json.dumps({"exit_code": 0, "end_wall": 1.0}))
-    row, _ = ingest.analyse(str(tmp_path), "detectron2", 3, 20, 2)
-    assert row["status"] == "failed"
-    assert row["reason"].startswith("the running means nearest the window 4..23")
-    assert row.get("figure_kind") is None
+    result = ingest.analyse(str(tmp_path), "detectron2", 3, 20, 2)
+    assert result.status == "failed"
+    assert result.reason.startswith("the running means nearest the window 4..23")
+    assert result.figure_kind is None

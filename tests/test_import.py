@@ -71,7 +71,7 @@ def test_two_logs_become_one_imported_run_with_the_rows_a_measured_trial_gets(tm
     assert first["observed"] is None and first["settings_json"] is None
     assert first["iteration_time_s"] == pytest.approx(logtext.truth(pairs_a, 11, 30)[0], rel=1e-12)
     # exactly the row ingest gives that folder, as it gives a measured trial's
-    row, _ = ingest.analyse(str(folder), "detbench-jsonl", 10, 20, 4)
+    row = ingest.analyse(str(folder), "detbench-jsonl", 10, 20, 4).columns()
     for column in ("throughput", "iteration_time_s", "data_time_s", "exact", "records"):
         assert first[column] == row[column], column
     assert len(store.iterations(first["id"])) == 40

@@ -1,10 +1,12 @@
-"""ingest: work per iteration from DETBENCH_WORK lines, memory peaks from runner.py's telemetry."""
+"""ingest: work per iteration from DETBENCH_WORK lines, memory peaks from runner.py's telemetry,
+and the TrialResult the store writes."""
 import json
 
 import pytest
 
 from harness.measure import ingest, work
 from harness import jsonlog
+from harness.results.store import Store
 
 WARMUP, MEASURE = 2, 4
 
@@ -29,9 +31,9 @@ def iteration_lines(n, work_of=None):
 
 
 def analyse(folder):
-    row, _ = ingest.analyse(folder, "detbench-jsonl", WARMUP, MEASURE, 2)
-    assert row["status"] == "done", row["reason"]
-    return row
+    result = ingest.analyse(folder, "detbench-jsonl", WARMUP, MEASURE, 2)
+    assert result.status == "done", result.reason
+    return result
 
 
 def test_work_is_the_mean_over_the_measured_window_only(tmp_path):
@@ -39,9 +41,9 @@ def test_work_is_the_mean_over_the_measured_window_only(tmp_path):
     def work_of(i):
         busy = i <= WARMUP or i > WARMUP + MEASURE
         return {"proposals": 4000, "sampled_rois": 1024, "positive_rois": 500 if busy else 40 + i}
-    row = analyse(trial_folder(tmp_path, iteration_lines(7, work_of)))
-    assert json.loads(row["work_json"]) == {"proposals": 4000, "sampled_rois": 1024,
-                                            "positive_rois": pytest.approx(sum(40 + i for i in range(3, 7)) / 4)}
+    result = analyse(trial_folder(tmp_path, iteration_lines(7, work_of)))
+    assert json.loads(result.columns()["work_json"]) == {
+        "proposals": 4000, "sampled_rois": 1024, "positive_rois": pytest.approx(sum(40 + i for i in range(3, 7)) / 4)}
 
 
 def test_work_lines_behind_a_rank_prefix_count_for_rank_0_only(tmp_path):
@@ -49,15 +51,16 @@ def test_work_lines_behind_a_rank_prefix_count_for_rank_0_only(tmp_path):
     for i in range(WARMUP + 1, WARMUP + MEASURE + 1):
         lines.append("[default0]:" + jsonlog.work_line(i, positive_anchors=30))
         lines.append("[default1]:" + jsonlog.work_line(i, positive_anchors=9000))
-    row = analyse(trial_folder(tmp_path, lines))
-    assert json.loads(row["work_json"]) == {"positive_anchors": 30}
+    result = analyse(trial_folder(tmp_path, lines))
+    assert json.loads(result.columns()["work_json"]) == {"positive_anchors": 30}
 
 
 def test_no_work_lines_or_unreadable_ones_store_nothing(tmp_path):
     lines = iteration_lines(WARMUP + MEASURE) + [
         jsonlog.WORK_PREFIX + "{not json", jsonlog.WORK_PREFIX + '{"iteration": true, "proposals": 5}',
         jsonlog.WORK_PREFIX + '{"iteration": 3, "proposals": -1, "mask_rois": "many"}']
-    assert analyse(trial_folder(tmp_path, lines))["work_json"] is None
+    result = analyse(trial_folder(tmp_path, lines))
+    assert result.work is None and result.columns()["work_json"] is None
 
 
 def test_a_key_missing_in_some_iterations_is_averaged_over_those_that_have_it(tmp_path):
@@ -81,6 +84,30 @@ def summary(**figures):
     (None, None, None),
 ])
 def test_memory_peaks_come_from_the_telemetry_summary(tmp_path, telemetry, rss, device):
-    row = analyse(trial_folder(tmp_path, iteration_lines(WARMUP + MEASURE), telemetry))
-    assert (row["peak_rss_mb"], row["peak_device_mb"]) == (rss, device)
-    assert row["peak_mem_mb"] is None          # the framework's own figure: these ITER lines carry none
+    result = analyse(trial_folder(tmp_path, iteration_lines(WARMUP + MEASURE), telemetry))
+    assert (result.peak_rss_mb, result.peak_device_mb) == (rss, device)
+    assert result.peak_mem_mb is None          # the framework's own figure: these ITER lines carry none
+
+
+def test_the_store_writes_every_field_of_a_result_and_reads_it_back_column_for_column(tmp_path):
+    lines = iteration_lines(WARMUP + MEASURE, lambda i: {"proposals": 100 + i})
+    result = ingest.analyse(trial_folder(tmp_path, lines, summary(tree_rss_mb=2500.0)), "detbench-jsonl",
+                            WARMUP, MEASURE, 2, settings={"input_size": [800, 1333], "devices": 1})
+    assert result.status == "done" and result.window == (WARMUP + 1, WARMUP + MEASURE) and result.exact is True
+    key = "calibrate/retinanet/fp32/local/1/1"
+    store = Store(tmp_path / "results")
+    store.create_run("r", "s", None, "{}", "local", {}, [dict(
+        cell_key=key, framework="calibrate", model="retinanet", precision="fp32", platform="local", gpus=1,
+        nodes=1, batch_per_gpu=2, images_per_iteration=2, excluded=None)], [(1, key, 1, ["true"])])
+    store.finish_trial("r-0001", result)
+    [row] = store.trials("r")
+    columns = result.columns()
+    assert set(row.keys()) - set(columns) == {"id", "run_id", "seq", "cell_key", "repeat", "started", "argv_json"}
+    assert {c: row[c] for c in columns} == columns
+    assert row["settings_json"] == '{"devices": 1, "input_size": [800, 1333]}'
+    assert json.loads(row["window_json"]) == [WARMUP + 1, WARMUP + MEASURE]
+    assert json.loads(row["work_json"]) == {"proposals": 100 + (WARMUP + 1 + WARMUP + MEASURE) / 2}
+    assert json.loads(row["telemetry_json"]) == summary(tree_rss_mb=2500.0) and row["peak_rss_mb"] == 2500.0
+    assert [tuple(it) for it in store.iterations("r-0001")] == list(result.iterations)
+    assert len(result.iterations) == WARMUP + MEASURE
+    store.close()

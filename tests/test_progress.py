@@ -5,9 +5,10 @@ import time
 
 from harness.launch import progress
 from harness.jsonlog import iter_line
+from harness.measure.result import TrialResult
 
-DONE = {"status": "done", "throughput": 40.0, "iteration_time_s": 0.05, "reason": None}
-FAILED = {"status": "failed", "throughput": None, "iteration_time_s": None, "reason": "exit code 1: boom"}
+DONE = TrialResult(status="done", throughput=40.0, iteration_time_s=0.05)
+FAILED = TrialResult(status="failed", reason="exit code 1: boom")
 
 
 class Terminal(io.StringIO):

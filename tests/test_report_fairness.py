@@ -3,12 +3,14 @@ figure is, the work each framework did per iteration, and memory measured one wa
 
 Every table here comes from a store whose rows the test writes itself.
 """
+import dataclasses
 import json
 
 import pytest
 
 from harness.spec import catalog
 from harness.measure import flags, work
+from harness.measure.result import TrialResult
 from harness.frameworks import FRAMEWORKS as SPECS
 from harness.report import build, export, figures, html, markdown, plots, rows
 from harness.results.store import Store
@@ -22,7 +24,7 @@ BASE_SETTINGS = {"images_per_device": 2, "rpn_post_nms_top_n": 2000, "frozen_bn"
 
 def fill_store(root, trial_row, frameworks=FRAMEWORKS, models=MODELS, repeats=1, warmup=2, measure=6):
     """One run on P2 (fp32, one device, batch 2): a cell per framework x model, `repeats` trials
-    each, finished with trial_row(framework, model, repeat) merged over a plain done row."""
+    each, finished with trial_row(framework, model, repeat) replacing fields of a plain done result."""
     store = Store(root)
     cells = [dict(cell_key="%s/%s/fp32/P2/1/1" % (fw, m), framework=fw, model=m, precision="fp32", platform="P2",
                   gpus=1, nodes=1, batch_per_gpu=2, images_per_iteration=2, excluded=None)
@@ -33,11 +35,10 @@ def fill_store(root, trial_row, frameworks=FRAMEWORKS, models=MODELS, repeats=1,
     store.create_run("run-1", "fair", "s.yaml", scenario, "local", {}, cells, trials)
     for t in store.trials("run-1"):
         fw, model = t["cell_key"].split("/")[:2]
-        row = dict(status="done", throughput=2 / 0.5, observed=2 / 0.5, iteration_time_s=0.5, data_time_s=0.01,
-                   exact=1, figure_kind="exact", window_json=json.dumps([warmup + 1, warmup + measure]),
-                   records=warmup + measure, settings_json=json.dumps(BASE_SETTINGS))
-        row.update(trial_row(fw, model, t["repeat"]))
-        store.finish_trial(t["id"], row, [])
+        result = TrialResult(status="done", throughput=2 / 0.5, observed=2 / 0.5, iteration_time_s=0.5,
+                             data_time_s=0.01, exact=True, figure_kind="exact", window=(warmup + 1, warmup + measure),
+                             records=warmup + measure, settings=BASE_SETTINGS)
+        store.finish_trial(t["id"], dataclasses.replace(result, **trial_row(fw, model, t["repeat"])))
     return store
 
 
@@ -58,7 +59,7 @@ def cell_flags(table, model, fw):
 def test_settings_are_compared_in_every_model_row_and_the_line_names_the_model(tmp_path):
     def row(fw, model, repeat):   # mmdetection keeps 1000 proposals for the two-stage models only
         if fw == "mmdetection" and model != "retinanet":
-            return {"settings_json": json.dumps(dict(BASE_SETTINGS, rpn_post_nms_top_n=1000))}
+            return {"settings": dict(BASE_SETTINGS, rpn_post_nms_top_n=1000)}
         return {}
     notes = throughput_table(fill_store(tmp_path, row)).notes
     unlike = [n for n in notes if n.startswith("Not like for like")]
@@ -72,7 +73,7 @@ def test_settings_are_compared_in_every_model_row_and_the_line_names_the_model(t
 def test_repeats_that_ran_with_different_settings_are_named(tmp_path):
     def row(fw, model, repeat):
         if fw == "torchvision" and repeat == 2:
-            return {"settings_json": json.dumps(dict(BASE_SETTINGS, frozen_bn=False))}
+            return {"settings": dict(BASE_SETTINGS, frozen_bn=False)}
         return {}
     store = fill_store(tmp_path, row, frameworks=("detbench-trainer", "torchvision"), models=("retinanet",),
                        repeats=2)
@@ -91,7 +92,7 @@ def test_equal_settings_give_no_line(tmp_path):
 def test_each_column_says_how_its_figure_was_taken_and_where_its_window_widened(tmp_path):
     def row(fw, model, repeat):
         if fw == "mmdetection":   # stands in for a cumulative log printed every 20th iteration
-            return {"figure_kind": "exact-cumulative", "window_json": json.dumps([1, 20])}
+            return {"figure_kind": "exact-cumulative", "window": (1, 20)}
         return {}
     table = throughput_table(fill_store(tmp_path, row, warmup=2, measure=15))
     line = [n for n in table.notes if n.startswith("Figures: ")]
@@ -105,13 +106,13 @@ def test_each_column_says_how_its_figure_was_taken_and_where_its_window_widened(
     ("exact", 1, False), ("exact-cumulative", 1, False), ("window-median", 1, True),
     ("global-mean", 0, True), ("throughput", 0, True), (None, 0, True), (None, 1, False)])
 def test_the_approximate_flag_keys_on_the_figure_kind(tmp_path, kind, exact, approximate):
-    store = fill_store(tmp_path, lambda fw, m, r: {"figure_kind": kind, "exact": exact},
+    store = fill_store(tmp_path, lambda fw, m, r: {"figure_kind": kind, "exact": bool(exact)},
                        frameworks=("torchvision",), models=("retinanet",))
     assert (flags.WINDOW_APPROXIMATE in cell_flags(throughput_table(store), "retinanet", "torchvision")) is approximate
 
 
 def test_a_trial_stored_before_figure_kinds_shows_its_adapters_words(tmp_path):
-    store = fill_store(tmp_path, lambda fw, m, r: {"figure_kind": None, "window_json": None},
+    store = fill_store(tmp_path, lambda fw, m, r: {"figure_kind": None, "window": None},
                        frameworks=("torchvision",), models=("retinanet",))
     from harness.frameworks import FRAMEWORKS
     assert "Figures: torchvision: %s." % FRAMEWORKS["torchvision"].figures in throughput_table(store).notes
@@ -120,7 +121,7 @@ def test_a_trial_stored_before_figure_kinds_shows_its_adapters_words(tmp_path):
 # ------------------------------------------------------------------ work per iteration
 
 def work_row(proposals, positives):
-    return {"work_json": json.dumps({"proposals": proposals, "sampled_rois": 1024.0, "positive_rois": positives})}
+    return {"work": {"proposals": proposals, "sampled_rois": 1024.0, "positive_rois": positives}}
 
 
 @pytest.mark.parametrize("apart, flagged", [(0.04, False), (0.06, True)])

@@ -1,5 +1,4 @@
 """The HTML report: seed tables, figures, published beside measured, nothing injectable."""
-import json
 import re
 import sqlite3
 
@@ -8,6 +7,7 @@ from click.testing import CliRunner
 
 from harness.spec import scenario as scenario_mod
 from harness.cli import main
+from harness.measure.result import TrialResult
 from harness.results.store import Store
 from htmlpage import Page
 
@@ -73,11 +73,11 @@ def synthetic_store(root, peak_mem=True):
     for t in store.trials("run-1"):
         it = speed["/".join(t["cell_key"].split("/")[:2])] * (1 + 0.01 * t["repeat"])
         logs_memory = peak_mem and t["cell_key"].startswith("detbench-trainer/")
-        row = dict(status="done", throughput=16 / it, observed=16 / it, iteration_time_s=it, data_time_s=0.01,
-                   exact=1, peak_mem_mb=5000.0 + 100 * t["seq"] if logs_memory else None, records=8,
-                   peak_rss_mb=3000.0 + 100 * t["seq"] if peak_mem else None,
-                   settings_json=json.dumps({"images_per_device": 2}))
-        store.finish_trial(t["id"], row, [(k, it * (3 if k <= 2 else 1), 0.01, None) for k in range(1, 9)])
+        store.finish_trial(t["id"], TrialResult(
+            status="done", throughput=16 / it, observed=16 / it, iteration_time_s=it, data_time_s=0.01,
+            exact=True, peak_mem_mb=5000.0 + 100 * t["seq"] if logs_memory else None, records=8,
+            peak_rss_mb=3000.0 + 100 * t["seq"] if peak_mem else None, settings={"images_per_device": 2},
+            iterations=tuple((k, it * (3 if k <= 2 else 1), 0.01, None) for k in range(1, 9))))
     store.close()
 
 

@@ -42,12 +42,12 @@ def write(tmp_path, text, name="train.log"):
 
 
 def trial_row(tmp_path, log_text, scraper, warmup, measure, images, options=None):
-    """The row ingest.analyse gives a finished trial whose log is `log_text`."""
+    """The store row (TrialResult.columns) ingest.analyse gives a finished trial whose log is `log_text`."""
     trial = tmp_path / "trial"
     trial.mkdir()
     (trial / "log.txt").write_text(log_text, encoding="utf-8")
     (trial / "trial.json").write_text(json.dumps({"exit_code": 0}), encoding="utf-8")
-    row, _ = ingest.analyse(str(trial), scraper, warmup, measure, images, options or {})
+    row = ingest.analyse(str(trial), scraper, warmup, measure, images, options or {}).columns()
     assert row["status"] == "done", row["reason"]
     return row
 

@@ -69,6 +69,6 @@ def test_two_node_script_runs_one_ddp_job_across_both_node_launchers(tmp_path):
         record = json.loads((d / "trial.json").read_text())
         assert record["exit_code"] == 0, (d / "log.txt").read_text()[-2000:]
     assert '"world_size":2' in (node0 / "log.txt").read_text().replace(" ", "")
-    row, _ = ingest.analyse(str(node0), "detbench-jsonl", sc.warmup, sc.measure,
+    result = ingest.analyse(str(node0), "detbench-jsonl", sc.warmup, sc.measure,
                             scenario_mod.images_per_iteration(sc, trial.cell))
-    assert row["status"] == "done" and row["throughput"] > 0, row
+    assert result.status == "done" and result.throughput > 0, result

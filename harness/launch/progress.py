@@ -1,9 +1,10 @@
 """Progress of a run: plain lines for logs, a live status line on a terminal.
 
 Both kinds take the same calls from harness.run.execute: start(trial, cell_key, repeat,
-trial_dir) before a trial, finish(row) after it, close() when the run stops. The plain
-kind writes one line per trial (`[i/N] CELL repeat R ... RESULT  [eta Ns]`), which CI logs
-and tests read. The live kind redraws one status line while a trial runs (its iterations,
+trial_dir) before a trial, finish(result) after it, close() when the run stops. result is
+the trial's TrialResult, read by attribute (status, reason, throughput, iteration_time_s).
+The plain kind writes one line per trial (`[i/N] CELL repeat R ... RESULT  [eta Ns]`),
+which CI logs and tests read. The live kind redraws one status line while a trial runs (its iterations,
 counted by tailing the trial's log.txt) and leaves the same line per finished trial.
 """
 import os
@@ -25,10 +26,10 @@ def make(total, out=None, iterations=None):
     return PlainProgress(total, out)
 
 
-def result_text(row):
-    if row["status"] == "done":
-        return "%.2f images/s (%.1f ms/iter)" % (row["throughput"], row["iteration_time_s"] * 1000)
-    return "FAILED: %s" % row["reason"]
+def result_text(result):
+    if result.status == "done":
+        return "%.2f images/s (%.1f ms/iter)" % (result.throughput, result.iteration_time_s * 1000)
+    return "FAILED: %s" % result.reason
 
 
 class PlainProgress:
@@ -48,9 +49,9 @@ class PlainProgress:
         elapsed = time.monotonic() - self.started
         return elapsed / self.done * (self.total - self.done) if self.done else None
 
-    def finish(self, row):
+    def finish(self, result):
         self.done += 1
-        self.out.write("%s  [eta %ds]\n" % (result_text(row), round(self.eta())))
+        self.out.write("%s  [eta %ds]\n" % (result_text(result), round(self.eta())))
         self.out.flush()
 
     def close(self):
@@ -158,12 +159,12 @@ class LiveProgress(PlainProgress):
             self.thread.join(timeout=2)
         self.thread = None
 
-    def finish(self, row):
+    def finish(self, result):
         self._halt()
         with self.lock:
             self.done += 1
             self.trial_started = None
-            self.out.write("%s%s ... %s  [eta %ds]\n" % (CLEAR, self.head, result_text(row), round(self.eta())))
+            self.out.write("%s%s ... %s  [eta %ds]\n" % (CLEAR, self.head, result_text(result), round(self.eta())))
             self.out.flush()
 
     def close(self):

@@ -1,16 +1,16 @@
-"""Turn a finished trial folder into its row in the store: scrape, then estimate.
+"""Turn a finished trial folder into its TrialResult: scrape, then estimate.
 
 This is the one place the launch side (runner.py's files) meets the analysis side, so
 a trial can be re-analysed from its folder at any time without running it again.
 """
 import collections
-import json
 import os
 
 from harness.measure import scrapers, stats, work
 from harness.spec.fingerprint import fingerprint
 from harness.launch.trialfiles import read_trial_json
 from harness.measure.records import IterationRecord
+from harness.measure.result import TrialResult
 from harness.measure.scrapers.common import read_lines
 
 TAIL_LINES = 5
@@ -68,11 +68,11 @@ def _number(value, default=None):
     return default
 
 
-def analyse(trial_dir, scraper_name, warmup, measure, images_per_iteration, scrape_options=None):
-    """Return (row, iterations) for store.finish_trial; scrape_options go to the scraper."""
+def analyse(trial_dir, scraper_name, warmup, measure, images_per_iteration, scrape_options=None,
+            settings=None):
+    """The TrialResult of a finished trial's folder. scrape_options go to the scraper;
+    settings are the trial's normalized settings (None where they are not known)."""
     record = read_trial_json(trial_dir)
-    row = {"ended": _number(record.get("end_wall")) if record else None,
-           "exit_code": _number(record.get("exit_code")) if record else None}
     reason = failure_reason(record, trial_dir)
     scrapers.get(scraper_name)   # an unknown name raises here, not in the try below
     log_path = os.path.join(trial_dir, "log.txt")
@@ -84,38 +84,42 @@ def analyse(trial_dir, scraper_name, warmup, measure, images_per_iteration, scra
         reason = reason or "the %s scraper failed on this log: %s: %s" % (scraper_name, type(exc).__name__, exc)
     records = stats.dedupe([r for r in records if isinstance(r, IterationRecord)])
     times = read_times(trial_dir)
-    row.update(records=len(records), scrape_errors=len(errors))
     mems = [r.memory_mb for r in records if r.memory_mb is not None]
-    row["peak_mem_mb"] = max(mems) if mems else None
-    iterations = [(r.iteration, r.time_s, r.data_time_s,
-                   times[r.line] if r.line < len(times) else None) for r in records]
+    iterations = tuple((r.iteration, r.time_s, r.data_time_s, times[r.line] if r.line < len(times) else None)
+                       for r in records)
+    figures = {}
     if reason is None:
         try:
             rep = stats.reported(records, warmup, measure, images_per_iteration)
-            row.update(throughput=rep.throughput, iteration_time_s=rep.iteration_time_s,
-                       data_time_s=rep.data_time_s, exact=int(rep.exact), figure_kind=rep.kind,
-                       window_json=json.dumps(list(rep.window)))
+            figures.update(throughput=rep.throughput, iteration_time_s=rep.iteration_time_s,
+                           data_time_s=rep.data_time_s, exact=bool(rep.exact), figure_kind=rep.kind,
+                           window=tuple(rep.window))
         except stats.WindowError as exc:
             reason = str(exc)
             if errors:
                 reason += " (%d unreadable lines, first: %s)" % (len(errors), errors[0].reason)
     if reason is None and times:
         try:
-            row["observed"] = stats.observed(records, times, warmup, measure, images_per_iteration).throughput
+            figures["observed"] = stats.observed(records, times, warmup, measure, images_per_iteration).throughput
         except (stats.WindowError, IndexError):
-            row["observed"] = None
-    row["status"] = "failed" if reason else "done"
-    row["reason"] = reason
-    try:
-        row["fingerprint"] = fingerprint(record.get("host")) if record else None
-    except (AttributeError, TypeError, ValueError):   # host facts damaged: no fingerprint
-        row["fingerprint"] = None
-    row["telemetry_json"] = json.dumps(record["telemetry"], sort_keys=True) \
-        if record and record.get("telemetry") else None
-    row.update(memory_peaks(record.get("telemetry") if record else None))
+            pass
+    summary = record.get("telemetry") if record else None
     means = work.window_means(log_path, warmup + 1, warmup + measure) if reason is None else None
-    row["work_json"] = json.dumps(means, sort_keys=True) if means else None
-    return row, iterations
+    return TrialResult(
+        status="failed" if reason else "done", reason=reason,
+        ended=_number(record.get("end_wall")) if record else None,
+        exit_code=_number(record.get("exit_code")) if record else None,
+        records=len(records), scrape_errors=len(errors), peak_mem_mb=max(mems) if mems else None,
+        fingerprint=_fingerprint(record), telemetry=summary if isinstance(summary, dict) and summary else None,
+        work=means or None, settings=settings, iterations=iterations,
+        **figures, **memory_peaks(summary))
+
+
+def _fingerprint(record):
+    try:
+        return fingerprint(record.get("host")) if record else None
+    except (AttributeError, TypeError, ValueError):   # host facts damaged: no fingerprint
+        return None
 
 
 def memory_peaks(summary):

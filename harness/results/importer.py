@@ -4,7 +4,7 @@ One cell, one trial per log. Every log is read and its window figure computed be
 anything is written, so a bad log leaves the store as it was. Each trial folder then gets
 the log as log.txt and a trial.json that says it was imported (no log.times: a log made
 elsewhere has no arrival times, so the observed estimator stays empty), and ingest.analyse
-turns it into the row a measured trial of that log would get. The run is marked
+turns it into the TrialResult a measured trial of that log would get. The run is marked
 origin "imported"; its settings are unknown, so none are stored.
 """
 import json
@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from harness.spec import catalog, platforms
 from harness import frameworks
 from harness.measure import ingest, logfigure, scrapers
+from harness.measure.result import TrialResult
 from harness.spec import scenario as scenario_mod
 from harness.errors import UserError
 from harness.results.store import DB_NAME, ResultsWriteError, Store, new_run_id
@@ -176,10 +177,9 @@ def _store(logs, readings, sc, cell, images, results_dir):
             trial_id = "%s-%04d" % (run_id, seq)
             trial_dir = store.trial_dir(trial_id)
             _trial_folder(trial_dir, log)
-            row, iterations = ingest.analyse(str(trial_dir), how.scraper, sc.warmup, sc.measure, images,
-                                             how.options)
-            row["settings_json"] = None   # what the run was configured with is not known
-            store.finish_trial(trial_id, row, iterations)
+            # settings=None: what the run was configured with is not known
+            store.finish_trial(trial_id, ingest.analyse(str(trial_dir), how.scraper, sc.warmup, sc.measure,
+                                                        images, how.options, settings=None))
             done += 1
     except (OSError, ResultsWriteError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -205,7 +205,7 @@ def _fail_rest(store, run_id, done, reason):
     """Mark the trials an interrupted import did not finish as failed, so no run is left pending."""
     try:
         for t in store.trials(run_id)[done:]:
-            store.finish_trial(t["id"], {"status": "failed", "reason": reason}, [])
+            store.finish_trial(t["id"], TrialResult(status="failed", reason=reason))
     except ResultsWriteError:
         pass
 

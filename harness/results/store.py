@@ -171,15 +171,16 @@ class Store:
         with self.transaction() as db:
             db.execute("UPDATE trials SET status='pending', started=NULL WHERE id=?", (trial_id,))
 
-    def finish_trial(self, trial_id, result, iterations):
-        """result: column -> value for the trials row; iterations: (n, time, data, arrived)."""
-        cols = sorted(result)
+    def finish_trial(self, trial_id, result):
+        """Write a trial's TrialResult (harness.measure.result): its row's columns and its iterations."""
+        values = result.columns()
+        cols = sorted(values)
         with self.transaction() as db:
             db.execute("UPDATE trials SET %s WHERE id=?" % ", ".join("%s=?" % c for c in cols),
-                       [result[c] for c in cols] + [trial_id])
+                       [values[c] for c in cols] + [trial_id])
             db.execute("DELETE FROM iterations WHERE trial_id=?", (trial_id,))
             db.executemany("INSERT OR REPLACE INTO iterations VALUES (?, ?, ?, ?, ?)",
-                           [(trial_id,) + tuple(it) for it in iterations])
+                           [(trial_id,) + tuple(it) for it in result.iterations])
 
     # -------------------------------------------------------------- reading
     def run(self, run_id):
