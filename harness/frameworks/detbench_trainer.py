@@ -49,6 +49,8 @@ def command(ctx):
         sets["data.coco_images"] = ctx.data["images"]
     else:
         sets["data.source"] = "synthetic"
+    # the rivals keep a constant learning rate after warmup in a benchmark trial: so does the trainer
+    sets["train.schedule"] = "constant"
     sets.update(ctx.options)
     train = ["-m", "harness.trainer.train", os.path.join(CONFIG_DIR, CONFIGS[ctx.model])]
     for key, value in sets.items():

@@ -12,6 +12,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Tuple
 
+from .schedule import SCHEDULES, check_steps
+
 
 class ConfigError(ValueError):
     """A bad config file or a bad override; the message names the key or the file."""
@@ -119,6 +121,11 @@ class TrainConfig:
     tf32: bool = False
     device: str = "auto"                # auto | cpu | cuda
     threads: int = 0                    # torch intra-op threads, 0 leaves the default
+    schedule: str = "step"              # step | cosine | constant (schedule.py), after warmup
+    steps: Tuple[int, ...] = ()         # step: iterations done before each decay; empty: 1x steps
+    gamma: float = 0.1                  # step: lr multiplier at each step
+    checkpoint_every: int = 0           # write a checkpoint every N iterations and at the end; 0: off
+    checkpoint_dir: str = ""            # folder of the checkpoints (needed when checkpoint_every > 0)
 
     def __post_init__(self):
         _check_choice("train", "precision", self.precision, PRECISIONS)
@@ -127,8 +134,19 @@ class TrainConfig:
         _check_min("train", "warmup_iters", self.warmup_iters, 0)
         _check_min("train", "lr_reference_batch", self.lr_reference_batch, 1)
         _check_min("train", "threads", self.threads, 0)
+        _check_min("train", "checkpoint_every", self.checkpoint_every, 0)
         if not self.lr > 0:
             raise ConfigError(f"train.lr={self.lr!r} must be > 0")
+        _check_choice("train", "schedule", self.schedule, SCHEDULES)
+        if not self.gamma > 0:
+            raise ConfigError(f"train.gamma={self.gamma!r} must be > 0")
+        if self.steps and self.schedule != "step":
+            raise ConfigError(f"train.steps applies to train.schedule=step, not {self.schedule}")
+        problem = check_steps(tuple(self.steps), self.max_iter)
+        if problem:
+            raise ConfigError(problem)
+        if self.checkpoint_every and not self.checkpoint_dir:
+            raise ConfigError(f"train.checkpoint_every={self.checkpoint_every} needs train.checkpoint_dir")
 
 
 @dataclass(frozen=True)
@@ -159,6 +177,7 @@ def _convert(key, text, hint):
         if hint is str:
             return text
         if origin in (tuple, Tuple):
+            text = text.strip().strip("[]()")
             sep = "x" if "x" in text else ","
             return tuple(int(part) for part in text.split(sep) if part.strip())
     except ValueError as exc:

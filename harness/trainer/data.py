@@ -2,6 +2,8 @@
 
 Both yield (images [B, 3, H, W] float normalized on the device, targets) where targets hold
 boxes [B, G, 4], labels [B, G] (0 = padding) and, for mask models, masks [B, G, H, W] uint8.
+`start` skips that many batches: a resumed run sees the batches an uninterrupted one would.
+Neither draws from torch's global random generator.
 """
 import torch
 
@@ -16,8 +18,9 @@ class SyntheticBatches:
     of iteration i depends only on (seed, i, k): N ranks see the same images as one rank
     with N times the batch."""
 
-    def __init__(self, data_cfg, num_classes, with_masks, device, rank, world, seed):
+    def __init__(self, data_cfg, num_classes, with_masks, device, rank, world, seed, start=0):
         self.cfg = data_cfg
+        self.start = start
         self.num_classes = num_classes
         self.with_masks = with_masks
         self.device = device
@@ -28,7 +31,7 @@ class SyntheticBatches:
         self.colors = colors.to(device)
 
     def __iter__(self):
-        it = 0
+        it = self.start
         while True:
             yield self.batch(it)
             it += 1
@@ -79,27 +82,32 @@ class SyntheticBatches:
 
 class InfiniteShardedSampler(torch.utils.data.Sampler):
     """Endless epochs, reshuffled (or in the dataset's order); rank r takes every world-th
-    index of each epoch."""
+    index of each epoch. `start` skips that many of this rank's indices."""
 
-    def __init__(self, size, rank, world, seed, shuffle=True):
+    def __init__(self, size, rank, world, seed, shuffle=True, start=0):
         self.size, self.rank, self.world, self.seed = size, rank, world, seed
         self.shuffle = shuffle
+        self.start = start
 
     def __iter__(self):
-        epoch = 0
+        padded = self.size
+        while padded < self.world:
+            padded *= 2
+        epoch, skip = divmod(self.start, len(range(self.rank, padded, self.world)))
         while True:
             gen = torch.Generator().manual_seed(self.seed + epoch)
             perm = torch.randperm(self.size, generator=gen) if self.shuffle else torch.arange(self.size)
             while len(perm) < self.world:
                 perm = torch.cat([perm, perm])
-            yield from perm[self.rank::self.world].tolist()
+            yield from perm[self.rank::self.world][skip:].tolist()
+            skip = 0
             epoch += 1
 
 
 class CocoBatches:
     """DataLoader over a COCO-format dataset, pinned and copied to the device one batch ahead."""
 
-    def __init__(self, data_cfg, num_classes, with_masks, device, rank, world, seed):
+    def __init__(self, data_cfg, num_classes, with_masks, device, rank, world, seed, start=0):
         records, n_cats = coco.load_annotations(data_cfg.coco_json, data_cfg.coco_images)
         if n_cats > num_classes:
             raise coco.DataError(f"{data_cfg.coco_json} has {n_cats} categories, the model "
@@ -108,7 +116,9 @@ class CocoBatches:
         self.device = device
         self.loader = torch.utils.data.DataLoader(
             dataset, batch_size=data_cfg.images_per_device,
-            sampler=InfiniteShardedSampler(len(dataset), rank, world, seed, data_cfg.shuffle),
+            sampler=InfiniteShardedSampler(len(dataset), rank, world, seed, data_cfg.shuffle,
+                                           start * data_cfg.images_per_device),
+            generator=torch.Generator().manual_seed(seed),  # its base seed, not the global stream
             num_workers=data_cfg.workers, collate_fn=coco.collate,
             pin_memory=device.type == "cuda", persistent_workers=data_cfg.workers > 0,
             prefetch_factor=4 if data_cfg.workers > 0 else None)
@@ -130,7 +140,7 @@ class CocoBatches:
             yield current
 
 
-def build_batches(cfg, device, rank, world):
+def build_batches(cfg, device, rank, world, start=0):
     with_masks = cfg.model.name == "mask"
     kind = SyntheticBatches if cfg.data.source == "synthetic" else CocoBatches
-    return kind(cfg.data, cfg.model.num_classes, with_masks, device, rank, world, cfg.train.seed)
+    return kind(cfg.data, cfg.model.num_classes, with_masks, device, rank, world, cfg.train.seed, start)

@@ -1,4 +1,11 @@
-"""The training loop: precision, optimizer, warmup, timing and per-iteration log lines."""
+"""The training loop: precision, optimizer, learning-rate schedule, timing, per-iteration log
+lines and checkpoints.
+
+Checkpoints (train.checkpoint_every > 0) are written after an iteration's log lines, and the
+time the write takes is left out of every iteration: the clock of the next iteration is moved
+forward by it. With checkpointing off the loop does one integer comparison per iteration more
+than it would without the feature.
+"""
 import contextlib
 import math
 import resource
@@ -10,7 +17,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from harness import jsonlog
 
-from . import dist
+from . import checkpoint, dist, schedule
 
 
 class NonFiniteLoss(RuntimeError):
@@ -29,12 +36,9 @@ def make_optimizer(model, cfg, world):
     return torch.optim.SGD(groups, lr=base_lr, momentum=t.momentum), base_lr
 
 
-def lr_at(iteration, base_lr, t):
-    """Linear warmup from warmup_factor * base_lr over warmup_iters (iteration is 0-based)."""
-    if iteration >= t.warmup_iters:
-        return base_lr
-    alpha = iteration / t.warmup_iters
-    return base_lr * (t.warmup_factor * (1 - alpha) + alpha)
+def lr_at(iteration, base_lr, t, steps=None):
+    """The learning rate of 0-based `iteration` (schedule.py: warmup times decay)."""
+    return base_lr * schedule.lr_factor(iteration, t, steps)
 
 
 def autocast_for(precision, device):
@@ -77,23 +81,32 @@ def work_counts(model):
     return counts
 
 
-def train(model, batches, cfg, device, world, out=None):
-    """Train for cfg.train.max_iter iterations and log each one.
+def train(model, batches, cfg, device, world, out=None, resume=None, resume_path=None):
+    """Train up to cfg.train.max_iter iterations and log each one.
 
     An iteration's time runs from the end of the previous iteration (the first: from the
     start of the loop) to the end of this one, so what happens between two iterations
-    (the log lines of the last one, for instance) is charged to the next. Its data time is
-    the part spent waiting for the batch."""
+    (the log lines of the last one, for instance) is charged to the next; a checkpoint
+    write is not charged to any. Its data time is the part spent waiting for the batch.
+
+    `resume`: a state from checkpoint.load (model tensors already loaded); training goes on
+    after its iteration, and `batches` must start at that iteration's batch."""
     out = out or sys.stdout
     t = cfg.train
     optimizer, base_lr = make_optimizer(model, cfg, world)
     scaler = torch.amp.GradScaler("cuda") if t.precision == "fp16" else None
+    steps = schedule.resolved_steps(t)
+    start = 0
+    if resume is not None:
+        start = checkpoint.restore(resume, optimizer, scaler, device, resume_path)
+    # 0-based index of the iteration after which the next checkpoint is written; -1: none
+    save_after = checkpoint.next_save(start, t.checkpoint_every, t.max_iter) - 1
     is_logger = dist.rank() == 0
     images_per_iter = cfg.data.images_per_device * world
     cuda = device.type == "cuda"
     source = iter(batches)
     prev_end = time.perf_counter()
-    for it in range(t.max_iter):
+    for it in range(start, t.max_iter):
         fetch = time.perf_counter()
         images, targets = next(source)
         if cuda:
@@ -101,7 +114,7 @@ def train(model, batches, cfg, device, world, out=None):
         data_time = time.perf_counter() - fetch
         if t.channels_last:
             images = images.contiguous(memory_format=torch.channels_last)
-        lr = lr_at(it, base_lr, t)
+        lr = lr_at(it, base_lr, t, steps)
         for group in optimizer.param_groups:
             group["lr"] = lr
         with autocast_for(t.precision, device):
@@ -135,3 +148,10 @@ def train(model, batches, cfg, device, world, out=None):
                      f"time {elapsed * 1000:.0f}ms (data {data_time * 1000:.0f}ms)  "
                      f"{images_per_iter / elapsed:.2f} img/s  lr {lr:.5f}")
             print(line + "\n" + work + "\n" + human, file=out, flush=True)
+        if it == save_after:
+            pause = time.perf_counter()
+            path = checkpoint.save(t.checkpoint_dir, it + 1, model, optimizer, scaler, cfg, world, device, steps)
+            if path:
+                print(f"checkpoint {path}", file=out, flush=True)
+            save_after = checkpoint.next_save(it + 1, t.checkpoint_every, t.max_iter) - 1
+            prev_end += time.perf_counter() - pause

@@ -118,6 +118,7 @@ class RoIHeads(nn.Module):
         used, which = torch.unique(b * g + matched, return_inverse=True)
         src = gt_masks.view(bsz * g, 1, *gt_masks.shape[2:])[used]
         mask_rois = torch.cat([which[:, None].to(roi_boxes.dtype), roi_boxes], dim=1)
-        target = roi_align(src.float(), mask_rois.float(), (self.mask_size, self.mask_size), 1.0, 2)[:, 0]
+        # adaptive sampling (ceil(roi side / mask size) points per bin side), as torchvision's targets
+        target = roi_align(src.float(), mask_rois.float(), (self.mask_size, self.mask_size), 1.0, 0)[:, 0]
         bce = F.binary_cross_entropy_with_logits(logits, target, reduction="none").mean((1, 2))
         return {"loss_mask": (bce * weight).sum() / weight.sum().clamp(min=1)}

@@ -1,6 +1,6 @@
-"""Entry point: python -m harness.trainer.train CONFIG [--set key=value ...]
+"""Entry point: python -m harness.trainer.train CONFIG [--set key=value ...] [--resume FILE]
 
-Exit codes: 0 done, 2 bad config/override/data input, 3 loss stopped being finite.
+Exit codes: 0 done, 2 bad config/override/data input/checkpoint, 3 loss stopped being finite.
 """
 import argparse
 import os
@@ -20,12 +20,16 @@ def parse_args(argv):
                         help="override one setting, e.g. train.max_iter=50 (repeatable)")
     parser.add_argument("--weights", metavar="FILE",
                         help="initial weights made by `detbench weights make` (torchvision's layout)")
+    parser.add_argument("--resume", metavar="FILE",
+                        help="continue the run a checkpoint (train.checkpoint_every) was written in")
     return parser.parse_args(argv)
 
 
 def settings(cfg, device, world):
     import torch
     import torchvision
+
+    from .schedule import resolved_steps
     m, d, t = cfg.model, cfg.data, cfg.train
     out = {
         "model": m.name, "images_per_device": d.images_per_device, "world_size": world,
@@ -40,6 +44,8 @@ def settings(cfg, device, world):
         "threads": torch.get_num_threads(), "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
         "lr": t.lr * d.images_per_device * world / t.lr_reference_batch,
         "warmup_iters": t.warmup_iters, "warmup_factor": t.warmup_factor,
+        "schedule": t.schedule, "steps": list(resolved_steps(t)), "gamma": t.gamma,
+        "checkpoint_every": t.checkpoint_every,
     }
     if m.name in ("faster", "mask"):
         out.update(rpn_pre_nms_top_n_train=m.rpn_pre_nms_top_n_train,
@@ -103,7 +109,7 @@ def run(argv):
     cfg = apply_overrides(module.CONFIG, args.overrides)
     import torch
 
-    from . import data, dist, engine
+    from . import checkpoint, data, dist, engine
     kind = resolve_device(cfg)
     # process-level settings (allocator, threads) come from the environment the scenario gives
     # every framework alike; the trainer adds none of its own
@@ -117,6 +123,9 @@ def run(argv):
         torch.backends.cudnn.benchmark = True
     device, _, world = dist.setup(kind)
     try:
+        resume = checkpoint.load(args.resume, cfg, world) if args.resume else None
+        if cfg.train.checkpoint_every:
+            checkpoint.prepare_dir(cfg.train.checkpoint_dir)
         torch.manual_seed(cfg.train.seed)
         try:
             model = module.build_detector(cfg)
@@ -124,13 +133,21 @@ def run(argv):
             raise ConfigError(f"config {args.config} does not build: {type(exc).__name__}: {exc}") from None
         if args.weights:
             load_weights(model, args.weights, cfg.model.name)
-        batches = data.build_batches(cfg, device, dist.rank(), world)
+        start = 0
+        if resume is not None:
+            checkpoint.load_model(model, resume, args.resume)
+            start = resume["iteration"]
+        batches = data.build_batches(cfg, device, dist.rank(), world, start)
         model = engine.prepare_model(model, cfg, device, world)
         # the sampling noise after this point is the same on every rank count
         torch.manual_seed(cfg.train.seed + 1 + dist.rank())
         if dist.rank() == 0:
-            print(jsonlog.meta_line(settings(cfg, device, world)), flush=True)
-        engine.train(model, batches, cfg, device, world)
+            meta = settings(cfg, device, world)
+            if resume is not None:
+                meta["resumed_after_iteration"] = start
+                print(f"resuming {args.resume} after iteration {start}", flush=True)
+            print(jsonlog.meta_line(meta), flush=True)
+        engine.train(model, batches, cfg, device, world, resume=resume, resume_path=args.resume)
     finally:
         dist.cleanup()
 
