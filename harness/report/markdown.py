@@ -3,13 +3,16 @@ from harness.spec import catalog
 from harness.measure import flags
 from harness.report import scaling
 from harness.report.model import ITERATION, THROUGHPUT
+from harness.report.published import SPEED
 
 MARKS = "¹²³⁴⁵⁶⁷⁸⁹"
 
 INTRO = {
     THROUGHPUT: "Throughput in **images/s**, iteration time in parentheses.",
     ITERATION: "Iteration time on a single device, **data time** in parentheses.",
+    SPEED: "Throughput in **images/s** as published (no iteration time given).",
 }
+FEATURE = {True: "✓", False: "✗"}
 
 
 def render(report):
@@ -35,6 +38,8 @@ def cell_text(entry, form):
         if entry.throughput is None or entry.iteration_ms is None:
             return "NA"
         return "%.1f(%.0fms)" % (entry.throughput, entry.iteration_ms)
+    if form == SPEED:
+        return "NA" if entry.throughput is None else "%g" % entry.throughput
     if entry.iteration_ms is None:
         return "NA"
     data = "?" if entry.data_ms is None else "%.0f" % entry.data_ms
@@ -64,6 +69,14 @@ def render_table(table):
                 text += "".join(mark(flags.text(f)) for f in entry.flags)
             cells.append(text)
         lines.append("|%s|%s|" % (catalog.model_title(model), "|".join(cells)))
+    features = getattr(table, "features", None)
+    if features:
+        lines += ["", "|feature|%s|" % "|".join(c.title for c in table.columns),
+                  "|-------|%s|" % "|".join("-" * max(3, len(c.title)) for c in table.columns)]
+        for name, values in features.items():
+            cells = [FEATURE.get(values[c.key], values[c.key]) if c.key in values else "-"
+                     for c in table.columns]
+            lines.append("|%s|%s|" % (name, "|".join(cells)))
     footer = ["%s %s" % (MARKS[i] if i < len(MARKS) else "[%d]" % (i + 1), text)
               for i, text in enumerate(notes)]
     extra = footer + list(table.notes)
