@@ -122,8 +122,20 @@ def settings(ctx):
     lr = float(opts.get("train.lr", CONFIG_LR[ctx.model])) * images / _train(opts, "lr_reference_batch")
     out.update(rival_settings.schedule(lr, _train(opts, "warmup_iters"), _train(opts, "warmup_factor"),
                                        _typed(True, opts.get("data.shuffle", True)) if ctx.data else False))
-    out["init"] = rival_settings.shared_init(ctx)
+    out["init"] = _init(ctx)
     return out
+
+
+def _init(ctx):
+    """The shared weights file; else a whole-detector or ImageNet backbone file from the options."""
+    init = rival_settings.shared_init(ctx)
+    if init != "random":
+        return init
+    if ctx.options.get("model.weights"):
+        return "file:" + os.path.basename(str(ctx.options["model.weights"]))
+    if ctx.options.get("model.backbone_weights"):
+        return "backbone:" + os.path.basename(str(ctx.options["model.backbone_weights"]))
+    return init
 
 
 FRAMEWORK = Framework(

@@ -61,6 +61,9 @@ class ModelConfig:
     roi_align_aligned: bool = False     # half-pixel offset of RoIAlign (Detectron2's aligned=True)
     # RetinaNet
     retina_num_convs: int = 4
+    # initial weights (pretrained.py); empty: the trainer's own initialisation
+    backbone_weights: str = ""          # ImageNet ResNet state_dict, torchvision's layout
+    weights: str = ""                   # a whole detector (the same as train.py --weights)
 
     def __post_init__(self):
         _check_choice("model", "name", self.name, MODELS)
@@ -76,6 +79,12 @@ class ModelConfig:
                      "rpn_post_nms_top_n_train", "rpn_batch_per_image", "roi_batch_per_image",
                      "fc_dim", "mask_max_rois_per_image", "base_width"):
             _check_min("model", name, getattr(self, name), 1)
+        if self.backbone_weights and self.weights:
+            raise ConfigError("model.backbone_weights and model.weights are both set: model.weights "
+                              "replaces every tensor, set one of them")
+        if self.backbone_weights and self.norm == "gn":
+            raise ConfigError("model.backbone_weights needs batch norms (model.norm=frozen_bn, bn or syncbn), "
+                              "not model.norm=gn")
 
 
 @dataclass(frozen=True)

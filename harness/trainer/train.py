@@ -1,4 +1,4 @@
-"""Entry point: python -m harness.trainer.train CONFIG [--set key=value ...] [--resume FILE]
+"""Entry point: python -m harness.trainer.train CONFIG [--set key=value ...] [--weights FILE] [--resume FILE]
 
 Exit codes: 0 done, 2 bad config/override/data input/checkpoint, 3 loss stopped being finite.
 """
@@ -19,7 +19,8 @@ def parse_args(argv):
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override one setting, e.g. train.max_iter=50 (repeatable)")
     parser.add_argument("--weights", metavar="FILE",
-                        help="initial weights made by `detbench weights make` (torchvision's layout)")
+                        help="initial weights of the whole detector, the same as --set model.weights=FILE "
+                             "(`detbench weights make` files, trainer checkpoints, plain state_dicts)")
     parser.add_argument("--resume", metavar="FILE",
                         help="continue the run a checkpoint (train.checkpoint_every) was written in")
     return parser.parse_args(argv)
@@ -78,16 +79,40 @@ def check_threads(threads, omp_num_threads):
     return threads
 
 
-def load_weights(model, path, name):
-    """Start from a shared weights file instead of this trainer's own initialisation."""
-    from . import dist
-    from .weights import TRAINER_MODELS, WeightsError, load_into
+def with_weights_option(cfg, path):
+    """`--weights FILE` is `--set model.weights=FILE`; giving both with different files is an error."""
+    import dataclasses
+    if not path:
+        return cfg
+    if cfg.model.weights and cfg.model.weights != path:
+        raise ConfigError(f"--weights {path} and model.weights={cfg.model.weights} name different files: "
+                          "give one")
     try:
-        count = load_into(model, path, TRAINER_MODELS[name], "detbench-trainer")
+        return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, weights=path))
+    except TypeError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def load_initial_weights(model, cfg):
+    """Start from model.weights (a whole detector) or model.backbone_weights (an ImageNet ResNet)."""
+    from . import dist
+    from .pretrained import WeightsError, load_backbone, load_detector
+    from .weights import TRAINER_MODELS
+    m = cfg.model
+    try:
+        if m.weights:
+            count, layout = load_detector(model, m.weights, TRAINER_MODELS[m.name],
+                                          what=f"this trainer's {m.name} model")
+            line = f"loaded weights {m.weights}: {count} tensors ({layout} layout)"
+        elif m.backbone_weights:
+            count = load_backbone(model.backbone, m.backbone_weights)
+            line = f"loaded backbone weights {m.backbone_weights}: {count} tensors (ImageNet ResNet)"
+        else:
+            return
     except WeightsError as exc:
         raise ConfigError(str(exc)) from None
     if dist.rank() == 0:
-        print(f"loaded weights {path}: {count} tensors", flush=True)
+        print(line, flush=True)
 
 
 def resolve_device(cfg):
@@ -106,7 +131,7 @@ def resolve_device(cfg):
 def run(argv):
     args = parse_args(argv)
     module = load_config_module(args.config)
-    cfg = apply_overrides(module.CONFIG, args.overrides)
+    cfg = with_weights_option(apply_overrides(module.CONFIG, args.overrides), args.weights)
     import torch
 
     from . import checkpoint, data, dist, engine
@@ -131,8 +156,8 @@ def run(argv):
             model = module.build_detector(cfg)
         except Exception as exc:
             raise ConfigError(f"config {args.config} does not build: {type(exc).__name__}: {exc}") from None
-        if args.weights:
-            load_weights(model, args.weights, cfg.model.name)
+        if resume is None:      # a resumed run takes every tensor from its checkpoint
+            load_initial_weights(model, cfg)
         start = 0
         if resume is not None:
             checkpoint.load_model(model, resume, args.resume)
