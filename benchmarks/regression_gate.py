@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.results import baseline, compare  # noqa: E402
-from harness.measure import stats
+from harness.measure import flags, stats  # noqa: E402
 from harness import run as run_mod  # noqa: E402
 from harness.results.store import Store  # noqa: E402
 
@@ -109,7 +109,7 @@ def main():
               args.iteration_ms, args.data_ms, args.warmup, args.measure, args.repeats, args.busy_threads))
     for estimator, column in compare.ESTIMATORS.items():
         cvs = sorted(stats.cv(cell[column]) for s in sides["A"] for cell in s["cells"].values())
-        spreads = sorted(stats.spread(cell[column]) for s in sides["A"] for cell in s["cells"].values())
+        spreads = sorted(flags.spread(cell[column]) for s in sides["A"] for cell in s["cells"].values())
         print("noise in A runs (%s): within-run CV median %.2f%% (max %.2f%%), (max-min)/min median %.2f%% "
               "(max %.2f%%)" % (estimator, 100 * cvs[len(cvs) // 2], 100 * cvs[-1],
                                 100 * spreads[len(spreads) // 2], 100 * spreads[-1]))

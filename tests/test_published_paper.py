@@ -1,8 +1,4 @@
 """The SimpleDet paper's Table 1 as published figures: speed row, feature rows, notes, bad input."""
-import re
-import shutil
-from pathlib import Path
-
 import pytest
 
 from harness.errors import UserError

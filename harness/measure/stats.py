@@ -18,8 +18,6 @@ from harness.measure.records import (CUMULATIVE_MEAN, EXACT, EXACT_CUMULATIVE, G
 
 OUTLIER_Z = 3.5             # modified z-score on the MAD
 
-spread = flags.spread       # (max - min) / min, the statistic the unstable flag is judged on
-
 
 class WindowError(ValueError):
     """The log does not cover the measured window."""

@@ -172,11 +172,6 @@ def _model_with(sections):
                         **{name: (Optional[options], None) for name, options in sections})
 
 
-def section(scenario, backend):
-    """The scenario's section of `backend` (its launcher's options), or None when it has none."""
-    return getattr(scenario, backend, None)
-
-
 def load(path, backends=None):
     """A valid scenario from `path`, or UserError at its line. With `backends` (the launch
     stage's LAUNCHERS) the backend name and each backend's section are checked too."""
