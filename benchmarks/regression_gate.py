@@ -71,6 +71,23 @@ def parse_args():
     return p.parse_args()
 
 
+def run_pool(scenarios, rounds, results, started):
+    """Run every condition's scenario `rounds` times in rotating order (A B C, B C A, ...) into one
+    store; {label: [the side of each run, in round order]}."""
+    labels = list(scenarios)
+    runs = {label: [] for label in labels}
+    for i in range(rounds):
+        shift = i % len(labels)
+        for label in labels[shift:] + labels[:shift]:
+            runs[label].append(run_mod.start(scenarios[label], results, out=io.StringIO()))
+        print("round %d/%d done (%.0f s)" % (i + 1, rounds, time.monotonic() - started), flush=True)
+    store = Store(results, create=False)
+    try:
+        return {label: [baseline.from_store(store, r) for r in ids] for label, ids in runs.items()}
+    finally:
+        store.close()
+
+
 def main():
     args = parse_args()
     started = time.monotonic()
@@ -84,17 +101,7 @@ def main():
                                             data_ms=args.data_ms, busy_threads=args.busy_threads),
                             encoding="utf-8")
             scenarios[label] = path
-        results = tmp / "results"
-        runs = {label: [] for label, _ in CONDITIONS}
-        labels = [label for label, _ in CONDITIONS]
-        for i in range(args.rounds):
-            order = labels[i % 3:] + labels[:i % 3]
-            for label in order:
-                runs[label].append(run_mod.start(scenarios[label], results, out=io.StringIO()))
-            print("round %d/%d done (%.0f s)" % (i + 1, args.rounds, time.monotonic() - started), flush=True)
-        store = Store(results, create=False)
-        sides = {label: [baseline.from_store(store, r) for r in ids] for label, ids in runs.items()}
-        store.close()
+        sides = run_pool(scenarios, args.rounds, tmp / "results", started)
     run_s = time.monotonic() - started
 
     n = args.rounds

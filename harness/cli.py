@@ -76,8 +76,10 @@ REPORT_RENDERERS = {
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="write here instead of stdout")
 @click.option("--rows", type=click.Choice(["cells", "trials"]), default="cells", show_default=True,
               help="which rows --format csv writes (json carries both)")
+@click.option("--batch", type=click.IntRange(min=1), default=None,
+              help="inference: the batch size frameworks are compared at (default: the largest all measured)")
 @user_errors
-def report(platform_name, results_dir, run_id, published, fmt, out_path, rows):
+def report(platform_name, results_dir, run_id, published, fmt, out_path, rows, batch):
     """Report a platform's results: SimpleDet-style tables, HTML with figures, CSV or JSON."""
     import importlib
 
@@ -86,7 +88,7 @@ def report(platform_name, results_dir, run_id, published, fmt, out_path, rows):
     # the Markdown tables show no confidence interval and only the page draws traces:
     # skip the bootstrap (and numpy) and the iterations where they are not shown
     report_value = build.report(results_dir, platform_name, run_id=run_id, published=published,
-                                ci=fmt != "md", traces=fmt == "html", rows=rows)
+                                ci=fmt != "md", traces=fmt == "html", rows=rows, batch=batch)
     module, name = REPORT_RENDERERS[fmt]
     renderer = getattr(importlib.import_module("harness.report." + module), name)
     _emit(renderer(report_value), out_path)
@@ -286,13 +288,15 @@ def baseline_save(run_id, results_dir, out_path):
               help="one-sided Mann-Whitney U p-value below which a change is significant")
 @click.option("--estimator", type=click.Choice(["reported", "observed"]), default="reported",
               show_default=True, help="which per-repeat throughput to judge")
+@click.option("--metric", default="throughput", show_default=True, metavar="throughput|mean|pNN",
+              help="what to judge: throughput, or an inference cell's mean or percentile latency (e.g. p95)")
 @click.option("--ignore-setting", "ignore_settings", multiple=True, metavar="KEY",
               help="a cell setting allowed to differ (repeatable), e.g. iteration_ms")
 @click.option("--strict", is_flag=True, help="also exit 1 when a cell is missing or not comparable")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="write JUnit XML here")
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="write a Markdown summary here")
 @user_errors
-def compare(baseline_ref, candidate_ref, results_dir, threshold, alpha, estimator, ignore_settings,
+def compare(baseline_ref, candidate_ref, results_dir, threshold, alpha, estimator, metric, ignore_settings,
             strict, junit_path, markdown_path):
     """Judge a candidate run against a baseline: exit 1 when a cell regressed."""
     from pathlib import Path
@@ -300,7 +304,7 @@ def compare(baseline_ref, candidate_ref, results_dir, threshold, alpha, estimato
     from harness.results import baseline as baseline_mod
     from harness.results import compare as compare_mod
 
-    rule = compare_mod.Rule(threshold, alpha, estimator, tuple(ignore_settings), strict)
+    rule = compare_mod.Rule(threshold, alpha, estimator, tuple(ignore_settings), strict, metric)
     rule.check()
     result = compare_mod.compare(baseline_mod.resolve(baseline_ref, results_dir),
                                  baseline_mod.resolve(candidate_ref, results_dir), rule)

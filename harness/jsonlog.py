@@ -12,6 +12,8 @@ import json
 ITER_PREFIX = "DETBENCH_ITER "
 META_PREFIX = "DETBENCH_META "
 WORK_PREFIX = "DETBENCH_WORK "   # work done in one iteration: {"iteration": N, "proposals": P, ...}
+# the parts of one inference batch: {"iteration": N, "pre_s": .., "net_s": .., "post_s": .., "detections": D}
+PHASES_PREFIX = "DETBENCH_PHASES "
 
 # keys of an ITER object
 ITERATION = "iteration"      # 1-based index of the iteration that just ended
@@ -47,6 +49,26 @@ def iter_line(iteration, time_s, data_time_s, images, loss=None, losses=None, lr
         PEAK_MEM_MB: peak_mem_mb,
     }
     return ITER_PREFIX + json.dumps(obj, separators=(",", ":"))
+
+
+# An inference trial logs one ITER line per batch (iteration = the batch's 1-based number,
+# warmup included; time_s = wall seconds from the end of the previous batch to the moment this
+# batch's post-processed detections are ready, device-synchronised; data_time_s = the part spent
+# fetching its raw images; images = the batch size), then one PHASES line for the same batch:
+PRE_S = "pre_s"            # raw images to the network's input tensor on its device (convert, normalise, resize, pad)
+NET_S = "net_s"            # the network's own forward: backbone, necks, heads (RPN proposals and RoI heads included)
+POST_S = "post_s"          # raw head outputs to final detections: decode, score threshold, per-class NMS, top-k, mask paste
+DETECTIONS = "detections"  # detections kept, summed over the batch's images
+PHASE_KEYS = (PRE_S, NET_S, POST_S)
+
+
+def phases_line(iteration, pre_s, net_s, post_s, detections=None):
+    """Return one PHASES line (without the newline); a phase the driver cannot separate is None."""
+    obj = {ITERATION: int(iteration)}
+    for key, value in zip(PHASE_KEYS, (pre_s, net_s, post_s)):
+        obj[key] = None if value is None else float(value)
+    obj[DETECTIONS] = None if detections is None else int(detections)
+    return PHASES_PREFIX + json.dumps(obj, separators=(",", ":"))
 
 
 def work_line(iteration, **counts):

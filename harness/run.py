@@ -32,7 +32,7 @@ def schedule(sc, planned_cells, backend="local"):
     runnable = [p.cell for p in planned_cells if p.excluded is None]
     launcher = launch.launcher(backend)
     pythons = launcher.pythons(sc, sorted({c.framework for c in runnable}))
-    argvs = {c: frameworks.FRAMEWORKS[c.framework].command(
+    argvs = {c: frameworks.FRAMEWORKS[c.framework].argv(
         scenario_mod.context(sc, c, pythons[c.framework], launcher.rendezvous)) for c in runnable}
     trials = []
     for repeat in range(1, sc.repeats + 1):
@@ -44,7 +44,7 @@ def schedule(sc, planned_cells, backend="local"):
 def cell_rows(sc, planned_cells):
     return [dict(cell_key=p.cell.key, framework=p.cell.framework, model=p.cell.model,
                  precision=p.cell.precision, platform=p.cell.platform, gpus=p.cell.gpus,
-                 nodes=p.cell.nodes, batch_per_gpu=sc.batch_per_gpu,
+                 nodes=p.cell.nodes, batch_per_gpu=scenario_mod.batch_per_device(sc, p.cell),
                  images_per_iteration=scenario_mod.images_per_iteration(sc, p.cell), excluded=p.excluded)
             for p in planned_cells]
 
@@ -151,13 +151,20 @@ def _execute_trials(store, run_id, sc, launcher, out):
                 store.mark_pending(trial["id"])
                 out.write("not started\n")
                 raise UserError("%s; %s" % (exc, _resume_hint(run_id, store, "When it is back"))) from None
-            result = ingest.analyse(str(trial_dir), fw.scraper, sc.warmup, sc.measure,
-                                    scenario_mod.images_per_iteration(sc, cell), fw.scrape_options,
-                                    settings=fw.settings(ctx))
-            if result.failed:
-                _check_room(store, trial["id"])
-            store.finish_trial(trial["id"], result)
-            progress.finish(result)
+            # the trial has ended: an interrupt now waits until its result is stored (checked below)
+            _DEFERRING.append(True)
+            try:
+                scraper, scrape_options = fw.reading(ctx)
+                result = ingest.analyse(str(trial_dir), scraper, sc.warmup, sc.measure,
+                                        scenario_mod.images_per_iteration(sc, cell), scrape_options,
+                                        settings=fw.trial_settings(ctx),
+                                        percentiles=sc.percentiles if sc.inference else None)
+                if result.failed:
+                    _check_room(store, trial["id"])
+                store.finish_trial(trial["id"], result)
+                progress.finish(result)
+            finally:
+                del _DEFERRING[:]
             if _SIGNALLED:
                 raise KeyboardInterrupt("signal %d" % _SIGNALLED[-1])
             if lost is not None:
@@ -204,11 +211,14 @@ def _resume_hint(run_id, store, when=None):
 
 _SIGNALLED = []   # signals a run received; checked between trials too, in case a KeyboardInterrupt
                  # was raised where Python swallows it (in a __del__ or a callback)
+_DEFERRING = []   # non-empty while a finished trial's result is analysed and stored: a signal then
+                  # is only recorded, and acted on once the result is in the store
 
 
 def _raise_interrupt(signum, _frame):
     _SIGNALLED.append(signum)
-    raise KeyboardInterrupt("signal %d" % signum)
+    if not _DEFERRING:
+        raise KeyboardInterrupt("signal %d" % signum)
 
 
 def _quote(arg):

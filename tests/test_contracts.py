@@ -5,6 +5,7 @@ harness.measure.scrapers.SCRAPERS, harness.launch.LAUNCHERS), so an entry is hel
 contract the moment it is listed. What one entry does beyond the contract is tested with it
 (tests/test_frameworks_rivals.py, tests/test_rivals_cells.py, tests/scrapers/).
 """
+import dataclasses
 import inspect
 from pathlib import Path
 
@@ -139,6 +140,37 @@ def test_a_framework_without_files_to_read_builds_or_says_why(name):
         assert str(exc)
     else:
         assert argv and all(isinstance(a, str) for a in argv)
+
+
+def infer_claims():
+    """(framework, model, precision) of every inference cell each framework claims."""
+    return [(name, model, precision) for name, fw in FRAMEWORKS.items() if fw.infer is not None
+            for model in sorted(fw.infer_models) for precision in sorted(fw.infer_precisions)]
+
+
+@pytest.mark.parametrize("name", sorted(FRAMEWORKS))
+def test_an_inference_path_is_declared_whole_or_not_at_all(name):
+    fw = FRAMEWORKS[name]
+    if fw.infer is None:
+        assert not fw.infer_models and not fw.infer_precisions and fw.infer_settings is None
+        return
+    assert fw.infer_why and fw.infer_settings is not None
+    assert fw.infer_models and fw.infer_models <= set(catalog.MODELS)
+    assert fw.infer_precisions and fw.infer_precisions <= set(catalog.PRECISIONS)
+
+
+@pytest.mark.parametrize("name,model,precision", infer_claims())
+def test_a_framework_builds_every_inference_trial_it_claims(name, model, precision):
+    fw = FRAMEWORKS[name]
+    context = dataclasses.replace(ctx(name, model, precision, data=None), batch_per_gpu=4,
+                                  inference={"score_threshold": 0.05, "nms_threshold": 0.5,
+                                             "detections_per_image": 100})
+    argv = fw.argv(context)
+    assert argv == fw.infer(context) and argv != fw.command(dataclasses.replace(context, inference=None))
+    assert all(isinstance(a, str) for a in argv), argv
+    settings = fw.trial_settings(context)
+    assert is_json_value(settings) and settings["images_per_device"] == 4, settings
+    assert fw.reading(context) == ("detbench-jsonl", {})    # every inference driver prints the same lines
 
 
 # ------------------------------------------------------------------ scrapers

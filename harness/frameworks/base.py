@@ -12,6 +12,9 @@ CONTAINER_ONLY = "container only"
 # the start (harness/launch/trialfiles.py), so one argv serves every repeat of a cell
 TRIAL_DIR = "{trial_dir}"
 
+# the scraper of every inference trial's log: each driver prints one DETBENCH_ITER line per batch
+INFERENCE_SCRAPER = "detbench-jsonl"
+
 
 @dataclass(frozen=True)
 class TrialContext:
@@ -36,6 +39,10 @@ class TrialContext:
     rendezvous: Optional[str] = None
     env: Dict[str, str] = field(default_factory=dict)   # the scenario's env: every framework's process gets it
     weights: Optional[str] = None   # the scenario's weights file for this model (absolute), None: random init
+    # an inference trial (scenario `mode: inference`): the post-processing every framework is
+    # set to ({"score_threshold", "nms_threshold", "detections_per_image"}); None: a training trial.
+    # batch_per_gpu is then the cell's batch size and iterations its warmup + measured batches
+    inference: Optional[Dict[str, object]] = None
 
 
 @dataclass(frozen=True)
@@ -58,8 +65,50 @@ class Framework:
     # writes them there before the start, and the argv names them as TRIAL_DIR + "/" + name
     files: Optional[Callable[[TrialContext], Dict[str, str]]] = None
 
+    # inference (scenario `mode: inference`): the argv of an inference trial, built from a
+    # TrialContext whose `inference` is set; None where the framework has no inference path
+    infer: Optional[Callable[[TrialContext], List[str]]] = None
+    infer_models: FrozenSet[str] = frozenset()
+    infer_precisions: FrozenSet[str] = frozenset()
+    infer_why: str = ""                 # one line: what its inference path runs (or why it has none)
+    infer_settings: Optional[Callable[[TrialContext], dict]] = None   # normalized settings of an inference trial
+
     def trial_files(self, ctx):
         return dict(self.files(ctx)) if self.files is not None else {}
 
     def supports(self, model, precision):
         return model in self.models and precision in self.precisions
+
+    def argv(self, ctx):
+        """The trial's command line: its inference driver's for an inference context."""
+        return self.infer(ctx) if ctx.inference is not None else self.command(ctx)
+
+    def trial_settings(self, ctx):
+        return self.infer_settings(ctx) if ctx.inference is not None else self.settings(ctx)
+
+    def reading(self, ctx):
+        """(scraper, its options) for the trial's log: inference drivers all print DETBENCH_ITER lines."""
+        if ctx.inference is not None:
+            return INFERENCE_SCRAPER, {}
+        return self.scraper, dict(self.scrape_options)
+
+    def infer_supports(self, model, precision):
+        return self.infer is not None and model in self.infer_models and precision in self.infer_precisions
+
+
+def infer_args(ctx):
+    """The flags every inference driver takes, in one order, from an inference TrialContext:
+    what each batch holds, how many batches run (warmup included), the input, the precision
+    and the post-processing. A driver adds its own (its config, the device) around them."""
+    post = ctx.inference or {}
+    argv = ["--model", ctx.model, "--batch-size", str(ctx.batch_per_gpu), "--batches", str(ctx.iterations),
+            "--input-size", "%dx%d" % tuple(ctx.input_size), "--precision", ctx.precision,
+            "--seed", str(ctx.seed),
+            "--score-threshold", repr(float(post.get("score_threshold", 0.05))),
+            "--nms-threshold", repr(float(post.get("nms_threshold", 0.5))),
+            "--detections", str(int(post.get("detections_per_image", 100)))]
+    if ctx.weights:
+        argv += ["--weights", ctx.weights]
+    if ctx.data:
+        argv += ["--data", ctx.data["annotations"], "--images", ctx.data["images"]]
+    return argv

@@ -27,6 +27,12 @@ def make(total, out=None, iterations=None):
 
 
 def result_text(result):
+    if result.status == "done" and result.latency:
+        tail = max((k for k in result.latency if k[:1] == "p" and k[1:2].isdigit() and result.latency[k] is not None),
+                   key=lambda k: float(k[1:-2]), default=None)
+        return "%.2f images/s (%.1f ms/batch%s)" % (
+            result.throughput, result.latency["mean_s"] * 1000,
+            ", %s %.1f ms" % (tail[:-2], result.latency[tail] * 1000) if tail else "")
     if result.status == "done":
         return "%.2f images/s (%.1f ms/iter)" % (result.throughput, result.iteration_time_s * 1000)
     return "FAILED: %s" % result.reason

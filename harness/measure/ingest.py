@@ -6,7 +6,7 @@ a trial can be re-analysed from its folder at any time without running it again.
 import collections
 import os
 
-from harness.measure import scrapers, stats, work
+from harness.measure import latency, scrapers, stats, work
 from harness.spec.fingerprint import fingerprint
 from harness.launch.trialfiles import read_trial_json
 from harness.measure.records import IterationRecord
@@ -69,9 +69,11 @@ def _number(value, default=None):
 
 
 def analyse(trial_dir, scraper_name, warmup, measure, images_per_iteration, scrape_options=None,
-            settings=None):
+            settings=None, percentiles=None):
     """The TrialResult of a finished trial's folder. scrape_options go to the scraper;
-    settings are the trial's normalized settings (None where they are not known)."""
+    settings are the trial's normalized settings (None where they are not known). With
+    `percentiles` it is an inference trial: its records are batches, and its latency figures
+    (harness.measure.latency) come from the same window as its throughput."""
     record = read_trial_json(trial_dir)
     reason = failure_reason(record, trial_dir)
     scrapers.get(scraper_name)   # an unknown name raises here, not in the try below
@@ -103,6 +105,9 @@ def analyse(trial_dir, scraper_name, warmup, measure, images_per_iteration, scra
             figures["observed"] = stats.observed(records, times, warmup, measure, images_per_iteration).throughput
         except (stats.WindowError, IndexError):
             pass
+    lat = None
+    if reason is None and percentiles is not None:
+        lat = latency.trial_latency(records, figures["window"], percentiles, log_path, images_per_iteration)
     summary = record.get("telemetry") if record else None
     means = work.window_means(log_path, warmup + 1, warmup + measure) if reason is None else None
     return TrialResult(
@@ -111,7 +116,7 @@ def analyse(trial_dir, scraper_name, warmup, measure, images_per_iteration, scra
         exit_code=_number(record.get("exit_code")) if record else None,
         records=len(records), scrape_errors=len(errors), peak_mem_mb=max(mems) if mems else None,
         fingerprint=_fingerprint(record), telemetry=summary if isinstance(summary, dict) and summary else None,
-        work=means or None, settings=settings, iterations=iterations,
+        work=means or None, settings=settings, iterations=iterations, latency=lat,
         **figures, **memory_peaks(summary))
 
 

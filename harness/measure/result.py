@@ -34,6 +34,7 @@ class TrialResult:
     peak_device_mb: Optional[float] = None
     work: Optional[dict] = None               # mean work per iteration over the window
     settings: Optional[dict] = None           # the framework's normalized settings; None: not known
+    latency: Optional[dict] = None            # an inference trial's: harness.measure.latency.trial_latency
     iterations: Tuple[Iteration, ...] = ()
 
     def __post_init__(self):
@@ -45,7 +46,7 @@ class TrialResult:
         return self.status == "failed"
 
     def columns(self):
-        """Column -> value of the store's trials row (schema 2); the iterations have their own table."""
+        """Column -> value of the store's trials row (schema 3); the iterations have their own table."""
         return {
             "status": self.status, "reason": self.reason, "ended": self.ended, "exit_code": self.exit_code,
             "records": self.records, "scrape_errors": self.scrape_errors, "peak_mem_mb": self.peak_mem_mb,
@@ -56,7 +57,7 @@ class TrialResult:
             "observed": self.observed, "fingerprint": self.fingerprint,
             "telemetry_json": _json(self.telemetry), "peak_rss_mb": self.peak_rss_mb,
             "peak_device_mb": self.peak_device_mb, "work_json": _json(self.work),
-            "settings_json": _json(self.settings),
+            "settings_json": _json(self.settings), "latency_json": _json(self.latency),
         }
 
 

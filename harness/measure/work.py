@@ -22,7 +22,6 @@ LABELS = {
     "positive_anchors": "positive anchors",
 }
 
-_PREFIX = WORK_PREFIX.encode()
 _ITERATION_RE = re.compile(rb'"%s":\s*(\d{1,18})\b' % ITERATION.encode())
 
 
@@ -51,19 +50,21 @@ def parse(text):
     return it, {k: v for k, v in counts.items() if v is not None}
 
 
-def window_means(path, first, last):
-    """{key: mean per iteration} over iterations first..last of a log's WORK lines, or None
-    when the window holds none. An iteration printed twice counts once (its last line)."""
+def window_lines(path, prefix, parse, first, last):
+    """{iteration: parse(line)} for the lines of a log holding `prefix` whose iteration lies in
+    first..last (an iteration printed twice counts once: its last line), or None when the file
+    cannot be read. `parse(text)` returns (iteration, value) or None for a line it refuses."""
+    raw_prefix = prefix.encode()
     per_iteration = {}
     try:
         for block, end in read_blocks(path):
-            at = block.find(_PREFIX, 0, end)
+            at = block.find(raw_prefix, 0, end)
             while at >= 0:   # only the lines that hold the prefix are cut out and decoded
                 start = block.rfind(b"\n", 0, at) + 1
                 stop = block.find(b"\n", at, end)
                 stop = end if stop < 0 else stop
                 raw = block[start:stop]
-                at = block.find(_PREFIX, stop, end)
+                at = block.find(raw_prefix, stop, end)
                 seen = _ITERATION_RE.search(raw)
                 if seen is not None and not first <= int(seen.group(1)) <= last:
                     continue   # outside the window: not worth decoding
@@ -76,6 +77,13 @@ def window_means(path, first, last):
                     per_iteration[got[0]] = got[1]
     except OSError:
         return None
+    return per_iteration
+
+
+def window_means(path, first, last):
+    """{key: mean per iteration} over iterations first..last of a log's WORK lines, or None
+    when the window holds none."""
+    per_iteration = window_lines(path, WORK_PREFIX, parse, first, last)
     if not per_iteration:
         return None
     means = {}

@@ -10,7 +10,7 @@ from pathlib import Path
 from harness.errors import UserError
 from harness.results.store import DB_NAME, Store
 from harness.spec import catalog, platforms
-from harness.report import measured, rows as store_rows, scaling
+from harness.report import inference, measured, rows as store_rows, scaling
 from harness.report import published as published_mod
 from harness.report.model import TRIAL_COLUMNS, Failure, Report, Run, Trace
 
@@ -18,12 +18,14 @@ MAX_TRACED_CELLS = 48
 PEAKS = ("peak_device_mb", "peak_rss_mb", "peak_mem_mb")
 
 
-def report(results_dir, platform, run_id=None, published=None, ci=True, traces=True, rows="cells"):
+def report(results_dir, platform, run_id=None, published=None, ci=True, traces=True, rows="cells", batch=None):
     """The Report of `detbench report`: the newest run of each cell of a platform (or the cells of
     one run, "latest" for the newest), beside the published figures named `published`.
 
     ci=False skips the bootstrap CI, traces=False the iteration traces, for outputs that show
-    neither; rows says which rows the CSV export holds. A UserError when there is nothing to report.
+    neither; rows says which rows the CSV export holds; batch is the batch size inference cells are
+    compared at side by side (default: the largest every framework measured). A UserError when
+    there is nothing to report.
     """
     pub_tables = published_mod.tables(published_mod.load(published), platform) if published else []
     data = store_rows.Rows()
@@ -35,15 +37,16 @@ def report(results_dir, platform, run_id=None, published=None, ci=True, traces=T
             data = store_rows.read(store, platform, run_id, MAX_TRACED_CELLS if traces else 0)
         finally:
             store.close()
-    out = from_rows(data, platform, pub_tables, published, ci=ci, rows=rows)
-    if not out.measured and not out.published:
+    out = from_rows(data, platform, pub_tables, published, ci=ci, rows=rows, batch=batch)
+    if not out.measured and not out.published and not out.latency:
         raise UserError("nothing to report for platform %r in %s" % (platform, results_dir))
     return out
 
 
-def from_rows(data, platform, published=(), published_name=None, ci=True, rows="cells"):
+def from_rows(data, platform, published=(), published_name=None, ci=True, rows="cells", batch=None):
     """The Report of these store rows (harness.report.rows.Rows) and published tables."""
     tables = tuple(measured.tables(data, ci=ci))
+    inference_entries = inference.entries(data, ci=ci)
     published = tuple(published)
     shown = tuple(measured.with_published(tables, published)) if published and tables else tables
     cells = [c for c in store_rows.figure_order(data.cells) if not c["excluded"]]
@@ -54,7 +57,8 @@ def from_rows(data, platform, published=(), published_name=None, ci=True, rows="
                   trials=tuple(trials), runs=runs(data, sorted({t["run_id"] for t in trials})),
                   platform_summary=summary, platform_spec=spec, data_share=data_share(data, cells),
                   memory=memory_rows(data, cells), traces=traces_of(data, cells), failed=failures(data, cells),
-                  rows=rows)
+                  rows=rows, latency=tuple(inference.latency_tables(inference_entries, data.runs)),
+                  inference=tuple(inference.side_by_side(inference_entries, batch)))
 
 
 def platform_facts(name):

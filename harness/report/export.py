@@ -18,7 +18,10 @@ CELL_COLUMNS = (
     "source", "table", "platform", "precision", "gpus", "nodes", "batch_per_gpu", "model", "framework",
     "throughput", "iteration_ms", "data_ms", "data_share", "ci_low", "ci_high", "min", "max", "iqr",
     "cv", "observed", "n", "failed", "outliers", "flags", "na", "run_id", "figure_kinds", "figure", "windows",
-    "work", "peak_rss_mb", "peak_device_mb", "peak_mem_mb")
+    "work", "peak_rss_mb", "peak_device_mb", "peak_mem_mb",
+    # inference cells (batch_per_gpu is the batch size): medians over repeats, in ms
+    "latency_avg_ms", "latency_p50_ms", "latency_percentiles_ms", "latency_batches", "pre_ms", "net_ms",
+    "post_ms", "detections_per_image")
 
 ROW_KINDS = ("cells", "trials")
 
@@ -29,14 +32,15 @@ def render_csv(report):
         raise ValueError("rows must be one of %s" % (ROW_KINDS,))
     if report.rows == "trials":
         return to_csv(report.trials, TRIAL_COLUMNS)
-    return to_csv(cell_rows(report.measured + report.published), CELL_COLUMNS)
+    return to_csv(cell_rows(report.measured + report.published) + latency_rows(report.latency), CELL_COLUMNS)
 
 
 def render_json(report):
     """One document: the runs, the cell rows and the trial rows."""
     doc = {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "platform": report.platform,
            "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(report.generated)),
-           "runs": [run_row(r) for r in report.runs], "cells": cell_rows(report.measured + report.published),
+           "runs": [run_row(r) for r in report.runs],
+           "cells": cell_rows(report.measured + report.published) + latency_rows(report.latency),
            "trials": list(report.trials)}
     return json.dumps(doc, indent=2, sort_keys=False) + "\n"
 
@@ -82,6 +86,32 @@ def cell_row(table, model, framework, entry):
             "peak_mem_mb": d.peak_mem_mb,
         })
     return {k: row.get(k) for k in CELL_COLUMNS}
+
+
+def latency_rows(tables):
+    """One row per inference cell (harness.report.model.LatencyTable rows), every batch size."""
+    rows = []
+    for table in tables:
+        for batch, entry in table.rows:
+            where = _TableFacts(table.source, table.title, table.platform, table.precision, 1, 1, batch)
+            row = cell_row(where, table.model, table.framework, entry)
+            lat = entry.latency
+            if lat is not None:
+                row.update({"latency_avg_ms": lat.mean_ms, "latency_p50_ms": lat.p50_ms,
+                            "latency_percentiles_ms": {"%g" % p: v for p, v in lat.percentiles},
+                            "latency_batches": lat.batches, "pre_ms": lat.phases_ms.get("pre_s"),
+                            "net_ms": lat.phases_ms.get("net_s"), "post_ms": lat.phases_ms.get("post_s"),
+                            "detections_per_image": lat.detections_per_image})
+            rows.append(row)
+    return rows
+
+
+class _TableFacts:
+    """What cell_row reads of a table, for a row of a LatencyTable."""
+
+    def __init__(self, source, title, platform, precision, gpus, nodes, batch_per_gpu):
+        self.source, self.title, self.platform, self.precision = source, title, platform, precision
+        self.gpus, self.nodes, self.batch_per_gpu = gpus, nodes, batch_per_gpu
 
 
 def run_row(run):

@@ -40,14 +40,16 @@ def table_view(table):
             notes.append(text)
         return notes.index(text) + 1
 
+    percentile = markdown.table_percentile(table)
     rows = []
     for model in table.models:
         cells = []
         for col in table.columns:
             entry = table.entries.get((model, col.key))
-            cell = {"text": markdown.cell_text(entry, table.form), "marks": [], "tip": "",
+            text = markdown.cell_text(entry, table.form, percentile)
+            cell = {"text": text, "marks": [], "tip": "",
                     "published": col.key.startswith("published:") or table.source == "published",
-                    "na": entry is not None and (entry.na is not None or markdown.cell_text(entry, table.form) == "NA")}
+                    "na": entry is not None and (entry.na is not None or text == "NA")}
             if entry is not None and entry.na:
                 cell["marks"].append({"n": mark("NA: " + entry.na), "flag": "na"})
             elif entry is not None:
@@ -182,6 +184,70 @@ def pins_view(tables):
     return out
 
 
+# ------------------------------------------------------------------ inference
+def latency_table_view(table):
+    """One LatencyTable as the template draws it: the seed's six columns, a row per batch size."""
+    heads = ["Batch size", "Throughput Avg", "Latency Avg (ms)"] + [
+        "Latency %g%% (ms)" % p for p in table.percentiles]
+    rows = []
+    for batch, entry in table.rows:
+        lat = entry.latency
+        if entry.na is not None or lat is None:
+            rows.append({"cells": [str(batch)] + ["NA"] * (len(heads) - 1),
+                         "tip": entry.na or "no latency figures"})
+            continue
+        rows.append({"cells": [str(batch), "%.1f" % entry.throughput, markdown.ms(lat.mean_ms)] + [
+            markdown.ms(v) for _, v in lat.percentiles], "tip": detail_text(entry, table.framework)})
+    return {"title": table.title, "heads": heads, "rows": rows, "notes": list(table.notes)}
+
+
+def latency_curves(tables):
+    """One latency-throughput chart per platform x precision x model: a line per framework."""
+    groups = defaultdict(dict)
+    for t in tables:
+        points = [(b, e.throughput, e.latency.mean_ms) for b, e in t.rows
+                  if e.latency is not None and e.throughput and e.latency.mean_ms]
+        if points:
+            groups[(t.platform, catalog.precision_title(t.precision), catalog.model_title(t.model))][
+                t.framework_title] = points
+    return [{"title": "%s %s %s" % key, "image": image(plots.latency_throughput_curve(
+        series, "Latency (average) against throughput, %s %s %s" % key))}
+        for key, series in sorted(groups.items())]
+
+
+def latency_histograms(tables, traces):
+    """A histogram per inference cell whose batches were read: every repeat's measured batches,
+    with the cell's average and percentiles marked."""
+    by_key = {t.cell_key: t for t in traces}
+    out = []
+    for table in tables:
+        for batch, entry in table.rows:
+            lat = entry.latency
+            trace = next((tr for key, tr in by_key.items() if key.startswith(
+                "%s/%s/%s/%s/" % (table.framework, table.model, table.precision, table.platform))
+                and key.endswith("/b%d" % batch)), None)
+            if lat is None or trace is None:
+                continue
+            first, last = trace.warmup + 1, trace.warmup + trace.measure
+            times = [p[1] * 1000 for _, points in trace.repeats for p in points
+                     if p[1] is not None and first <= p[0] <= last]
+            if not times:
+                continue
+            marks = [("average", lat.mean_ms)] + [("%g%%" % p, v) for p, v in lat.percentiles if v is not None]
+            title = "%s, batch %d" % (table.title, batch)
+            out.append({"title": title, "image": image(plots.latency_histogram(title, times, marks))})
+    return out
+
+
+def inference_view(report):
+    if not report.latency:
+        return None
+    return {"side": [table_view(t) for t in report.inference],
+            "tables": [latency_table_view(t) for t in report.latency],
+            "curves": latency_curves(report.latency),
+            "histograms": latency_histograms(report.latency, report.traces)}
+
+
 # ------------------------------------------------------------------ the page
 def render(report):
     """The whole page; published tables that match no measured one get their own groups."""
@@ -202,5 +268,6 @@ def render(report):
         "memory": memory_charts(report.memory),
         "share": image(plots.data_share_chart(report.data_share)) if report.data_share else None,
         "traces": traces_view(report.traces), "failed": report.failed,
+        "inference": inference_view(report),
     }
     return environment().get_template("report.html.j2").render(**context)

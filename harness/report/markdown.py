@@ -1,8 +1,8 @@
 """A Report as Markdown: tables in the form of SimpleDet's BENCHMARK.md, then scaling efficiency."""
 from harness.spec import catalog
 from harness.measure import flags
-from harness.report import scaling
-from harness.report.model import ITERATION, THROUGHPUT
+from harness.report import inference, scaling
+from harness.report.model import INFERENCE, ITERATION, THROUGHPUT
 from harness.report.published import SPEED
 
 MARKS = "¹²³⁴⁵⁶⁷⁸⁹"
@@ -11,6 +11,7 @@ INTRO = {
     THROUGHPUT: "Throughput in **images/s**, iteration time in parentheses.",
     ITERATION: "Iteration time on a single device, **data time** in parentheses.",
     SPEED: "Throughput in **images/s** as published (no iteration time given).",
+    INFERENCE: "Inference throughput in **images/s**, latency per batch in parentheses.",
 }
 FEATURE = {True: "✓", False: "✗"}
 
@@ -23,17 +24,24 @@ def render(report):
         parts.append(render_tables(report.published, "Published: %s" % report.published_name))
     if report.measured:
         parts.append(render_tables(report.shown, "Measured on %s" % report.platform))
+    if report.latency:
+        parts.append(latency_text(report.latency, report.inference, report.platform))
     text = scaling_text(report.scaling)
     if text:
         parts.append(text)
     return "\n".join(parts)
 
 
-def cell_text(entry, form):
+def cell_text(entry, form, percentile=None):
     if entry is None:
         return "-"
     if entry.na is not None:
         return "NA"
+    if form == INFERENCE:
+        ms = inference.latency_ms(entry, percentile)
+        if entry.throughput is None or ms is None:
+            return "NA"
+        return "%.1f(%.1fms)" % (entry.throughput, ms)
     if form == THROUGHPUT:
         if entry.throughput is None or entry.iteration_ms is None:
             return "NA"
@@ -55,6 +63,7 @@ def render_table(table):
         i = notes.index(text)
         return MARKS[i] if i < len(MARKS) else "[%d]" % (i + 1)
 
+    percentile = table_percentile(table)
     lines = ["#### %s" % table.title, INTRO[table.form], "",
              "|model|%s|" % "|".join(c.title for c in table.columns),
              "|-----|%s|" % "|".join("-" * max(3, len(c.title)) for c in table.columns)]
@@ -62,7 +71,7 @@ def render_table(table):
         cells = []
         for col in table.columns:
             entry = table.entries.get((model, col.key))
-            text = cell_text(entry, table.form)
+            text = cell_text(entry, table.form, percentile)
             if entry is not None and entry.na:
                 text += mark("NA: " + entry.na)
             elif entry is not None:
@@ -91,6 +100,53 @@ def render_tables(tables, heading=None):
     if heading:
         parts.append("### %s\n" % heading)
     parts += [render_table(t) for t in tables]
+    return "\n".join(parts)
+
+
+def table_percentile(table):
+    """The latency percentile an INFERENCE table's cells show (None: the average)."""
+    if table.form != INFERENCE:
+        return None
+    return inference.shown_percentile(sorted({p for e in table.entries.values() if e.latency
+                                              for p, v in e.latency.percentiles if v is not None}))
+
+
+def ms(value):
+    return "NA" if value is None else "%.2f" % value
+
+
+def latency_table_text(table):
+    """One LatencyTable in the form of NVIDIA's EfficientDet inference tables."""
+    heads = ["Batch size", "Throughput Avg", "Latency Avg (ms)"] + [
+        "Latency %g%% (ms)" % p for p in table.percentiles]
+    lines = ["#### %s" % table.title, "", "| %s |" % " | ".join(heads),
+             "|%s|" % "|".join("-" * (len(h) + 2) for h in heads)]
+    notes = []
+    for batch, entry in table.rows:
+        if entry.na is not None or entry.latency is None:
+            reason = entry.na or "no latency figures"
+            if reason not in notes:
+                notes.append(reason)
+            lines.append("| %d | NA%s |%s" % (batch, MARKS[notes.index(reason) % len(MARKS)],
+                                              " NA |" * (len(heads) - 2)))
+            continue
+        lat = entry.latency
+        lines.append("| %d | %.1f | %s | %s |" % (batch, entry.throughput, ms(lat.mean_ms), " | ".join(
+            ms(v) for _, v in lat.percentiles)))
+    extra = ["%s NA: %s" % (MARKS[i % len(MARKS)], text) for i, text in enumerate(notes)] + list(table.notes)
+    if any(v is None for _, e in table.rows if e.latency for _, v in e.latency.percentiles):
+        extra.append("NA in a percentile column: too few measured batches to place it.")
+    if extra:
+        lines.append("")
+        lines += [line + "  " if i < len(extra) - 1 else line for i, line in enumerate(extra)]
+    return "\n".join(lines) + "\n"
+
+
+def latency_text(tables, side_by_side, platform):
+    """The inference part of a report: the frameworks side by side, then each one's table."""
+    parts = ["### Inference on %s\n" % platform]
+    parts += [render_table(t) for t in side_by_side]
+    parts += [latency_table_text(t) for t in tables]
     return "\n".join(parts)
 
 

@@ -5,6 +5,7 @@ import json
 from collections import defaultdict
 
 from harness.spec import catalog, platforms
+from harness.spec.scenario import Cell
 from harness import frameworks
 from harness.measure import flags, stats, telemetry, work
 from harness.report import figures
@@ -12,7 +13,7 @@ from harness.report.model import ITERATION, THROUGHPUT, Column, Detail, Entry, T
 
 
 def cell_entries(rows, ci=True):
-    """{cell key: (cell row, Entry)} for the cells of these rows, run by run.
+    """{cell key: (cell row, Entry)} for the training cells of these rows, run by run.
 
     ci=False leaves Detail.ci None (no bootstrap): for outputs that do not show it.
     """
@@ -23,6 +24,8 @@ def cell_entries(rows, ci=True):
     for rid, run_cells in by_run.items():
         window = nominal_window(rows.runs[rid]["scenario_json"])
         for c in run_cells:
+            if Cell.from_key(c["cell_key"]).batch:
+                continue   # an inference cell: harness.report.inference tables it
             out[c["cell_key"]] = (c, entry_for(c, rows.cell_trials(c), ci, window))
     return out
 

@@ -8,13 +8,14 @@ from typing import Dict, List, Optional, Tuple
 
 THROUGHPUT = "throughput"   # cells like 55.5(288ms)
 ITERATION = "iteration"     # cells like 313ms(0ms)
+INFERENCE = "inference"     # frameworks side by side at one batch size: 12.3(81.2ms p95)
 
 # the columns of one trial row (exports and the report's trials), in order
 TRIAL_COLUMNS = (
     "trial_id", "run_id", "seq", "cell_key", "framework", "model", "precision", "platform", "gpus",
     "nodes", "repeat", "status", "reason", "throughput", "observed", "iteration_time_s", "data_time_s",
     "exact", "peak_mem_mb", "records", "scrape_errors", "started", "ended", "exit_code", "figure_kind",
-    "window_json", "work_json", "peak_rss_mb", "peak_device_mb")
+    "window_json", "work_json", "peak_rss_mb", "peak_device_mb", "latency_json")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,37 @@ class Entry:
     na: Optional[str] = None               # reason the cell has no figure
     flags: List[str] = field(default_factory=list)   # names from harness.measure.flags
     detail: Optional[Detail] = None        # measured cells with a figure only
+    latency: Optional["Latency"] = None    # inference cells only
+
+
+@dataclass(frozen=True)
+class Latency:
+    """An inference cell's latency figures: each the median over its finished repeats of that
+    figure, every repeat's figures taken over one set of measured batches."""
+    batch: int
+    mean_ms: Optional[float]
+    percentiles: Tuple[Tuple[float, Optional[float]], ...]   # (percentile, ms); None: too few batches
+    p50_ms: Optional[float]
+    batches: int                         # measured batches per repeat (the fewest of the repeats)
+    phases_ms: Dict[str, float]          # pre_s/net_s/post_s -> median ms per batch
+    detections_per_image: Optional[float]
+    mean_spread_ms: Optional[Tuple[float, float]]   # lowest and highest repeat's mean latency
+
+
+@dataclass(frozen=True)
+class LatencyTable:
+    """One framework and model on one platform and precision: a row per batch size, in the form
+    of NVIDIA's EfficientDet inference tables."""
+    title: str
+    platform: str
+    precision: str
+    framework: str
+    framework_title: str
+    model: str
+    percentiles: Tuple[float, ...]
+    rows: Tuple[Tuple[int, Entry], ...]  # (batch size, entry with its Latency), by batch size
+    notes: Tuple[str, ...] = ()
+    source: str = "measured"
 
 
 @dataclass(frozen=True)
@@ -118,6 +150,8 @@ class Report:
     traces: Tuple[Trace, ...]
     failed: Tuple[Failure, ...]
     rows: str = "cells"                  # which rows the CSV export holds: cells or trials
+    latency: Tuple[LatencyTable, ...] = ()   # inference cells, one table per framework x model
+    inference: Tuple[Table, ...] = ()    # inference cells side by side at one batch size (form INFERENCE)
 
 
 def batch_note(gpus, nodes, batch_per_gpu):

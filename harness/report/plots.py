@@ -227,3 +227,43 @@ def data_share_chart(items, threshold=flags.DATA_BOUND_SHARE, title="Data time a
     ax.grid(axis="y", visible=False)
     ax.legend(frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3)
     return fig
+
+
+def latency_throughput_curve(series, title):
+    """Latency against throughput, one line per framework, a point per batch size (labelled).
+
+    series: {framework label: [(batch, images/s, latency ms)]}, each sorted by batch."""
+    fig = _figure(3.2)
+    ax = fig.add_subplot(1, 1, 1)
+    for i, (label, points) in enumerate(sorted(series.items())):
+        colour = PALETTE[i % len(PALETTE)]
+        ax.plot([p[1] for p in points], [p[2] for p in points], color=colour, marker="o", linewidth=1.4,
+                markersize=4, label=label)
+        for batch, thr, ms in points:
+            ax.annotate("%d" % batch, (thr, ms), xytext=(4, 3), textcoords="offset points", fontsize=7,
+                        color=colour)
+    ax.set_xlabel("images/s")
+    ax.set_ylabel("latency per batch, ms")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.set_title(title, fontsize=10)
+    _style(ax)
+    ax.legend(frameon=False, fontsize=7, loc="upper left")
+    return fig
+
+
+def latency_histogram(title, times_ms, marks):
+    """Histogram of one cell's measured batch latencies (all repeats), with vertical lines at
+    the marked figures: marks = [(label, ms)], e.g. the average and the percentiles."""
+    fig = _figure(2.4)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.hist(times_ms, bins=min(40, max(5, len(times_ms) // 4)), color=PALETTE[0], alpha=0.75)
+    for i, (label, ms) in enumerate(marks):
+        ax.axvline(ms, color=PALETTE[(i + 1) % len(PALETTE)], linestyle="--", linewidth=1,
+                   label="%s %.2f ms" % (label, ms))
+    ax.set_xlabel("latency per batch, ms")
+    ax.set_ylabel("batches")
+    ax.set_title(title, fontsize=10)
+    _style(ax)
+    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig

@@ -10,6 +10,9 @@ into the same plain dict ("a side"), so `detbench compare` takes either.
      "host": {... runs.host_json ...},
      "cells": {"<cell key>": {"settings": {...}, "images_per_iteration": 2,
                               "throughput": [...], "observed": [...], "failed": 0}}}
+
+An inference cell also carries "latency_ms": {"mean": [...], "p50": [...], "p95": [...], ...}:
+each repeat's latency average and percentiles in ms, what `detbench compare --metric p95` judges.
 """
 import json
 import os
@@ -48,6 +51,9 @@ def from_store(store, run_id):
             "failed": sum(1 for t in rows if t["status"] == "failed"),
             "unfinished": sum(1 for t in rows if t["status"] in ("pending", "running")),
         }
+        latency = latency_lists(done)
+        if latency:
+            cells[cell["cell_key"]]["latency_ms"] = latency
     return {
         "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
         "run": {"id": run["id"], "scenario": run["scenario"], "backend": run["backend"],
@@ -55,6 +61,20 @@ def from_store(store, run_id):
         "host": json.loads(run["host_json"] or "{}"),
         "cells": cells,
     }
+
+
+def latency_lists(done_trials):
+    """{"mean": [ms per repeat], "p95": [...], ...} of the finished inference trials (a figure only
+    where every repeat has it), or {} for training trials."""
+    figures = [json.loads(t["latency_json"]) for t in done_trials if t["latency_json"]]
+    if not figures:
+        return {}
+    out = {}
+    for name in sorted({k for f in figures for k in f if k == "mean_s" or re.fullmatch(r"p[0-9.]+_s", k)}):
+        values = [f.get(name) for f in figures]
+        if all(isinstance(v, (int, float)) and v > 0 for v in values):
+            out[name[:-2]] = [_round(v * 1000.0) for v in values]
+    return out
 
 
 def cell_settings(scenario, cell, done_trials):
@@ -149,6 +169,13 @@ def _check_cell(path, key, cell):
         if not isinstance(values, list) or not all(
                 isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
             raise UserError("%s.%s: must be a list of positive numbers" % (where, name))
+    latency = cell.get("latency_ms", {})
+    if not isinstance(latency, dict):
+        raise UserError("%s.latency_ms: must be a mapping of figure to a list of ms" % where)
+    for name, values in latency.items():
+        if not isinstance(values, list) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+            raise UserError("%s.latency_ms.%s: must be a list of positive numbers" % (where, name))
     cell.setdefault("settings", {})
     cell.setdefault("failed", 0)
 

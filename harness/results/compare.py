@@ -2,10 +2,13 @@
 
 A regression needs an effect AND evidence (METHODOLOGY.md): the candidate's median
 throughput is at least `threshold` below the baseline's, and a one-sided Mann-Whitney U
-test on the per-repeat throughputs gives p < alpha. One of the two alone is a "possible
+test on the per-repeat throughputs gives p < alpha. Inference cells can be judged on a
+latency figure instead (`metric`: "mean" or a percentile such as "p95"), where higher is
+worse: a regression is then a median latency at least `threshold` above the baseline's. One of the two alone is a "possible
 regression": reported, never failing. An improvement is the mirror image. Cells whose
 settings or host hardware differ are "not comparable" and name the keys that differ.
 """
+import re
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
@@ -33,6 +36,10 @@ HOST_NOTE_KEYS = ("memory_gb", "os", "software.driver", "software.cuda", "softwa
                   "software.nccl")
 
 
+THROUGHPUT = "throughput"
+LATENCY_METRIC = re.compile(r"^(mean|p(?:[1-9][0-9]?(?:\.[0-9]+)?|0\.[0-9]*[1-9]))$")
+
+
 @dataclass(frozen=True)
 class Rule:
     threshold: float = 0.05
@@ -40,6 +47,16 @@ class Rule:
     estimator: str = "reported"
     ignore_settings: Tuple[str, ...] = ()
     strict: bool = False          # also fail on cells missing from the candidate or not comparable
+    metric: str = THROUGHPUT      # or an inference latency: "mean", "p95", "p99", ...
+
+    @property
+    def latency(self):
+        return self.metric != THROUGHPUT
+
+    def metric_text(self):
+        if not self.latency:
+            return "%s throughput" % self.estimator
+        return "mean latency" if self.metric == "mean" else "%s%% latency" % self.metric[1:]
 
     def check(self):
         if not 0 < self.threshold < 1:
@@ -48,6 +65,12 @@ class Rule:
             raise UserError("--alpha must lie between 0 and 1, got %g" % self.alpha)
         if self.estimator not in ESTIMATORS:
             raise UserError("--estimator must be one of %s" % ", ".join(ESTIMATORS))
+        if self.metric != THROUGHPUT and not LATENCY_METRIC.match(self.metric):
+            raise UserError("--metric is throughput, mean or a latency percentile such as p95 "
+                            "(between 0 and 100), got %r" % self.metric)
+        if self.metric != THROUGHPUT and self.estimator != "reported":
+            raise UserError("--estimator observed judges throughput only; a latency --metric reads "
+                            "each batch's own time")
 
 
 @dataclass
@@ -60,17 +83,19 @@ class CellResult:
     candidate_median: Optional[float] = None
     ratio: Optional[float] = None
     ci: Optional[Tuple[float, float]] = None
-    p_drop: Optional[float] = None     # one-sided p: baseline greater than candidate
-    p_gain: Optional[float] = None     # one-sided p: candidate greater than baseline
+    p_drop: Optional[float] = None     # one-sided p: the candidate is worse (slower)
+    p_gain: Optional[float] = None     # one-sided p: the candidate is better (faster)
     notes: List[str] = field(default_factory=list)
     ignored: List[str] = field(default_factory=list)    # settings that differ but were ignored as asked
+    lower_is_better: bool = False      # a latency metric: a ratio above 1 is a slowdown
 
     @property
     def p(self):
         """The p-value of the direction the medians moved."""
         if self.ratio is None:
             return None
-        return self.p_gain if self.ratio > 1 else self.p_drop
+        worse = self.ratio > 1 if self.lower_is_better else self.ratio < 1
+        return self.p_drop if worse else self.p_gain
 
 
 @dataclass
@@ -100,13 +125,16 @@ class Comparison:
 # ------------------------------------------------------------------ the decision rule
 
 def decide(baseline, candidate, rule):
-    """Verdict for two samples of per-repeat throughputs (higher is better)."""
+    """Verdict for two samples of per-repeat figures: throughputs (higher is better), or, with a
+    latency metric, latencies in ms (lower is better). The ratio is candidate / baseline either way."""
     b_med, c_med = stats.median(baseline), stats.median(candidate)
     ratio = c_med / b_med
-    p_drop = significance.mann_whitney_u(baseline, candidate, significance.GREATER).p
-    p_gain = significance.mann_whitney_u(candidate, baseline, significance.GREATER).p
-    big_drop = 1.0 - ratio >= rule.threshold
-    big_gain = ratio - 1.0 >= rule.threshold
+    worse, better = (candidate, baseline) if rule.latency else (baseline, candidate)
+    p_drop = significance.mann_whitney_u(worse, better, significance.GREATER).p
+    p_gain = significance.mann_whitney_u(better, worse, significance.GREATER).p
+    change = ratio - 1.0 if rule.latency else 1.0 - ratio     # > 0: the candidate is worse by this fraction
+    big_drop = change >= rule.threshold
+    big_gain = -change >= rule.threshold
     if big_drop and p_drop < rule.alpha:
         verdict = REGRESSION
     elif big_drop or p_drop < rule.alpha:
@@ -118,18 +146,24 @@ def decide(baseline, candidate, rule):
     return verdict, b_med, c_med, ratio, p_drop, p_gain
 
 
+def _values(cell, rule):
+    """The per-repeat figures the rule judges in one side's cell."""
+    if rule.latency:
+        return list(cell.get("latency_ms", {}).get(rule.metric, []))
+    return list(cell.get(ESTIMATORS[rule.estimator], []))
+
+
 def compare_cell(key, base_cell, cand_cell, rule, host_diff):
-    column = ESTIMATORS[rule.estimator]
     if base_cell is None or cand_cell is None:
         present = cand_cell if base_cell is None else base_cell
         verdict = MISSING_BASELINE if base_cell is None else MISSING_CANDIDATE
         return CellResult(key, verdict, notes=["only the %s has this cell (%d repeats)" % (
-            "candidate" if base_cell is None else "baseline", len(present.get(column, [])))])
+            "candidate" if base_cell is None else "baseline", len(_values(present, rule)))])
     differ = settings_diff(base_cell.get("settings", {}), cand_cell.get("settings", {}))
     ignored = [k for k in differ if k in rule.ignore_settings]
     blocking = [k for k in differ if k not in rule.ignore_settings]
-    b, c = list(base_cell.get(column, [])), list(cand_cell.get(column, []))
-    result = CellResult(key, UNCHANGED, baseline=b, candidate=c, ignored=ignored)
+    b, c = _values(base_cell, rule), _values(cand_cell, rule)
+    result = CellResult(key, UNCHANGED, baseline=b, candidate=c, ignored=ignored, lower_is_better=rule.latency)
     if ignored:
         result.notes.append("settings differ but ignored as asked: " + _diff_text(
             ignored, base_cell["settings"], cand_cell["settings"]))
@@ -147,7 +181,9 @@ def compare_cell(key, base_cell, cand_cell, rule, host_diff):
             result.notes.append("%s: %d trials never finished (resume the run?)" % (side, cell["unfinished"]))
         if not values:
             result.verdict = MISSING_BASELINE if side == "baseline" else MISSING_CANDIDATE
-            result.notes.append("%s has no finished repeats (%s estimator)" % (side, rule.estimator))
+            result.notes.append("%s has no finished repeats (%s)" % (side, "%s: not an inference cell, or "
+                                "too few batches for it" % rule.metric_text() if rule.latency
+                                else "%s estimator" % rule.estimator))
     if result.verdict in (MISSING_BASELINE, MISSING_CANDIDATE):
         return result
     verdict, result.baseline_median, result.candidate_median, result.ratio, result.p_drop, \
@@ -248,9 +284,9 @@ def headline(comparison):
     counts = ["%d %s" % (comparison.count(v), v) for v in VERDICTS if comparison.count(v)]
     rule = comparison.rule
     state = "FAIL" if comparison.exit_code() else "PASS"
-    return "%s: %s (baseline %s, candidate %s; %s throughput, threshold %g%%, alpha %g)" % (
+    return "%s: %s (baseline %s, candidate %s; %s, threshold %g%%, alpha %g)" % (
         state, ", ".join(counts) or "no cells", comparison.baseline_run, comparison.candidate_run,
-        rule.estimator, rule.threshold * 100, rule.alpha)
+        rule.metric_text(), rule.threshold * 100, rule.alpha)
 
 
 def text(comparison):
@@ -288,9 +324,11 @@ def markdown(comparison):
     notes = _notes(comparison, "- ")
     if notes:
         out += ["", "Notes:", ""] + [_md(n) for n in notes]
-    out += ["", "Throughput in images/s (median over repeats). A regression needs a median drop of at least "
+    rule = comparison.rule
+    out += ["", "%s (median over repeats). A regression needs a median %s of at least "
             "%g%% and a one-sided Mann-Whitney U p < %g; one of the two alone is a possible regression."
-            % (comparison.rule.threshold * 100, comparison.rule.alpha)]
+            % ("Latency in ms" if rule.latency else "Throughput in images/s",
+               "rise" if rule.latency else "drop", rule.threshold * 100, rule.alpha)]
     return "\n".join(out) + "\n"
 
 
@@ -305,8 +343,9 @@ def junit(comparison):
     for r in comparison.cells:
         framework = r.key.split("/", 1)[0]
         case = ET.SubElement(suite, "testcase", classname="detbench.%s" % framework, name=r.key)
-        message = "%s: %s -> %s images/s, ratio %s, p %s" % (
-            r.verdict, _num(r.baseline_median), _num(r.candidate_median), _num(r.ratio, "%.3f"),
+        message = "%s: %s -> %s %s, ratio %s, p %s" % (
+            r.verdict, _num(r.baseline_median), _num(r.candidate_median),
+            "ms" if r.lower_is_better else "images/s", _num(r.ratio, "%.3f"),
             _num(r.p, "%.2g"))
         if r.verdict == REGRESSION:
             ET.SubElement(case, "failure", message=message, type="regression").text = "\n".join(r.notes)

@@ -12,8 +12,10 @@ Schema 2 added runs.origin ("measured", or "imported" for logs brought in by `de
 import`) and, per trial, figure_kind (how the framework's logged figure relates to the
 one iteration-time definition), window_json (the iterations the figure covers), work_json
 (mean work per iteration the framework logged: proposals, sampled RoIs, ...), peak_rss_mb
-and peak_device_mb (memory measured one way for every framework). A schema-1 store gains
-those columns, empty, the first time this version opens it.
+and peak_device_mb (memory measured one way for every framework). Schema 3 added, per
+trial, latency_json: an inference trial's latency mean and percentiles over its measured
+batches, and the mean time of each of its phases. An older store gains the newer columns,
+empty, the first time this version opens it.
 """
 import json
 import sqlite3
@@ -24,7 +26,7 @@ from pathlib import Path
 from harness.spec import names
 from harness.errors import ResultsWriteError, UserError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APPLICATION = "detbench"
 DB_NAME = "detbench.sqlite"
 
@@ -49,6 +51,7 @@ CREATE TABLE trials (
     exact INTEGER, peak_mem_mb REAL, records INTEGER, scrape_errors INTEGER,
     fingerprint TEXT, telemetry_json TEXT,
     figure_kind TEXT, window_json TEXT, work_json TEXT, peak_rss_mb REAL, peak_device_mb REAL,
+    latency_json TEXT,
     UNIQUE (run_id, seq));
 CREATE INDEX trials_by_cell ON trials (run_id, cell_key);
 CREATE TABLE iterations (
@@ -57,8 +60,12 @@ CREATE TABLE iterations (
 """
 
 
-UPGRADE_1_TO_2 = (("runs", "origin TEXT"), ("trials", "figure_kind TEXT"), ("trials", "window_json TEXT"),
-                  ("trials", "work_json TEXT"), ("trials", "peak_rss_mb REAL"), ("trials", "peak_device_mb REAL"))
+# the columns each schema version added, by the version it brought a store to
+UPGRADES = {
+    2: (("runs", "origin TEXT"), ("trials", "figure_kind TEXT"), ("trials", "window_json TEXT"),
+        ("trials", "work_json TEXT"), ("trials", "peak_rss_mb REAL"), ("trials", "peak_device_mb REAL")),
+    3: (("trials", "latency_json TEXT"),),
+}
 
 
 def new_run_id():
@@ -100,14 +107,14 @@ class Store:
             raise UserError("%s: damaged results store (%s); refusing to touch it" % (self.path, exc)) from None
         if meta.get("application") != APPLICATION:
             raise UserError("%s: not a detbench results store; refusing to touch it" % self.path)
-        if int(meta.get("schema_version", 0)) not in (1, SCHEMA_VERSION):
+        if str(meta.get("schema_version")) not in [str(v) for v in range(1, SCHEMA_VERSION + 1)]:
             raise UserError("%s: results store schema %s, this detbench reads %d"
                             % (self.path, meta.get("schema_version"), SCHEMA_VERSION))
         if damage != ["ok"]:
             raise UserError("%s: damaged results store (%s); refusing to touch it; "
                             "`sqlite3 FILE .recover` may save its rows" % (self.path, " ".join("; ".join(damage).split())))
-        if meta.get("schema_version") == "1":
-            self._upgrade_from_1(db, self.path)
+        if meta.get("schema_version") != str(SCHEMA_VERSION):
+            self._upgrade(db, self.path)
         try:
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
@@ -127,13 +134,13 @@ class Store:
                                [("application", APPLICATION), ("schema_version", str(SCHEMA_VERSION))])
 
     @staticmethod
-    def _upgrade_from_1(db, path):
-        """Add schema 2's columns to a schema-1 store (its rows keep their values)."""
+    def _upgrade(db, path):
+        """Add the newer schemas' columns to an older store (its rows keep their values)."""
         with _Transaction(db, path):
-            if db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] != "1":
-                return   # another process upgraded it meanwhile
-            for table, column in UPGRADE_1_TO_2:
-                db.execute("ALTER TABLE %s ADD COLUMN %s" % (table, column))
+            version = int(db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
+            for step in range(version + 1, SCHEMA_VERSION + 1):   # none: another process upgraded it meanwhile
+                for table, column in UPGRADES[step]:
+                    db.execute("ALTER TABLE %s ADD COLUMN %s" % (table, column))
             db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     def close(self):

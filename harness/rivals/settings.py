@@ -111,3 +111,36 @@ def detection(ctx, *, rpn_pre_nms_train, rpn_post_nms_train, rpn_batch_per_image
         out["mask_rois_per_image_max"] = cap if mask_rois_per_image_max is None else min(
             cap, int(mask_rois_per_image_max))   # None: no cap of its own
     return out
+
+
+# the test-time settings of the R50-FPN recipes that every inference driver is set to alike
+RPN_PRE_NMS_TEST = 1000       # proposals per pyramid level and image before the RPN's NMS
+RPN_POST_NMS_TEST = 1000      # proposals kept per image after it
+RPN_NMS_THRESHOLD = 0.7
+RETINANET_CANDIDATES = 1000   # RetinaNet: top-scoring anchors per level decoded before NMS
+MASK_THRESHOLD = 0.5          # pasted mask probabilities binarised at this value
+
+
+def inference(ctx, *, rpn_pre_nms_test=None, rpn_post_nms_test=None, candidates_per_level=None,
+              mask_threshold=None, init=None, **own):
+    """The normalized settings of an inference trial: what every framework shares (batch, input,
+    precision, the post-processing the scenario asks for) and the test-time settings the adapter
+    states for ctx.model (None: not stated). Keys of training (samplers, schedule) do not apply."""
+    post = ctx.inference or {}
+    out = {"mode": "inference", "images_per_device": ctx.batch_per_gpu, "devices": ctx.gpus * ctx.nodes,
+           "input_size": list(ctx.input_size), "precision": ctx.precision,
+           "data": "coco" if ctx.data else "synthetic", "threads": threads(ctx),
+           "score_threshold": float(post.get("score_threshold", 0.05)),
+           "nms_threshold": float(post.get("nms_threshold", 0.5)),
+           "detections_per_image": int(post.get("detections_per_image", 100)),
+           "init": init if init is not None else shared_init(ctx)}
+    if ctx.model in TWO_STAGE:
+        for key, value in (("rpn_pre_nms_test", rpn_pre_nms_test), ("rpn_post_nms_test", rpn_post_nms_test)):
+            if value is not None:
+                out[key] = int(value)
+    if ctx.model == "retinanet" and candidates_per_level is not None:
+        out["candidates_per_level"] = int(candidates_per_level)
+    if ctx.model == "mask_rcnn" and mask_threshold is not None:
+        out["mask_threshold"] = float(mask_threshold)
+    out.update(own)
+    return out

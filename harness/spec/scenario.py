@@ -16,7 +16,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Union
+from typing import Dict, List, Literal, Optional, Union
 
 from pydantic import Field, ValidationError, create_model, field_validator
 
@@ -27,6 +27,10 @@ from harness.frameworks.base import TrialContext
 from harness.spec.strict import Strict
 
 MATRIX_AXES = ("framework", "model", "precision", "platform", "gpus", "nodes")
+TRAIN, INFERENCE = "train", "inference"
+# keys that belong to one mode only: set in a scenario of the other mode, they are an error
+TRAINING_ONLY = ("batch_per_gpu",)
+INFERENCE_ONLY = ("batch_sizes", "percentiles", "postprocess")
 MAX_COUNT = 4096        # devices, nodes and images per device: beyond this a count is a typo
 MAX_REPEATS = 1000
 MAX_TRIALS = 100_000
@@ -60,10 +64,11 @@ class Exclude(Strict):
     platform: Optional[str] = None
     gpus: Optional[int] = None
     nodes: Optional[int] = None
+    batch: Optional[int] = None     # inference: one of batch_sizes
 
     def matches(self, cell):
         return all(getattr(self, axis) is None or getattr(self, axis) == getattr(cell, axis)
-                   for axis in MATRIX_AXES)
+                   for axis in MATRIX_AXES + ("batch",))
 
 
 class CocoData(Strict):
@@ -77,6 +82,11 @@ class CalibrateOptions(Strict):
     lines_per_iteration: int = Field(default=0, ge=0)
     busy_threads: int = Field(default=0, ge=0)
     hold_mb: int = Field(default=0, ge=0)     # resident memory held through the trial
+    # inference: every tail_every-th batch takes tail_ms instead of iteration_ms (a known tail);
+    # data_ms is then each batch's pre-processing and post_ms its post-processing
+    tail_ms: float = Field(default=0.0, ge=0)
+    tail_every: int = Field(default=0, ge=0)
+    post_ms: float = Field(default=0.0, ge=0)
 
     @field_validator("data_ms")
     @classmethod
@@ -86,10 +96,39 @@ class CalibrateOptions(Strict):
                              % info.data["iteration_ms"])
         return value
 
+    @field_validator("post_ms")
+    @classmethod
+    def _post_within_batch(cls, value, info):
+        shortest = min(t for t in (info.data.get("iteration_ms"), info.data.get("tail_ms") or None)
+                       if t is not None) if info.data.get("iteration_ms") is not None else None
+        if shortest is not None and value + info.data.get("data_ms", 0.0) > shortest:
+            raise ValueError("pre- and post-processing (data_ms + post_ms) are part of every batch: "
+                             "at most %g ms together" % shortest)
+        return value
+
+
+class PostProcess(Strict):
+    """What every framework's inference keeps of its raw detections (mode: inference)."""
+    score_threshold: float = Field(default=0.05, ge=0, lt=1)
+    nms_threshold: float = Field(default=0.5, gt=0, le=1)
+    detections_per_image: int = Field(default=100, ge=1, le=10_000)
+
+
+def batches_needed(percentile):
+    """Measured batches a percentile needs before at least one batch lies above it: p99 needs
+    100, p95 20, p90 10, p50 2. Fewer, and the figure would be the slowest batch renamed."""
+    return math.ceil(round(100.0 / (100.0 - percentile), 9))
+
 
 class Scenario(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     description: str = ""
+    # train: warmup/measure count iterations of batch_per_gpu images per device; inference:
+    # they count batches of each of batch_sizes (a matrix axis), timed to post-processed detections
+    mode: Literal["train", "inference"] = TRAIN
+    batch_sizes: List[int] = []
+    percentiles: List[float] = [90.0, 95.0, 99.0]
+    postprocess: PostProcess = PostProcess()
     backend: str = "local"          # a name in the launch stage's LAUNCHERS
     matrix: Matrix
     batch_per_gpu: int = Field(default=2, ge=1, le=MAX_COUNT)
@@ -106,6 +145,26 @@ class Scenario(Strict):
     calibrate: CalibrateOptions = CalibrateOptions()
     options: Dict[str, Dict[str, Union[str, int, float, bool]]] = {}
     exclude: List[Exclude] = []
+
+    @field_validator("batch_sizes")
+    @classmethod
+    def _batch_sizes(cls, values):
+        for v in values:
+            if not 1 <= v <= MAX_COUNT:
+                raise ValueError("batch sizes are whole numbers from 1 to %d, got %d" % (MAX_COUNT, v))
+        if len(set(values)) != len(values):
+            raise ValueError("lists a batch size twice")
+        return values
+
+    @field_validator("percentiles")
+    @classmethod
+    def _percentiles(cls, values):
+        for v in values:
+            if not 0 < v < 100:
+                raise ValueError("percentiles lie strictly between 0 and 100, got %g" % v)
+        if len(set(values)) != len(values):
+            raise ValueError("lists a percentile twice")
+        return sorted(values)
 
     @field_validator("input_size")
     @classmethod
@@ -125,6 +184,10 @@ class Scenario(Strict):
     def iterations(self):
         return self.warmup + self.measure
 
+    @property
+    def inference(self):
+        return self.mode == INFERENCE
+
     def framework_options(self, framework):
         if framework == "calibrate":
             return self.calibrate.model_dump()
@@ -139,15 +202,19 @@ class Cell:
     platform: str
     gpus: int
     nodes: int
+    batch: int = 0      # an inference cell's batch size; 0 in training (the scenario's batch_per_gpu)
 
     @property
     def key(self):
-        return "/".join(str(getattr(self, axis)) for axis in MATRIX_AXES)
+        key = "/".join(str(getattr(self, axis)) for axis in MATRIX_AXES)
+        return key + "/b%d" % self.batch if self.batch else key
 
     @classmethod
     def from_key(cls, key):
-        f, m, p, pl, g, n = key.split("/")
-        return cls(f, m, p, pl, int(g), int(n))
+        parts = key.split("/")
+        batch = int(parts.pop()[1:]) if len(parts) == len(MATRIX_AXES) + 1 else 0
+        f, m, p, pl, g, n = parts
+        return cls(f, m, p, pl, int(g), int(n), batch)
 
 
 @dataclass(frozen=True)
@@ -197,6 +264,7 @@ def check(scenario, path, positions, backends=None):
             fail(("backend",), "unknown backend %r (known: %s)" % (scenario.backend, ", ".join(backends)))
         for launcher in backends.values():
             launcher.check(scenario, fail)
+    _check_mode(scenario, fail)
     known = {
         "framework": sorted(frameworks.FRAMEWORKS),
         "model": sorted(catalog.MODELS),
@@ -228,8 +296,7 @@ def check(scenario, path, positions, backends=None):
     sizes = [len(getattr(scenario.matrix, axis)) for axis in MATRIX_AXES]
     if math.prod(sizes) > MAX_TRIALS:
         fail(("matrix",), "%s cells is more than %d" % (" x ".join(map(str, sizes)), MAX_TRIALS))
-    cells = [Cell(*combo) for combo in itertools.product(
-        *(getattr(scenario.matrix, axis) for axis in MATRIX_AXES))]
+    cells = [p.cell for p in plan(scenario.model_copy(update={"exclude": []}))]
     for i, rule in enumerate(scenario.exclude):
         if not any(rule.matches(c) for c in cells):
             fail(("exclude", i), "matches no cell of the matrix")
@@ -238,17 +305,52 @@ def check(scenario, path, positions, backends=None):
         fail(("matrix",), "every cell is excluded: nothing to run")
     for p in planned:
         fw = frameworks.FRAMEWORKS[p.cell.framework]
-        if p.excluded is None and not fw.supports(p.cell.model, p.cell.precision):
-            axis = "model" if p.cell.model not in fw.models else "precision"
+        if p.excluded is not None:
+            continue
+        if scenario.inference and fw.infer is None:
+            fail(("matrix", "framework", scenario.matrix.framework.index(fw.name)),
+                 "%s has no inference path%s" % (fw.name, ": " + fw.infer_why if fw.infer_why else ""))
+        runs = fw.infer_supports if scenario.inference else fw.supports
+        if not runs(p.cell.model, p.cell.precision):
+            models = fw.infer_models if scenario.inference else fw.models
+            axis = "model" if p.cell.model not in models else "precision"
             index = getattr(scenario.matrix, axis).index(getattr(p.cell, axis))
             fail(("matrix", axis, index),
-                 "%s cannot run %s %s; exclude that cell with a reason" % (
-                     fw.name, p.cell.model, p.cell.precision))
+                 "%s cannot run %s %s%s; exclude that cell with a reason" % (
+                     fw.name, p.cell.model, p.cell.precision, " inference" if scenario.inference else ""))
     runnable = [p.cell for p in planned if p.excluded is None]
     if len(runnable) * scenario.repeats > MAX_TRIALS:
         fail(("repeats",), "%d cells x %d repeats is more than %d trials"
              % (len(runnable), scenario.repeats, MAX_TRIALS))
     _check_commands(scenario, runnable, fail)
+
+
+def _check_mode(scenario, fail):
+    """Keys of the other mode are an error (set in the file, not defaulted), as are the inference
+    settings a scenario cannot honour: a percentile needs enough measured batches above it."""
+    given = scenario.model_fields_set
+    if scenario.inference:
+        for key in TRAINING_ONLY:
+            if key in given:
+                fail((key,), "a training key: an inference scenario sets batch_sizes instead")
+        if not scenario.batch_sizes:
+            fail(("batch_sizes",) if "batch_sizes" in given else ("mode",),
+                 "an inference scenario lists its batch sizes, e.g. batch_sizes: [1, 2, 4, 8]")
+        for axis in ("gpus", "nodes"):
+            values = getattr(scenario.matrix, axis)
+            if values != [1]:
+                fail(("matrix", axis), "inference trials run on one device: %s must be [1]" % axis)
+        for i, p in enumerate(scenario.percentiles):
+            if batches_needed(p) > scenario.measure:
+                fail(("percentiles", i), "the %g%% latency needs at least %d measured batches; measure is %d"
+                     % (p, batches_needed(p), scenario.measure))
+    else:
+        for key in INFERENCE_ONLY:
+            if key in given:
+                fail((key,), "an inference key: set mode: inference to use it")
+        for i, rule in enumerate(scenario.exclude):
+            if rule.batch is not None:
+                fail(("exclude", i, "batch"), "an inference key: set mode: inference to use it")
 
 
 def _check_weights(scenario, fail):
@@ -300,8 +402,8 @@ def _check_commands(scenario, cells, fail):
             sc = scenario if opts else scenario.model_copy(update={"options": {}})
             try:
                 ctx = context(sc, cell)
-                fw.command(ctx)
-                fw.settings(ctx)
+                fw.argv(ctx)
+                fw.trial_settings(ctx)
                 fw.trial_files(ctx)
             except (UserError, ValueError, TypeError) as exc:
                 where = ("options", cell.framework) if opts else (
@@ -310,17 +412,25 @@ def _check_commands(scenario, cells, fail):
 
 
 def plan(scenario):
-    """Every cell of the matrix in a stable order, with its exclusion reason if any."""
+    """Every cell of the matrix in a stable order, with its exclusion reason if any. An inference
+    scenario's batch sizes are the last axis: one cell per batch size."""
+    batches = scenario.batch_sizes if scenario.inference else [0]
     out = []
     for combo in itertools.product(*(getattr(scenario.matrix, axis) for axis in MATRIX_AXES)):
-        cell = Cell(*combo)
-        reason = next((rule.reason for rule in scenario.exclude if rule.matches(cell)), None)
-        out.append(PlannedCell(cell, reason))
+        for batch in batches:
+            cell = Cell(*combo, batch)
+            reason = next((rule.reason for rule in scenario.exclude if rule.matches(cell)), None)
+            out.append(PlannedCell(cell, reason))
     return out
 
 
+def batch_per_device(sc, cell):
+    """Images in one device's batch: the inference cell's batch size, else batch_per_gpu."""
+    return cell.batch or sc.batch_per_gpu
+
+
 def images_per_iteration(sc, cell):
-    return sc.batch_per_gpu * cell.gpus * cell.nodes
+    return batch_per_device(sc, cell) * cell.gpus * cell.nodes
 
 
 def context(sc, cell, python=sys.executable, rendezvous=None):
@@ -331,11 +441,12 @@ def context(sc, cell, python=sys.executable, rendezvous=None):
         data = {"annotations": os.path.abspath(sc.data.annotations), "images": os.path.abspath(sc.data.images)}
     return TrialContext(
         framework=cell.framework, model=cell.model, precision=cell.precision, gpus=cell.gpus,
-        nodes=cell.nodes, batch_per_gpu=sc.batch_per_gpu, input_size=tuple(sc.input_size),
+        nodes=cell.nodes, batch_per_gpu=batch_per_device(sc, cell), input_size=tuple(sc.input_size),
         iterations=sc.iterations, data=data, extra_args=tuple(sc.extra_args.get(cell.framework, ())),
         options=sc.framework_options(cell.framework), python=python, seed=sc.seed,
         rendezvous=rendezvous, env=dict(sc.env),
-        weights=os.path.abspath(sc.weights[cell.model]) if cell.model in sc.weights else None)
+        weights=os.path.abspath(sc.weights[cell.model]) if cell.model in sc.weights else None,
+        inference=sc.postprocess.model_dump() if sc.inference else None)
 
 
 def loads_text(text, name="<scenario>", backends=None):

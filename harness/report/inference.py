@@ -1,0 +1,183 @@
+"""Inference cells as report tables: one per framework x model with a row per batch size (the
+form of NVIDIA's EfficientDet inference tables), and the frameworks side by side at one batch.
+
+Every figure of a cell is the median over its finished repeats of that figure; each repeat's
+mean, percentiles and throughput come from the same measured batches (harness.measure.latency).
+"""
+import json
+from collections import defaultdict
+
+from harness import frameworks
+from harness.spec import catalog
+from harness.spec.scenario import Cell
+from harness.measure import latency as latency_mod
+from harness.measure import stats
+from harness.report import measured
+from harness.report.model import INFERENCE, Column, Entry, Latency, LatencyTable, Table
+
+PHASE_WORDS = {"pre_s": "pre-processing", "net_s": "network", "post_s": "post-processing"}
+
+
+def is_inference(cell_row):
+    return Cell.from_key(cell_row["cell_key"]).batch > 0
+
+
+def _percentiles(scenario_json):
+    try:
+        return tuple(float(p) for p in json.loads(scenario_json).get("percentiles", ()))
+    except (TypeError, ValueError, AttributeError):
+        return ()
+
+
+def cell_latency(cell, trials, percentiles):
+    """The Latency of a cell's finished trials, or None when none has latency figures."""
+    figures = [f for f in (measured._loads(t["latency_json"]) for t in trials
+                           if t["status"] == "done" and t["throughput"]) if isinstance(f, dict)]
+    figures = [f for f in figures if f.get("mean_s") is not None]
+    if not figures:
+        return None
+
+    def med_ms(name):
+        values = [f[name] for f in figures if f.get(name) is not None]
+        # a percentile some repeat could not support is not given for the cell
+        return stats.median(values) * 1000.0 if values and len(values) == len(figures) else None
+
+    means = [f["mean_s"] * 1000.0 for f in figures]
+    phases = {k: med_ms(k) for k in PHASE_WORDS}
+    dets = [f["detections_per_image"] for f in figures if f.get("detections_per_image") is not None]
+    return Latency(batch=Cell.from_key(cell["cell_key"]).batch, mean_ms=stats.median(means),
+                   percentiles=tuple((p, med_ms(latency_mod.key(p))) for p in percentiles),
+                   p50_ms=med_ms(latency_mod.key(latency_mod.MEDIAN)),
+                   batches=min(int(f.get("batches") or 0) for f in figures),
+                   phases_ms={k: v for k, v in phases.items() if v is not None},
+                   detections_per_image=stats.median(dets) if dets else None,
+                   mean_spread_ms=(min(means), max(means)))
+
+
+def entries(rows, ci=True):
+    """{cell key: (cell row, Entry with its Latency)} of the inference cells of these rows."""
+    out = {}
+    for c in rows.cells:
+        if not is_inference(c):
+            continue
+        run = rows.runs[c["run_id"]]
+        trials = rows.cell_trials(c)
+        entry = measured.entry_for(c, trials, ci, measured.nominal_window(run["scenario_json"]))
+        if entry.detail is not None:
+            entry = Entry(throughput=entry.throughput, iteration_ms=entry.iteration_ms, data_ms=entry.data_ms,
+                          flags=entry.flags, detail=entry.detail,
+                          latency=cell_latency(c, trials, _percentiles(run["scenario_json"])))
+        out[c["cell_key"]] = (c, entry)
+    return out
+
+
+def _framework_title(name):
+    fw = frameworks.FRAMEWORKS.get(name)
+    return fw.title if fw else name
+
+
+def _fw_order(name):
+    order = list(frameworks.FRAMEWORKS)
+    return (order.index(name) if name in order else 99, name)
+
+
+def _model_order(name):
+    return (list(catalog.MODELS).index(name) if name in catalog.MODELS else 99, name)
+
+
+def latency_tables(cell_entries, runs):
+    """One LatencyTable per platform x precision x framework x model, rows by batch size."""
+    groups = defaultdict(list)
+    for key, (cell, entry) in cell_entries.items():
+        groups[(cell["platform"], cell["precision"], cell["framework"], cell["model"])].append((cell, entry))
+    out = []
+    for (plat, prec, fw, model), members in sorted(groups.items(), key=lambda kv: (
+            kv[0][0], list(catalog.PRECISIONS).index(kv[0][1]) if kv[0][1] in catalog.PRECISIONS else 99,
+            _model_order(kv[0][3]), _fw_order(kv[0][2]))):
+        members.sort(key=lambda ce: Cell.from_key(ce[0]["cell_key"]).batch)
+        percentiles = _percentiles(runs[members[0][0]["run_id"]]["scenario_json"])
+        rows = tuple((Cell.from_key(c["cell_key"]).batch, e) for c, e in members)
+        title = "%s-%s: %s %s inference" % (plat, catalog.precision_title(prec), _framework_title(fw),
+                                            catalog.model_title(model))
+        out.append(LatencyTable(title=title, platform=plat, precision=prec, framework=fw,
+                                framework_title=_framework_title(fw), model=model, percentiles=percentiles,
+                                rows=rows, notes=tuple(table_notes(rows))))
+    return out
+
+
+def table_notes(rows):
+    """What the figures are: repeats and batches behind them, and where each batch's time went."""
+    done = [(b, e) for b, e in rows if e.latency is not None]
+    if not done:
+        return []
+    reps = sorted({e.detail.n for _, e in done})
+    batches = sorted({e.latency.batches for _, e in done})
+    notes = ["Median over %s repeat%s of each figure; every repeat's latency average and percentiles "
+             "over the same %s measured batches, its throughput their images over their summed time." % (
+                 "/".join(map(str, reps)), "" if reps == [1] else "s", "/".join(map(str, batches)))]
+    parts = []
+    for key, word in PHASE_WORDS.items():
+        if all(key in e.latency.phases_ms for _, e in done):
+            parts.append("%s %s" % (word, " / ".join("%.1f" % e.latency.phases_ms[key] for _, e in done)))
+    if parts:
+        notes.append("Per batch (ms, batch %s): %s." % ("/".join(str(b) for b, _ in done), "; ".join(parts)))
+    dets = [e.latency.detections_per_image for _, e in done]
+    if all(d is not None for d in dets):
+        notes.append("Detections kept per image: %s." % " / ".join("%.1f" % d for d in dets))
+    return notes
+
+
+def choose_batch(cell_entries, batch=None):
+    """The batch size the side-by-side tables compare at: `batch`, else the largest one every
+    framework measured (per platform and precision, the largest shared by all its cells)."""
+    if batch is not None:
+        return batch
+    per_fw = defaultdict(set)
+    for cell, entry in cell_entries.values():
+        if entry.latency is not None:
+            per_fw[cell["framework"]].add(Cell.from_key(cell["cell_key"]).batch)
+    shared = set.intersection(*per_fw.values()) if per_fw else set()
+    return max(shared) if shared else None
+
+
+def side_by_side(cell_entries, batch=None):
+    """Tables of form INFERENCE: per platform x precision, models by frameworks at one batch size,
+    with the settings that differ between a row's frameworks named under the table."""
+    batch = choose_batch(cell_entries, batch)
+    if batch is None:
+        return []
+    groups = defaultdict(dict)
+    for cell, entry in cell_entries.values():
+        if Cell.from_key(cell["cell_key"]).batch == batch:
+            groups[(cell["platform"], cell["precision"])][(cell["model"], cell["framework"])] = entry
+    out = []
+    for (plat, prec), cells in sorted(groups.items()):
+        fws = sorted({fw for _, fw in cells}, key=_fw_order)
+        models = sorted({m for m, _ in cells}, key=_model_order)
+        columns = [Column(fw, _framework_title(fw)) for fw in fws]
+        pcts = sorted({p for e in cells.values() if e.latency for p, v in e.latency.percentiles if v is not None})
+        shown = shown_percentile(pcts)
+        notes = ["Measured: batch %d on one device; images/s, and the %s latency in parentheses." % (
+            batch, "%g%%" % shown if shown else "average")]
+        notes += measured.differing_settings(cells, models)
+        out.append(Table(title="%s-%s inference, batch %d" % (plat, catalog.precision_title(prec), batch),
+                         platform=plat, precision=prec, gpus=1, nodes=1, batch_per_gpu=batch, form=INFERENCE,
+                         columns=columns, models=models, entries=cells, notes=notes))
+    return out
+
+
+def shown_percentile(percentiles):
+    """The percentile the side-by-side cells show: 95 where measured, else the highest."""
+    if 95.0 in percentiles:
+        return 95.0
+    return max(percentiles) if percentiles else None
+
+
+def latency_ms(entry, percentile):
+    """The entry's latency at `percentile` in ms (its average for None), or None."""
+    lat = entry.latency
+    if lat is None:
+        return None
+    if percentile is None:
+        return lat.mean_ms
+    return dict(lat.percentiles).get(percentile)
