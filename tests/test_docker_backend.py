@@ -160,6 +160,23 @@ def test_calibration_in_containers_reports_the_truth_and_leaves_nothing(client, 
     assert code == 0 and cell and float(cell.group(1)) == pytest.approx(40.0, rel=0.01), table
 
 
+def test_inference_in_containers_gives_the_known_latencies(client, write_scenario, tmp_path):
+    need_image(client, "calibrate")
+    text = (CALIBRATE.format(warmup=2, measure=20, repeats=1, iteration_ms=20)
+            .replace("batch_per_gpu: 2\n", "mode: inference\nbatch_sizes: [2]\npercentiles: [50, 80]\n")
+            + "  tail_every: 10\n  tail_ms: 40\n  post_ms: 1\n").replace("data_ms: 5", "data_ms: 2")
+    results = tmp_path / "results"
+    code, out = finish(detbench("run", "--scenario", str(write_scenario(text)), "--results", str(results)))
+    assert code == 0, out
+    [(figures,)] = rows(results, "SELECT latency_json FROM trials")
+    fig = json.loads(figures)
+    assert fig["mean_s"] * 1000 == pytest.approx(22.0, rel=0.01)          # 18 x 20 ms and 2 x 40 ms
+    assert fig["p50_s"] * 1000 == pytest.approx(20.0, rel=0.01)
+    assert fig["p80_s"] * 1000 == pytest.approx(20.0, rel=0.01)
+    record = json.loads((next((results / "trials").iterdir()) / "trial.json").read_text())
+    assert record["container"]["recipe"] == "calibrate" and record["container"]["exit_code"] == 0
+
+
 def test_container_is_unprivileged_and_mounts_only_the_checkout_and_its_trial(client, write_scenario, tmp_path):
     need_image(client, "calibrate")
     scenario = write_scenario(CALIBRATE.format(warmup=1, measure=30, repeats=1, iteration_ms=100))
