@@ -252,6 +252,38 @@ def platform_detect(as_json):
     click.echo(hostreport.render_json() if as_json else hostreport.render_text(), nl=False)
 
 
+@platform.command("peak")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="intra-op threads to measure with (default: OMP_NUM_THREADS, else torch's own)")
+@click.option("--refresh", is_flag=True, help="measure again instead of reading the cached figure")
+@click.option("--json", "as_json", is_flag=True, help="print the whole measurement as JSON")
+@user_errors
+def platform_peak(threads, refresh, as_json):
+    """Measure (once per machine, then cached) this host's dense compute peak per precision."""
+    import json as json_mod
+
+    from harness.errors import UserError
+    from harness.launch import limits
+    from harness.spec import fingerprint, platforms
+
+    facts = platforms.host_facts()
+    env = {"OMP_NUM_THREADS": str(threads)} if threads else None
+    result = limits.peak(fingerprint.fingerprint(facts), env, refresh=refresh)
+    if "error" in result:
+        raise UserError("cannot measure this host's peak: %s" % result["error"])
+    if as_json:
+        click.echo(json_mod.dumps(result, indent=2, sort_keys=True))
+        return
+    click.echo("%s (%s threads, torch %s): peak GFLOP/s per precision, best of its shapes"
+               % (result["name"], result["threads"], result["torch"]))
+    for precision, figures in sorted(result["precisions"].items()):
+        if "skipped" in figures:
+            click.echo("  %-5s %s" % (precision, figures["skipped"]))
+            continue
+        shapes = ", ".join("%s %.0f" % kv for kv in sorted(figures["shapes_gflops"].items()))
+        click.echo("  %-5s %8.1f  (%s)" % (precision, figures["peak_gflops"], shapes))
+
+
 @main.group()
 def baseline():
     """Baseline files for the regression gate."""

@@ -79,11 +79,13 @@ def start(scenario_path, results_dir, backend=None, dry_run=False, out=None, for
         launcher.dry_run(sc, trials, results_dir, out)
         return None
     launcher.preflight(sc, runnable)   # pinned envs, an engine and its images: before anything is written
+    from harness.launch import limits
+    bounds = limits.for_run(sc, runnable, host.get("fingerprint"), measure_peak=launcher.runs_here)
     store = Store(results_dir)
     run_id = new_run_id()
     store.create_run(run_id, sc.name, str(scenario_path), sc.model_dump_json(), backend, host,
                      cell_rows(sc, planned_cells),
-                     [(t.seq, t.cell.key, t.repeat, t.argv) for t in trials])
+                     [(t.seq, t.cell.key, t.repeat, t.argv) for t in trials], limits=bounds)
     out.write("run %s: %d trials of %s on backend %s -> %s\n" % (run_id, len(trials), sc.name, backend, results_dir))
     if host.get("forced"):
         out.write("FORCED: this host is not %s; the run and its reports say so\n" % ", ".join(sorted(host["forced"])))

@@ -19,6 +19,9 @@ CELL_COLUMNS = (
     "throughput", "iteration_ms", "data_ms", "data_share", "ci_low", "ci_high", "min", "max", "iqr",
     "cv", "observed", "n", "failed", "outliers", "flags", "na", "run_id", "figure_kinds", "figure", "windows",
     "work", "peak_rss_mb", "peak_device_mb", "peak_mem_mb",
+    # how close to the machine's limit: counted work per image, achieved TFLOP/s, the host's
+    # measured peak at the cell's precision (GFLOP/s) and the achieved fraction of it
+    "flops_per_image", "tflops", "peak_gflops", "mfu", "limit_note",
     # inference cells (batch_per_gpu is the batch size): medians over repeats, in ms
     "latency_avg_ms", "latency_p50_ms", "latency_percentiles_ms", "latency_batches", "pre_ms", "net_ms",
     "post_ms", "detections_per_image")
@@ -83,7 +86,8 @@ def cell_row(table, model, framework, entry):
             "figure": figures.column_text(framework, [d]) if d.kinds else None,
             "windows": ["%d..%d" % tuple(w) for w in d.windows] if d.windows else None,
             "work": d.work, "peak_rss_mb": d.peak_rss_mb, "peak_device_mb": d.peak_device_mb,
-            "peak_mem_mb": d.peak_mem_mb,
+            "peak_mem_mb": d.peak_mem_mb, "flops_per_image": d.flops_per_image, "tflops": d.tflops,
+            "peak_gflops": d.peak_gflops, "mfu": d.mfu, "limit_note": d.limit_note,
         })
     return {k: row.get(k) for k in CELL_COLUMNS}
 

@@ -47,7 +47,7 @@ def table_view(table):
         for col in table.columns:
             entry = table.entries.get((model, col.key))
             text = markdown.cell_text(entry, table.form, percentile)
-            cell = {"text": text, "marks": [], "tip": "",
+            cell = {"text": text, "marks": [], "tip": "", "mfu": "",
                     "published": col.key.startswith("published:") or table.source == "published",
                     "na": entry is not None and (entry.na is not None or text == "NA")}
             if entry is not None and entry.na:
@@ -55,6 +55,8 @@ def table_view(table):
             elif entry is not None:
                 cell["marks"] += [{"n": mark(flags.text(f)), "flag": f} for f in entry.flags]
                 cell["tip"] = detail_text(entry, col.key)
+                if entry.detail is not None and entry.detail.mfu is not None and table.form != ITERATION:
+                    cell["mfu"] = "%.3f TFLOP/s, %.0f%% of peak" % (entry.detail.tflops, 100 * entry.detail.mfu)
             cells.append(cell)
         rows.append({"model": catalog.model_title(model), "cells": cells})
     return {"title": table.title, "form": table.form, "intro": markdown.INTRO[table.form].replace("**", ""),
@@ -82,6 +84,11 @@ def detail_text(entry, column=""):
         parts.append("figure: %s" % figures.column_text(column, [d]))
     if d.work:
         parts.append("work per iteration: %s" % work.row_text([d.work]))
+    if d.mfu is not None:
+        parts.append("compute %.3f TFLOP/s, %.1f%% of the host's %.0f GFLOP/s peak"
+                     % (d.tflops, 100 * d.mfu, d.peak_gflops))
+    elif d.limit_note:
+        parts.append("no compute figure (%s)" % d.limit_note)
     for peak, what in ((d.peak_device_mb, "device"), (d.peak_rss_mb, "resident"), (d.peak_mem_mb, "logged")):
         if peak:
             parts.append("peak %s memory %.0f MiB" % (what, peak))

@@ -23,11 +23,39 @@ def cell_entries(rows, ci=True):
     out = {}
     for rid, run_cells in by_run.items():
         window = nominal_window(rows.runs[rid]["scenario_json"])
+        bounds = run_limits(rows.runs[rid])
         for c in run_cells:
             if Cell.from_key(c["cell_key"]).batch:
                 continue   # an inference cell: harness.report.inference tables it
-            out[c["cell_key"]] = (c, entry_for(c, rows.cell_trials(c), ci, window))
+            out[c["cell_key"]] = (c, entry_for(c, rows.cell_trials(c), ci, window, bounds))
     return out
+
+
+def run_limits(run):
+    """The run's stored limits (harness.launch.limits.for_run), {} where it has none."""
+    text = run["limits_json"] if "limits_json" in run.keys() else None
+    value = _loads(text)
+    return value if isinstance(value, dict) else {}
+
+
+def cell_limits(cell, bounds):
+    """(flops per image, peak GFLOP/s at the cell's precision, why one is missing) from a run's limits."""
+    if not bounds:
+        return None, None, None
+    work = (bounds.get("work") or {}).get(cell["cell_key"])
+    if work is None:
+        return None, None, None      # a cell with no arithmetic to count (the calibration workload)
+    flops = work.get("flops_per_image") if isinstance(work, dict) else None
+    peak = bounds.get("peak") or {}
+    figures = (peak.get("precisions") or {}).get(cell["precision"]) or {}
+    gflops = figures.get("peak_gflops")
+    why = None
+    if flops is None:
+        why = "work not counted: %s" % (work.get("error") if isinstance(work, dict) else "?")
+    elif gflops is None:
+        why = "no measured %s peak: %s" % (cell["precision"], peak.get("error") or figures.get("skipped")
+                                          or "this host's peak has no %s figure" % cell["precision"])
+    return flops, gflops, why
 
 
 def nominal_window(scenario_json):
@@ -69,7 +97,7 @@ def _peak(done, column):
     return max(values) if values else None
 
 
-def entry_for(cell, trials, ci=True, window=None):
+def entry_for(cell, trials, ci=True, window=None, bounds=None):
     if cell["excluded"]:
         return Entry(na=cell["excluded"])
     done = [t for t in trials if t["status"] == "done" and t["throughput"]]
@@ -87,13 +115,14 @@ def entry_for(cell, trials, ci=True, window=None):
     raised += telemetry.cell_flags([t["telemetry_json"] for t in done], [t["fingerprint"] for t in done])
     variants = _distinct(_loads(t["settings_json"]) or {} for t in done)
     windows = _distinct(tuple(w) for w in (_loads(t["window_json"]) for t in done) if isinstance(w, list))
-    detail = Detail(n=s.n, failed=len(failed), minimum=s.minimum, maximum=s.maximum, iqr=s.iqr,
+    flops, peak, why = cell_limits(cell, bounds)
+    detail = Detail(n=s.n, median=s.throughput, failed=len(failed), minimum=s.minimum, maximum=s.maximum, iqr=s.iqr,
                     ci=(s.ci_low, s.ci_high) if ci else None, cv=s.cv, observed=s.observed, outliers=s.outliers,
                     settings=variants[0], settings_variants=tuple(variants),
                     kinds=tuple(_distinct(t["figure_kind"] for t in done)), windows=tuple(windows),
                     nominal_window=window, work=cell_work(done), peak_rss_mb=_peak(done, "peak_rss_mb"),
                     peak_device_mb=_peak(done, "peak_device_mb"), peak_mem_mb=_peak(done, "peak_mem_mb"),
-                    run_id=cell["run_id"])
+                    run_id=cell["run_id"], flops_per_image=flops, peak_gflops=peak, limit_note=why)
     return Entry(throughput=s.throughput, iteration_ms=s.iteration_ms, data_ms=s.data_ms, flags=raised,
                  detail=detail)
 
@@ -135,6 +164,7 @@ def tables(rows, ci=True):
             "/".join(map(str, reps)), "" if reps == [1] else "s") if reps else "no finished repeats")]
         notes += differing_settings(cells, models)
         notes += work_lines(cells, columns, models)
+        notes += compute_lines(cells, columns, models, prec)
         cells = work_flags(cells, columns, models)
         kinds = figures.table_line(columns, cells, models)
         notes += kinds
@@ -212,6 +242,30 @@ def work_lines(cells, columns, models):
         if text:
             lines.append("Work per iteration, %s (%s): %s." % (
                 catalog.model_title(model), " | ".join(c.title for c in columns), text))
+    return lines
+
+
+def compute_lines(cells, columns, models, precision):
+    """Per model row, each column's achieved TFLOP/s and share of the host's measured peak (MFU);
+    one line saying why where no cell of the table has the figures."""
+    lines, why, peaks = [], None, set()
+    for model in models:
+        row = [cells.get((model, col.key)) for col in columns]
+        details = [e.detail if e is not None and e.detail else None for e in row]
+        if not any(d is not None and d.mfu is not None for d in details):
+            why = why or next((d.limit_note for d in details if d is not None and d.limit_note), None)
+            continue
+        peaks.update(d.peak_gflops for d in details if d is not None and d.mfu is not None)
+        texts = ["%.3f TFLOP/s (%.0f%%)" % (d.tflops, 100 * d.mfu) if d is not None and d.mfu is not None
+                 else "-" for d in details]
+        lines.append("Compute, %s (%s): %s, in parentheses the share of the peak." % (
+            catalog.model_title(model), " | ".join(c.title for c in columns), " | ".join(texts)))
+    if lines:
+        lines.append("Peak: %s GFLOP/s, this host's best %s matrix product or convolution (`detbench platform "
+                     "peak`); work per image counted once on the bundled model (torch's FLOP counter)."
+                     % (" / ".join("%.0f" % p for p in sorted(peaks)), catalog.precision_title(precision)))
+    elif why:
+        lines.append("No compute figures: %s." % why)
     return lines
 
 

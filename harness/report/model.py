@@ -40,6 +40,23 @@ class Detail:
     peak_device_mb: Optional[float]
     peak_mem_mb: Optional[float]                 # the framework's own logged peak
     run_id: str
+    median: Optional[float] = None               # images / s, the cell's figure
+    flops_per_image: Optional[float] = None      # counted work of one image's training step
+    peak_gflops: Optional[float] = None          # the host's measured peak at the cell's precision
+    limit_note: Optional[str] = None             # why either is missing
+
+    @property
+    def tflops(self):
+        """Achieved TFLOP/s: the cell's images/s (median) times its work per image."""
+        if self.flops_per_image is None or self.median is None:
+            return None
+        return self.median * self.flops_per_image / 1e12
+
+    @property
+    def mfu(self):
+        """The fraction of the host's peak the cell achieved (model FLOPs utilisation)."""
+        tf = self.tflops
+        return None if tf is None or not self.peak_gflops else tf * 1000.0 / self.peak_gflops
 
 
 @dataclass(frozen=True)

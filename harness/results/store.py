@@ -14,7 +14,9 @@ one iteration-time definition), window_json (the iterations the figure covers), 
 (mean work per iteration the framework logged: proposals, sampled RoIs, ...), peak_rss_mb
 and peak_device_mb (memory measured one way for every framework). Schema 3 added, per
 trial, latency_json: an inference trial's latency mean and percentiles over its measured
-batches, and the mean time of each of its phases. An older store gains the newer columns,
+batches, and the mean time of each of its phases; per run, limits_json: the machine's measured
+compute peak per precision and each cell's counted work per image (harness.launch.limits),
+from which reports give achieved TFLOP/s and the fraction of peak. An older store gains the newer columns,
 empty, the first time this version opens it.
 """
 import json
@@ -34,7 +36,7 @@ SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE runs (
     id TEXT PRIMARY KEY, scenario TEXT NOT NULL, scenario_path TEXT, scenario_json TEXT NOT NULL,
-    backend TEXT NOT NULL, created REAL NOT NULL, host_json TEXT, origin TEXT);
+    backend TEXT NOT NULL, created REAL NOT NULL, host_json TEXT, origin TEXT, limits_json TEXT);
 CREATE TABLE cells (
     run_id TEXT NOT NULL REFERENCES runs(id), cell_key TEXT NOT NULL,
     framework TEXT NOT NULL, model TEXT NOT NULL, precision TEXT NOT NULL, platform TEXT NOT NULL,
@@ -64,7 +66,7 @@ CREATE TABLE iterations (
 UPGRADES = {
     2: (("runs", "origin TEXT"), ("trials", "figure_kind TEXT"), ("trials", "window_json TEXT"),
         ("trials", "work_json TEXT"), ("trials", "peak_rss_mb REAL"), ("trials", "peak_device_mb REAL")),
-    3: (("trials", "latency_json TEXT"),),
+    3: (("trials", "latency_json TEXT"), ("runs", "limits_json TEXT")),
 }
 
 
@@ -154,12 +156,14 @@ class Store:
 
     # -------------------------------------------------------------- writing
     def create_run(self, run_id, scenario_name, scenario_path, scenario_json, backend, host,
-                   cells, trials, origin="measured"):
-        """cells: dicts with cell columns; trials: (seq, cell_key, repeat, argv) in run order."""
+                   cells, trials, origin="measured", limits=None):
+        """cells: dicts with cell columns; trials: (seq, cell_key, repeat, argv) in run order;
+        limits: the machine's peak and the cells' work per image (harness.launch.limits), or None."""
         with self.transaction() as db:
-            db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (run_id, scenario_name, scenario_path, scenario_json, backend, time.time(),
-                        json.dumps(host, sort_keys=True), origin))
+                        json.dumps(host, sort_keys=True), origin,
+                        None if limits is None else json.dumps(limits, sort_keys=True)))
             db.executemany(
                 "INSERT INTO cells VALUES (:run_id, :cell_key, :framework, :model, :precision, :platform,"
                 " :gpus, :nodes, :batch_per_gpu, :images_per_iteration, :excluded)",

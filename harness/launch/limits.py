@@ -1,0 +1,120 @@
+"""How close to the machine's limit a cell ran: the host's measured compute peak per precision
+and each cell's counted work per image, stored with a run (runs.limits_json).
+
+Both are measured once and cached under the detbench cache folder: the peak per machine
+fingerprint and thread count (`python -m harness.trainer.peak`, a short GEMM and convolution
+microbenchmark), the work per (model, input size, batch, model options) (`python -m
+harness.trainer.flops`, torch's FLOP counter over one training step of the bundled model,
+which the parity tests show is the rivals' architecture). Both run as subprocesses of this
+Python, which needs the `trainer` extra; without it, or where a count fails, the run stores
+why instead and its reports say so. The calibration workload does no arithmetic: its cells get
+no figure.
+"""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from harness.launch.envs import cache_root
+
+NO_WORK = ("calibrate",)                 # frameworks whose cells do no arithmetic worth counting
+CONFIGS = {"retinanet": "retina_r50v1_fpn_1x.py", "faster_rcnn": "faster_r50v1_fpn_1x.py",
+           "mask_rcnn": "mask_r50v1_fpn_1x.py"}
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "trainer" / "configs"
+TIMEOUT_S = 900
+
+
+def _cached(path, compute):
+    """The JSON object stored at `path`, else compute() stored there atomically (when it has no error)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass
+    value = compute()
+    if "error" not in value:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=path.name + ".")
+            with os.fdopen(fd, "w") as f:
+                json.dump(value, f, sort_keys=True)
+            os.replace(tmp, path)
+        except OSError:
+            pass        # an unwritable cache costs a recount next time, nothing else
+    return value
+
+
+def _module(args, env=None):
+    """The JSON object a harness.trainer module prints, or {"error": why}."""
+    try:
+        proc = subprocess.run([sys.executable, "-m"] + args, capture_output=True, text=True,
+                              timeout=TIMEOUT_S, env=dict(os.environ, **(env or {})))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"error": "%s: %s" % (args[0], exc)}
+    if proc.returncode != 0:
+        said = [line for line in proc.stderr.splitlines() if line.strip()]
+        why = said[-1] if said else "exit code %d" % proc.returncode
+        if "No module named 'torch'" in proc.stderr:
+            why = "torch is not installed here (pip install -e .[trainer])"
+        return {"error": why[:300]}
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": "%s printed no JSON" % args[0]}
+
+
+def threads_of(env):
+    value = (env or {}).get("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS"))
+    return str(value) if value else "default"
+
+
+def peak(fingerprint, env=None, refresh=False):
+    """This host's measured peak (harness.trainer.peak's object) at the thread count `env` sets."""
+    threads = threads_of(env)
+    path = cache_root() / "limits" / ("peak-%s-t%s.json" % (fingerprint or "unknown", threads))
+    if refresh and path.exists():
+        path.unlink()
+    extra = {} if threads == "default" else {"OMP_NUM_THREADS": threads}
+    return _cached(path, lambda: _module(["harness.trainer.peak"], extra))
+
+
+def work_key(model, input_size, batch, options):
+    text = json.dumps([model, list(input_size), batch, sorted(options.items())], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def flops_per_image(model, input_size, batch, options=None):
+    """{"flops_per_image": F, ...} of one training step of `model` (bundled config plus its
+    model.* `options`) at this input size and batch, or {"error": why}."""
+    options = {k: v for k, v in (options or {}).items() if k.startswith("model.")}
+    if model not in CONFIGS:
+        return {"error": "no bundled %s to count" % model}
+    path = cache_root() / "limits" / ("flops-%s.json" % work_key(model, input_size, batch, options))
+    sets = ["data.input_size=%dx%d" % tuple(input_size), "data.images_per_device=%d" % batch,
+            "data.source=synthetic", "train.device=cpu"]
+    sets += ["%s=%s" % (k, str(v).lower() if isinstance(v, bool) else v) for k, v in sorted(options.items())]
+    args = ["harness.trainer.flops", str(CONFIG_DIR / CONFIGS[model])]
+    for item in sets:
+        args += ["--set", item]
+    return _cached(path, lambda: _module(args, {"OMP_NUM_THREADS": "2"}))
+
+
+def for_run(sc, cells, fingerprint, measure_peak=True):
+    """The limits a run stores: {"peak": ..., "work": {cell key: {"flops_per_image"} or {"error"}}},
+    or None when no cell does arithmetic worth counting (calibration runs)."""
+    counted = [c for c in cells if c.framework not in NO_WORK]
+    if not counted:
+        return None
+    work = {}
+    for cell in counted:
+        if sc.inference:
+            work[cell.key] = {"error": "inference work is not counted"}
+            continue
+        opts = sc.framework_options(cell.framework) if cell.framework == "detbench-trainer" else {}
+        work[cell.key] = flops_per_image(cell.model, sc.input_size, sc.batch_per_gpu, opts)
+    out = {"work": work}
+    out["peak"] = peak(fingerprint, sc.env) if measure_peak else {
+        "error": "trials ran on other machines (the peak of the submitting host says nothing of them)"}
+    return out
