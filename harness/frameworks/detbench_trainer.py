@@ -2,7 +2,7 @@
 import os
 
 from harness.errors import UserError
-from harness.frameworks.base import RUNS_HERE, Framework
+from harness.frameworks.base import RUNS_HERE, Framework, infer_args
 from harness.rivals import settings as rival_settings
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -138,9 +138,39 @@ def _init(ctx):
     return init
 
 
+# scenario options an inference trial passes on: the model's shape (its weights come from `weights:`)
+INFER_OPTION_PREFIXES = ("model.",)
+INFER_IGNORED = ("train.", "data.")     # training-only options, shared with the scenario's training cells
+
+
+def infer(ctx):
+    """`python -m harness.trainer.infer`: the bundled detector in eval mode, one batch at a time."""
+    _check_threads(ctx)
+    argv = [ctx.python, "-m", "harness.trainer.infer", os.path.join(CONFIG_DIR, CONFIGS[ctx.model])]
+    for key, value in ctx.options.items():
+        if key.startswith(INFER_OPTION_PREFIXES):
+            argv += ["--set", "%s=%s" % (key, _value(value))]
+        elif key == "train.device":
+            argv += ["--set", "train.device=%s" % _value(value)]
+        elif not key.startswith(INFER_IGNORED):
+            raise UserError("detbench-trainer: option %r means nothing to an inference trial "
+                            "(it takes model.* options)" % key)
+    return argv + infer_args(ctx) + list(ctx.extra_args)
+
+
+def infer_settings(ctx):
+    return rival_settings.inference(
+        ctx, rpn_pre_nms_test=rival_settings.RPN_PRE_NMS_TEST, rpn_post_nms_test=rival_settings.RPN_POST_NMS_TEST,
+        candidates_per_level=rival_settings.RETINANET_CANDIDATES, mask_threshold=rival_settings.MASK_THRESHOLD,
+        init=_init(ctx))
+
+
 FRAMEWORK = Framework(
     name="detbench-trainer", title="detbench-trainer (PyTorch)", scraper="detbench-jsonl",
     models=frozenset(CONFIGS), precisions=frozenset({"fp32", "tf32", "fp16", "bf16"}),
     status=RUNS_HERE, why="bundled PyTorch trainer (pip extra `trainer`); fp16 needs CUDA",
     figures="exact per iteration: time from the end of the previous iteration to the end of this one "
-            "(CUDA synchronized), data time the wait for the batch", command=command, settings=settings)
+            "(CUDA synchronized), data time the wait for the batch", command=command, settings=settings,
+    infer=infer, infer_models=frozenset(CONFIGS), infer_precisions=frozenset({"fp32", "tf32", "fp16", "bf16"}),
+    infer_settings=infer_settings,
+    infer_why="python -m harness.trainer.infer: eval mode, post-processing as torchvision's; fp16 and tf32 need CUDA")
