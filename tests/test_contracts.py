@@ -166,7 +166,11 @@ def test_a_framework_builds_every_inference_trial_it_claims(name, model, precisi
                                   inference={"score_threshold": 0.05, "nms_threshold": 0.5,
                                              "detections_per_image": 100})
     argv = fw.argv(context)
-    assert argv == fw.infer(context) and argv != fw.command(dataclasses.replace(context, inference=None))
+    assert argv == fw.infer(context)
+    try:
+        assert argv != fw.command(dataclasses.replace(context, inference=None))
+    except UserError:
+        pass          # its training needs what an inference trial does not (mmdetection: COCO files)
     assert all(isinstance(a, str) for a in argv), argv
     settings = fw.trial_settings(context)
     assert is_json_value(settings) and settings["images_per_device"] == 4, settings

@@ -13,7 +13,7 @@ import os
 
 from harness.spec.pins import EnvSpec, SourceBuild
 from harness.errors import UserError
-from harness.frameworks.base import RUNS_HERE, Framework
+from harness.frameworks.base import RUNS_HERE, Framework, infer_args
 from harness.rivals import settings as rival_settings
 
 DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -102,6 +102,23 @@ def settings(ctx):
     return out
 
 
+INFER_DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "rivals", "mmdet_infer.py")
+
+
+def infer(ctx):
+    """harness/rivals/mmdet_infer.py: mmdetection's data preprocessor, model and predict_by_feat in eval mode."""
+    if ctx.gpus * ctx.nodes != 1:
+        raise UserError("mmdetection inference runs on one device only")
+    return [ctx.python, INFER_DRIVER] + infer_args(ctx) + list(ctx.extra_args)
+
+
+def infer_settings(ctx):
+    return rival_settings.inference(
+        ctx, rpn_pre_nms_test=rival_settings.RPN_PRE_NMS_TEST, rpn_post_nms_test=rival_settings.RPN_POST_NMS_TEST,
+        candidates_per_level=rival_settings.RETINANET_CANDIDATES, mask_threshold=rival_settings.MASK_THRESHOLD)
+
+
 FRAMEWORK = Framework(
     name="mmdetection", title="mmdetection", scraper="mmdet-v3",
     models=frozenset(MODELS), precisions=frozenset({"fp32", "fp16"}), status=RUNS_HERE,
@@ -109,4 +126,8 @@ FRAMEWORK = Framework(
     figures="exact per iteration: mmengine's IterTimerHook time runs from the end of the previous "
             "iteration to the end of this one (LoggerHook interval 1, LogProcessor window 1; synchronized "
             "by the loss readback); data time the wait for the batch (the driver's timer hook)",
-    command=command, settings=settings, pins=PINS, scrape_options={"window": 1}, env=ENV)
+    command=command, settings=settings, pins=PINS, scrape_options={"window": 1}, env=ENV,
+    infer=infer, infer_models=frozenset(MODELS), infer_precisions=frozenset({"fp32", "fp16", "tf32"}),
+    infer_settings=infer_settings,
+    infer_why="mmdet_infer.py: its data preprocessor, model and predict_by_feat in eval mode; no bf16 "
+              "(mmcv 2.1.0's RoIAlign has no bf16 kernel); fp16 and tf32 need CUDA")

@@ -8,11 +8,12 @@ import os
 
 from harness.spec.pins import EnvSpec
 from harness.errors import UserError
-from harness.frameworks.base import RUNS_HERE, Framework
+from harness.frameworks.base import RUNS_HERE, Framework, infer_args
 from harness.rivals import settings as rival_settings
 
 DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       "rivals", "torchvision_driver.py")
+INFER_DRIVER = os.path.join(os.path.dirname(DRIVER), "torchvision_infer.py")
 MODELS = {"retinanet": "retinanet_resnet50_fpn", "faster_rcnn": "fasterrcnn_resnet50_fpn",
           "mask_rcnn": "maskrcnn_resnet50_fpn"}
 PINS = {"torch": "2.14.1", "torchvision": "0.29.1", "numpy": "2.4.6", "pillow": "13.0.0"}
@@ -78,10 +79,28 @@ def settings(ctx):
     return out
 
 
+def infer(ctx):
+    """harness/rivals/torchvision_infer.py: torchvision's model, transform and post-processing in eval mode."""
+    if ctx.gpus * ctx.nodes != 1:
+        raise UserError("torchvision inference runs on one device only")
+    _options(ctx)     # the scenario's torchvision options are still checked; none changes inference
+    return [ctx.python, INFER_DRIVER] + infer_args(ctx) + list(ctx.extra_args)
+
+
+def infer_settings(ctx):
+    return rival_settings.inference(
+        ctx, rpn_pre_nms_test=rival_settings.RPN_PRE_NMS_TEST, rpn_post_nms_test=rival_settings.RPN_POST_NMS_TEST,
+        candidates_per_level=rival_settings.RETINANET_CANDIDATES, mask_threshold=rival_settings.MASK_THRESHOLD)
+
+
 FRAMEWORK = Framework(
     name="torchvision", title="torchvision", scraper="torchvision-ref",
     models=frozenset(MODELS), precisions=frozenset({"fp32", "tf32", "fp16", "bf16"}),
     status=RUNS_HERE, why="pinned venv (torch 2.14.1, torchvision 0.29.1); one device; fp16 needs CUDA",
     figures="exact per iteration: time from the end of the previous iteration to the end of this one "
             "(MetricLogger window 1, print freq 1; CUDA synchronized), data time the wait for the batch",
-    command=command, settings=settings, pins=PINS, scrape_options={"window": 1}, env=ENV)
+    command=command, settings=settings, pins=PINS, scrape_options={"window": 1}, env=ENV,
+    infer=infer, infer_models=frozenset(MODELS), infer_precisions=frozenset({"fp32", "tf32", "fp16", "bf16"}),
+    infer_settings=infer_settings,
+    infer_why="torchvision_infer.py: its transform, model and postprocess_detections in eval mode; "
+              "fp16 and tf32 need CUDA")
