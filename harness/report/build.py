@@ -27,7 +27,8 @@ def report(results_dir, platform, run_id=None, published=None, ci=True, traces=T
     compared at side by side (default: the largest every framework measured). A UserError when
     there is nothing to report.
     """
-    pub_tables = published_mod.tables(published_mod.load(published), platform) if published else []
+    pub = published_mod.load(published) if published else None
+    pub_tables = published_mod.tables(pub, platform) if pub else []
     data = store_rows.Rows()
     if (Path(results_dir) / DB_NAME).exists() or run_id:
         store = Store(results_dir, create=False)
@@ -38,7 +39,11 @@ def report(results_dir, platform, run_id=None, published=None, ci=True, traces=T
         finally:
             store.close()
     out = from_rows(data, platform, pub_tables, published, ci=ci, rows=rows, batch=batch)
-    if not out.measured and not out.published and not out.latency:
+    if pub is not None:
+        import dataclasses
+        out = dataclasses.replace(out, published_latency=tuple(published_mod.latency_tables(pub, platform)),
+                                  published_grids=tuple(published_mod.grids(pub, platform)))
+    if not (out.measured or out.published or out.latency or out.published_latency or out.published_grids):
         raise UserError("nothing to report for platform %r in %s" % (platform, results_dir))
     return out
 

@@ -197,14 +197,17 @@ def latency_table_view(table):
     heads = ["Batch size", "Throughput Avg", "Latency Avg (ms)"] + [
         "Latency %g%% (ms)" % p for p in table.percentiles]
     rows = []
+    as_given = table.source == "published"
+    number = markdown.printed if as_given else markdown.ms
     for batch, entry in table.rows:
         lat = entry.latency
         if entry.na is not None or lat is None:
             rows.append({"cells": [str(batch)] + ["NA"] * (len(heads) - 1),
                          "tip": entry.na or "no latency figures"})
             continue
-        rows.append({"cells": [str(batch), "%.1f" % entry.throughput, markdown.ms(lat.mean_ms)] + [
-            markdown.ms(v) for _, v in lat.percentiles], "tip": detail_text(entry, table.framework)})
+        thr = markdown.printed(entry.throughput) if as_given else "%.1f" % entry.throughput
+        rows.append({"cells": [str(batch), thr, number(lat.mean_ms)] + [number(v) for _, v in lat.percentiles],
+                     "tip": detail_text(entry, table.framework)})
     return {"title": table.title, "heads": heads, "rows": rows, "notes": list(table.notes)}
 
 
@@ -247,10 +250,12 @@ def latency_histograms(tables, traces):
 
 
 def inference_view(report):
-    if not report.latency:
+    if not (report.latency or report.published_latency or report.published_grids):
         return None
     return {"side": [table_view(t) for t in report.inference],
-            "tables": [latency_table_view(t) for t in report.latency],
+            "tables": [latency_table_view(t) for t in report.latency + report.published_latency],
+            "grids": [{"title": title, "heads": list(heads), "rows": [list(r) for r in rows], "notes": list(notes)}
+                      for title, heads, rows, notes in report.published_grids],
             "curves": latency_curves(report.latency),
             "histograms": latency_histograms(report.latency, report.traces)}
 

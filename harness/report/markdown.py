@@ -22,6 +22,8 @@ def render(report):
     parts = []
     if report.published:
         parts.append(render_tables(report.published, "Published: %s" % report.published_name))
+    if report.published_latency or report.published_grids:
+        parts.append(published_extra(report))
     if report.measured:
         parts.append(render_tables(report.shown, "Measured on %s" % report.platform))
     if report.latency:
@@ -115,6 +117,30 @@ def ms(value):
     return "NA" if value is None else "%.2f" % value
 
 
+def printed(value):
+    """A published figure exactly as its source printed it."""
+    from harness.report.published import as_printed
+    return "NA" if value is None else as_printed(value)
+
+
+def grid_text(title, headings, rows, notes):
+    lines = ["#### %s" % title, "", "| %s |" % " | ".join(headings), "|%s|" % "|".join("---" for _ in headings)]
+    lines += ["| %s |" % " | ".join(row) for row in rows]
+    lines += [""] + [n + "  " if i < len(notes) - 1 else n for i, n in enumerate(notes)]
+    return "\n".join(lines) + "\n"
+
+
+def published_extra(report):
+    """Published inference tables and grids (NVIDIA's form), every figure as printed."""
+    heading = "### Published: %s\n" % report.published_name
+    if report.published:
+        heading = ""
+    parts = [heading] if heading else []
+    parts += [latency_table_text(t) for t in report.published_latency]
+    parts += [grid_text(*g) for g in report.published_grids]
+    return "\n".join(parts)
+
+
 def latency_table_text(table):
     """One LatencyTable in the form of NVIDIA's EfficientDet inference tables."""
     heads = ["Batch size", "Throughput Avg", "Latency Avg (ms)"] + [
@@ -122,6 +148,8 @@ def latency_table_text(table):
     lines = ["#### %s" % table.title, "", "| %s |" % " | ".join(heads),
              "|%s|" % "|".join("-" * (len(h) + 2) for h in heads)]
     notes = []
+    as_given = table.source == "published"
+    number = printed if as_given else ms
     for batch, entry in table.rows:
         if entry.na is not None or entry.latency is None:
             reason = entry.na or "no latency figures"
@@ -131,8 +159,8 @@ def latency_table_text(table):
                                               " NA |" * (len(heads) - 2)))
             continue
         lat = entry.latency
-        lines.append("| %d | %.1f | %s | %s |" % (batch, entry.throughput, ms(lat.mean_ms), " | ".join(
-            ms(v) for _, v in lat.percentiles)))
+        lines.append("| %d | %s | %s | %s |" % (batch, printed(entry.throughput) if as_given else "%.1f" % entry.throughput,
+                                               number(lat.mean_ms), " | ".join(number(v) for _, v in lat.percentiles)))
     extra = ["%s NA: %s" % (MARKS[i % len(MARKS)], text) for i, text in enumerate(notes)] + list(table.notes)
     if any(v is None for _, e in table.rows if e.latency for _, v in e.latency.percentiles):
         extra.append("NA in a percentile column: too few measured batches to place it.")

@@ -169,6 +169,8 @@ class Report:
     rows: str = "cells"                  # which rows the CSV export holds: cells or trials
     latency: Tuple[LatencyTable, ...] = ()   # inference cells, one table per framework x model
     inference: Tuple[Table, ...] = ()    # inference cells side by side at one batch size (form INFERENCE)
+    published_latency: Tuple[LatencyTable, ...] = ()   # published inference tables (figures as printed)
+    published_grids: Tuple[Tuple[str, Tuple[str, ...], Tuple[Tuple[str, ...], ...], Tuple[str, ...]], ...] = ()
 
 
 def batch_note(gpus, nodes, batch_per_gpu):

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Dict, List, Literal, Optional, Union
 
-from pydantic import BeforeValidator, Field, StringConstraints, ValidationError
+from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, ValidationError
 
 from harness.spec import catalog, yamlfile
 from harness.errors import UserError, located
-from harness.report.model import Column, Entry, Table, batch_note
+from harness.report.model import Column, Entry, Latency, LatencyTable, Table, batch_note
 from harness.spec.strict import Strict
 
 SPEED = "speed"   # a published form with images/s alone, printed as given: cells like 54
@@ -64,11 +64,63 @@ class FeatureTable(Table):
     features: Dict[str, Dict[str, Union[bool, str]]] = field(default_factory=dict)
 
 
+PERCENTILE_KEYS = {90.0: "p90", 95.0: "p95", 99.0: "p99", 50.0: "p50"}
+
+
+def _positive(value):
+    if value <= 0:
+        raise ValueError("a published figure is above 0, got %r" % (value,))
+    return value
+
+
+# a positive figure kept as printed: 38 stays an integer, 26.27 a float
+Number = Annotated[Union[int, float], AfterValidator(_positive)]
+
+
+class LatencyRow(Strict):
+    """One batch size of a published inference table, each figure as printed."""
+    batch: int = Field(ge=1)
+    throughput: Number
+    avg: Number                              # latency average, ms
+    p50: Optional[Number] = None
+    p90: Optional[Number] = None
+    p95: Optional[Number] = None
+    p99: Optional[Number] = None
+
+
+class PublishedInference(Strict):
+    """A published inference table in NVIDIA's form: a row per batch size."""
+    title: str
+    platform: str
+    precision: str
+    framework: str
+    model: str
+    input_size: List[int] = Field(min_length=2, max_length=2)
+    percentiles: List[float] = Field(min_length=1)
+    rows: List[LatencyRow] = Field(min_length=1)
+    notes: List[Note] = Field(default_factory=list)
+
+
+Cell = Union[int, float, Annotated[str, StringConstraints(min_length=1, max_length=60)]]
+
+
+class PublishedGrid(Strict):
+    """A published table printed as it stands (headings and cells as given): training throughput
+    and scaling, accuracy and time to train."""
+    title: str
+    platform: str
+    columns: List[Annotated[str, StringConstraints(min_length=1, max_length=80)]] = Field(min_length=2)
+    rows: List[List[Cell]] = Field(min_length=1)
+    notes: List[Note] = Field(default_factory=list)
+
+
 class Published(Strict):
     name: str
     source: str
     frameworks: Dict[str, PublishedFramework]
-    tables: List[PublishedTable] = Field(min_length=1)
+    tables: List[PublishedTable] = Field(default_factory=list)
+    inference: List[PublishedInference] = Field(default_factory=list)
+    grids: List[PublishedGrid] = Field(default_factory=list)
 
 
 def names(directory=PUBLISHED_DIR):
@@ -84,6 +136,7 @@ def load(name, directory=PUBLISHED_DIR):
         pub = Published.model_validate(data)
     except ValidationError as exc:
         raise yamlfile.validation_error(path, positions, exc) from None
+    _check_forms(pub, path, positions)
     for i, t in enumerate(pub.tables):
         for model, row in t.rows.items():
             for fw in row:
@@ -102,6 +155,76 @@ def load(name, directory=PUBLISHED_DIR):
                     raise UserError(located(path, yamlfile.line_of(positions, where), ".".join(map(str, where)),
                                             "framework %r is not listed under frameworks" % fw))
     return pub
+
+
+def _check_forms(pub, path, positions):
+    """What the typed models cannot say: something to show, known frameworks, models and platforms,
+    every percentile column filled, a batch size once, rows as wide as the headings."""
+    from harness.spec import platforms
+
+    def fail(where, message):
+        raise UserError(located(path, yamlfile.line_of(positions, where), ".".join(map(str, where)), message))
+    if not (pub.tables or pub.inference or pub.grids):
+        fail(("tables",), "no tables, inference tables or grids: nothing to show")
+    known = platforms.known_names()
+    for i, t in enumerate(pub.inference):
+        for field_name, value, valid in (("framework", t.framework, pub.frameworks), ("model", t.model, catalog.MODELS),
+                                         ("platform", t.platform, known), ("precision", t.precision, catalog.PRECISIONS)):
+            if value not in valid:
+                fail(("inference", i, field_name), "unknown %s %r (known: %s)" % (field_name, value, ", ".join(valid)))
+        for j, p in enumerate(t.percentiles):
+            if p not in PERCENTILE_KEYS:
+                fail(("inference", i, "percentiles", j), "a published percentile column is one of %s"
+                     % ", ".join("%g" % k for k in sorted(PERCENTILE_KEYS)))
+        seen = set()
+        for j, row in enumerate(t.rows):
+            if row.batch in seen:
+                fail(("inference", i, "rows", j, "batch"), "batch size %d is listed twice" % row.batch)
+            seen.add(row.batch)
+            for p in t.percentiles:
+                if getattr(row, PERCENTILE_KEYS[p]) is None:
+                    fail(("inference", i, "rows", j), "the %g%% latency column is missing" % p)
+    for i, g in enumerate(pub.grids):
+        if g.platform not in known:
+            fail(("grids", i, "platform"), "unknown platform %r (known: %s)" % (g.platform, ", ".join(known)))
+        for j, row in enumerate(g.rows):
+            if len(row) != len(g.columns):
+                fail(("grids", i, "rows", j), "%d cells under %d headings" % (len(row), len(g.columns)))
+
+
+def latency_tables(pub, platform=None):
+    """The published inference tables as LatencyTables (source "published"), figures as printed."""
+    out = []
+    for t in pub.inference:
+        if platform and t.platform != platform:
+            continue
+        rows = []
+        for row in t.rows:
+            lat = Latency(batch=row.batch, mean_ms=row.avg,
+                          percentiles=tuple((p, getattr(row, PERCENTILE_KEYS[p])) for p in t.percentiles),
+                          p50_ms=row.p50, batches=0, phases_ms={}, detections_per_image=None, mean_spread_ms=None)
+            rows.append((row.batch, Entry(throughput=row.throughput, latency=lat)))
+        fw = pub.frameworks[t.framework]
+        notes = ("Published in %s; %dx%d images, one GPU; %s." % (pub.source, t.input_size[0], t.input_size[1],
+                                                                  fw.pins or fw.title),) + tuple(t.notes)
+        out.append(LatencyTable(title=t.title, platform=t.platform, precision=t.precision, framework=t.framework,
+                                framework_title=fw.title, model=t.model, percentiles=tuple(t.percentiles),
+                                rows=tuple(rows), notes=notes, source="published"))
+    return out
+
+
+def grids(pub, platform=None):
+    """The published grids of a platform: (title, headings, rows of printed cells, notes)."""
+    return [(g.title, tuple(g.columns), tuple(tuple(as_printed(c) for c in row) for row in g.rows),
+             ("Published in %s." % pub.source,) + tuple(g.notes))
+            for g in pub.grids if not platform or g.platform == platform]
+
+
+def as_printed(value):
+    """A published figure as its source printed it: 38, 26.27, 296.1, "8.5 hrs"."""
+    if isinstance(value, bool):
+        return str(value)
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 def tables(pub, platform=None):
