@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the pinned envs of the rival frameworks that run on this host (torchvision, mmdetection).
+# Build the pinned envs of the rival frameworks that run on this host (torchvision, mmdetection, effdet).
 # Idempotent: an env whose pins are unchanged is reused; mmcv 2.1.0 is compiled from its sdist
 # (C++20) once and its wheel cached under ${DETBENCH_CACHE:-/var/cache/detbench}/wheels, keyed by
 # its pins. Needs detbench installed (pip install -e .) and the package index pip is set up for.
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export DETBENCH_CACHE="${DETBENCH_CACHE:-/var/cache/detbench}"
 mkdir -p "$DETBENCH_CACHE/logs"
-for fw in torchvision mmdetection; do
+for fw in torchvision mmdetection effdet; do
     start=$(date +%s)
     if ! detbench env build "$fw" > "$DETBENCH_CACHE/logs/env-$fw.log" 2>&1; then
         tail -n 40 "$DETBENCH_CACHE/logs/env-$fw.log" >&2

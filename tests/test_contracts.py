@@ -162,7 +162,7 @@ def test_an_inference_path_is_declared_whole_or_not_at_all(name):
 @pytest.mark.parametrize("name,model,precision", infer_claims())
 def test_a_framework_builds_every_inference_trial_it_claims(name, model, precision):
     fw = FRAMEWORKS[name]
-    context = dataclasses.replace(ctx(name, model, precision, data=None), batch_per_gpu=4,
+    context = dataclasses.replace(ctx(name, model, precision, data=None), batch_per_gpu=4, input_size=(384, 512),
                                   inference={"score_threshold": 0.05, "nms_threshold": 0.5,
                                              "detections_per_image": 100})
     argv = fw.argv(context)

@@ -15,6 +15,7 @@ from harness.launch import envs
 from tests.conftest import need_service
 
 RUNS = [(fw, model) for fw in ("torchvision", "mmdetection") for model in ("retinanet", "faster_rcnn", "mask_rcnn")]
+RUNS.append(("effdet", "efficientdet_d0"))
 # settings a driver's META line states, compared with what its adapter claims
 SHARED = ("images_per_device", "input_size", "precision", "score_threshold", "nms_threshold", "detections_per_image",
           "rpn_pre_nms_test", "rpn_post_nms_test", "candidates_per_level", "mask_threshold")
@@ -30,9 +31,10 @@ def test_a_rival_driver_times_every_batch_and_runs_what_its_adapter_claims(fw, m
     spec = FRAMEWORKS[fw].env
     need_service(envs.is_built(spec), "the %s env is not built (run `detbench env build %s`)" % (fw, fw))
     ctx = TrialContext(framework=fw, model=model, precision="fp32", gpus=1, nodes=1, batch_per_gpu=2,
-                       input_size=(96, 128), iterations=3, data=None, python=envs.python_for(spec),
-                       env={"OMP_NUM_THREADS": "2"},
-                       inference={"score_threshold": 0.0, "nms_threshold": 0.6, "detections_per_image": 7})
+                       input_size=(128, 128) if fw == "effdet" else (96, 128), iterations=3, data=None,
+                       python=envs.python_for(spec), env={"OMP_NUM_THREADS": "2"},
+                       inference={"score_threshold": 0.0, "nms_threshold": 0.5 if fw == "effdet" else 0.6,
+                                  "detections_per_image": 7})
     out = subprocess.run(FRAMEWORKS[fw].argv(ctx), capture_output=True, text=True, timeout=600,
                          env={"OMP_NUM_THREADS": "2", "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr[-2000:]
@@ -47,6 +49,19 @@ def test_a_rival_driver_times_every_batch_and_runs_what_its_adapter_claims(fw, m
     for key in SHARED:
         if key in claimed:
             assert meta.get(key) == claimed[key], (key, meta.get(key), claimed[key])
+
+
+def test_effdet_refuses_what_its_library_cannot_do():
+    from harness.errors import UserError
+    base = TrialContext(framework="effdet", model="efficientdet_d0", precision="fp32", gpus=1, nodes=1,
+                        batch_per_gpu=2, input_size=(384, 384), iterations=3, data=None,
+                        inference={"score_threshold": 0.05, "nms_threshold": 0.5, "detections_per_image": 100})
+    import dataclasses
+    assert FRAMEWORKS["effdet"].argv(base)
+    with pytest.raises(UserError, match="divisible by 128"):
+        FRAMEWORKS["effdet"].argv(dataclasses.replace(base, input_size=(320, 320)))
+    with pytest.raises(UserError, match="fixed at 0.5"):
+        FRAMEWORKS["effdet"].argv(dataclasses.replace(base, inference=dict(base.inference, nms_threshold=0.6)))
 
 
 def test_the_drivers_take_the_common_flags():
