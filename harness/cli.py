@@ -225,6 +225,10 @@ def frameworks_cmd():
     width = max(len(r[0]) for r in rows)
     for name, status, precs, why in rows:
         click.echo("%-*s  %-14s  %-20s  %s" % (width, name, status, precs, why))
+        fw = frameworks.FRAMEWORKS[name]
+        if fw.infer is not None:
+            click.echo("%-*s  %-14s  %-20s  inference: %s" % (width, "", "", ", ".join(sorted(fw.infer_precisions)),
+                                                             fw.infer_why))
 
 
 @main.group()

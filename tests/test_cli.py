@@ -81,7 +81,7 @@ def test_report_with_nothing_to_show(tmp_path):
 
 def test_report_unknown_published_name():
     out = invoke("report", "--platform", "P2", "--published", "nope")
-    assert out.exit_code == 2 and "known: simpledet-benchmark" in out.output
+    assert out.exit_code == 2 and "known: nvidia-efficientdet, simpledet-benchmark, simpledet-paper" in out.output
 
 
 def test_scrape_prints_one_json_object_per_iteration(tmp_path):

@@ -177,6 +177,48 @@ def test_inference_in_containers_gives_the_known_latencies(client, write_scenari
     assert record["container"]["recipe"] == "calibrate" and record["container"]["exit_code"] == 0
 
 
+TRAINER_INFERENCE = """\
+name: trainer-inference-docker
+backend: docker
+mode: inference
+matrix:
+  framework: [detbench-trainer]
+  model: [mask_rcnn]
+batch_sizes: [2]
+input_size: [64, 96]
+warmup: 1
+measure: 10
+percentiles: [50, 90]
+repeats: 1
+timeout_s: 300
+postprocess: {score_threshold: 0.0, detections_per_image: 5}
+env:
+  OMP_NUM_THREADS: "2"
+options:
+  detbench-trainer:
+    train.device: cpu
+    model.block: basic
+    model.layers: "1,1,1,1"
+    model.base_width: 16
+    model.fpn_channels: 32
+    model.num_classes: 4
+    model.fc_dim: 64
+"""
+
+
+def test_the_bundled_trainers_inference_runs_in_its_image(client, write_scenario, tmp_path):
+    need_image(client, "detbench-trainer")
+    results = tmp_path / "results"
+    code, out = finish(detbench("run", "--scenario", str(write_scenario(TRAINER_INFERENCE)), "--results", str(results)))
+    assert code == 0, out
+    [(status, figures)] = rows(results, "SELECT status, latency_json FROM trials")
+    fig = json.loads(figures)
+    assert status == "done" and fig["batches"] == 10 and fig["detections_per_image"] == 5
+    assert fig["p90_s"] >= fig["p50_s"] > 0 and fig["pre_s"] + fig["net_s"] + fig["post_s"] <= fig["mean_s"]
+    record = json.loads((next((results / "trials").iterdir()) / "trial.json").read_text())
+    assert record["container"]["recipe"] == "detbench-trainer"
+
+
 def test_container_is_unprivileged_and_mounts_only_the_checkout_and_its_trial(client, write_scenario, tmp_path):
     need_image(client, "calibrate")
     scenario = write_scenario(CALIBRATE.format(warmup=1, measure=30, repeats=1, iteration_ms=100))

@@ -200,3 +200,22 @@ def test_a_latency_metric_on_a_training_cell_says_why_it_has_nothing():
     result = compare.compare(side, side, compare.Rule(metric="p95")).cells[0]
     assert result.verdict in (compare.MISSING_BASELINE, compare.MISSING_CANDIDATE)
     assert "not an inference cell" in result.notes[0]
+
+
+def test_frameworks_that_keep_different_detections_are_flagged():
+    from harness.report import inference
+    from harness.report.model import Column, Entry, Latency
+
+    def entry(detections):
+        lat = Latency(batch=8, mean_ms=100.0, percentiles=((90.0, 110.0),), p50_ms=100.0, batches=10, phases_ms={},
+                      detections_per_image=detections, mean_spread_ms=(100.0, 100.0))
+        return Entry(throughput=80.0, iteration_ms=100.0, latency=lat)
+    columns = [Column("a", "A"), Column("b", "B")]
+    same, lines = inference.detection_lines({("retinanet", "a"): entry(20.0), ("retinanet", "b"): entry(20.5)},
+                                            columns, ["retinanet"])
+    assert lines == ["Detections kept per image, RetinaNet (A | B): 20.0 | 20.5."]
+    assert not any(e.flags for e in same.values())
+    apart, lines = inference.detection_lines({("retinanet", "a"): entry(0.0), ("retinanet", "b"): entry(21.9)},
+                                             columns, ["retinanet"])
+    assert "Not the same post-processing work" in lines[0]
+    assert all(e.flags == ["unequal-work"] for e in apart.values())

@@ -160,10 +160,40 @@ def side_by_side(cell_entries, batch=None):
         notes = ["Measured: batch %d on one device; images/s, and the %s latency in parentheses." % (
             batch, "%g%%" % shown if shown else "average")]
         notes += measured.differing_settings(cells, models)
+        cells, lines = detection_lines(cells, columns, models)
+        notes += lines
         out.append(Table(title="%s-%s inference, batch %d" % (plat, catalog.precision_title(prec), batch),
                          platform=plat, precision=prec, gpus=1, nodes=1, batch_per_gpu=batch, form=INFERENCE,
                          columns=columns, models=models, entries=cells, notes=notes))
     return out
+
+
+def detection_lines(cells, columns, models):
+    """Per model row, the detections each framework kept per image: post-processing's work. Where
+    they differ by more than flags.UNEQUAL_SHARE, the row's cells get the unequal-work flag and
+    the line says how to make them equal."""
+    import dataclasses
+    from harness.measure import flags
+    out, lines = dict(cells), []
+    for model in models:
+        row = [(col, cells.get((model, col.key))) for col in columns]
+        counts = [(col, e.latency.detections_per_image) for col, e in row
+                  if e is not None and e.latency is not None and e.latency.detections_per_image is not None]
+        if len(counts) < 2:
+            continue
+        values = [v for _, v in counts]
+        mid, apart = stats.median(values), max(values) - min(values)
+        unequal = (apart / mid if mid else (1.0 if apart else 0.0)) > flags.UNEQUAL_SHARE
+        text = "Detections kept per image, %s (%s): %s." % (
+            catalog.model_title(model), " | ".join(c.title for c, _ in counts), " | ".join("%.1f" % v for v in values))
+        if unequal:
+            text += (" Not the same post-processing work: start every framework from one weights file "
+                     "(`weights:`, detbench weights make).")
+            for col, _ in counts:
+                e = out[(model, col.key)]
+                out[(model, col.key)] = dataclasses.replace(e, flags=e.flags + [flags.UNEQUAL_WORK])
+        lines.append(text)
+    return out, lines
 
 
 def shown_percentile(percentiles):
