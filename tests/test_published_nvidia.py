@@ -12,24 +12,18 @@ from harness.report import published
 from harness.spec import platforms
 
 ROOT = Path(__file__).resolve().parents[1]
-SEED = ROOT.parent / "shared" / "seeds" / "nvidia_efficientdet_tf2_README.txt"
+SEED = ROOT / "tests" / "reference" / "seed_nvidia_efficientdet_inference.md"
 YAML = ROOT / "reports" / "published" / "nvidia-efficientdet.yaml"
 ROW = r"\|\s*(\d+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|"
 
 
 def seed_inference_rows():
-    """{(platform, precision): [row cells as printed]} read from the seed README itself."""
-    if not SEED.exists():
-        pytest.skip("the seed README is not next to this checkout")
-    text = SEED.read_text()
-    part = text[text.index("Inference performance: NVIDIA DGX A100 (1x A100 80GB)\n") if
-                "Inference performance: NVIDIA DGX A100 (1x A100 80GB)\n" in text else text.index("#### Inference performance results"):]
-    v100 = part.index("Inference performance: NVIDIA DGX-1 (1x V100 32GB)")
+    """{(platform, precision): [row cells as printed]} from the seed README's inference tables
+    (tests/reference/seed_nvidia_efficientdet_inference.md holds them as the README prints them)."""
     out = {}
-    for m in re.finditer(r"(FP16|TF32|FP32) Inference Latency(.*?)(?=(?:FP16|TF32|FP32) Inference Latency|To achieve|$)",
-                         part, re.S):
-        plat = "DGX-A100" if m.start() < v100 else "DGX1-V100"
-        out[(plat, m.group(1).lower())] = re.findall(ROW, m.group(2))
+    for m in re.finditer(r"^## (.*?), (FP16|TF32|FP32)\n(.*?)(?=^## |\Z)", SEED.read_text(), re.S | re.M):
+        plat = "DGX-A100" if "A100" in m.group(1) else "DGX1-V100"
+        out[(plat, m.group(2).lower())] = re.findall(ROW, m.group(3))
     return out
 
 
