@@ -64,6 +64,13 @@ def test_work_per_image_grows_with_the_pixels():
     assert 3.0 < large["flops_per_image"] / small["flops_per_image"] < 4.5
 
 
+def test_inference_work_is_the_test_time_forward_alone():
+    sets = ["--set", "data.source=synthetic", "--set", "data.images_per_device=2", "--set", "data.input_size=128x128"]
+    train = module_json("harness.trainer.flops", str(TINY), *sets)
+    infer = module_json("harness.trainer.flops", str(TINY), *sets, "--mode", "inference")
+    assert infer["mode"] == "inference" and 0 < infer["flops_per_image"] < train["flops_per_image"]
+
+
 def test_a_module_that_cannot_run_is_a_reason_not_a_crash():
     assert "error" in limits._module(["harness.trainer.no_such_module"])
 

@@ -5,7 +5,8 @@ Both are measured once and cached under the detbench cache folder: the peak per 
 fingerprint and thread count (`python -m harness.trainer.peak`, a short GEMM and convolution
 microbenchmark), the work per (model, input size, batch, model options) (`python -m
 harness.trainer.flops`, torch's FLOP counter over one training step of the bundled model,
-which the parity tests show is the rivals' architecture). Both run as subprocesses of this
+which the parity tests show is the rivals' architecture; for inference cells its test-time
+forward). Both run as subprocesses of this
 Python, which needs the `trainer` extra; without it, or where a count fails, the run stores
 why instead and its reports say so. The calibration workload does no arithmetic: its cells get
 no figure.
@@ -80,22 +81,24 @@ def peak(fingerprint, env=None, refresh=False):
     return _cached(path, lambda: _module(["harness.trainer.peak"], extra))
 
 
-def work_key(model, input_size, batch, options):
-    text = json.dumps([model, list(input_size), batch, sorted(options.items())], sort_keys=True)
+def work_key(model, input_size, batch, options, mode="train"):
+    text = json.dumps([model, list(input_size), batch, sorted(options.items())] + ([mode] if mode != "train" else []),
+                      sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def flops_per_image(model, input_size, batch, options=None):
-    """{"flops_per_image": F, ...} of one training step of `model` (bundled config plus its
-    model.* `options`) at this input size and batch, or {"error": why}."""
+def flops_per_image(model, input_size, batch, options=None, mode="train"):
+    """{"flops_per_image": F, ...} of one training step (or, mode "inference", of the test-time
+    forward) of `model` (bundled config plus its model.* `options`) at this input size and batch,
+    or {"error": why}."""
     options = {k: v for k, v in (options or {}).items() if k.startswith("model.")}
     if model not in CONFIGS:
         return {"error": "no bundled %s to count" % model}
-    path = cache_root() / "limits" / ("flops-%s.json" % work_key(model, input_size, batch, options))
+    path = cache_root() / "limits" / ("flops-%s.json" % work_key(model, input_size, batch, options, mode))
     sets = ["data.input_size=%dx%d" % tuple(input_size), "data.images_per_device=%d" % batch,
             "data.source=synthetic", "train.device=cpu"]
     sets += ["%s=%s" % (k, str(v).lower() if isinstance(v, bool) else v) for k, v in sorted(options.items())]
-    args = ["harness.trainer.flops", str(CONFIG_DIR / CONFIGS[model])]
+    args = ["harness.trainer.flops", str(CONFIG_DIR / CONFIGS[model]), "--mode", mode]
     for item in sets:
         args += ["--set", item]
     return _cached(path, lambda: _module(args, {"OMP_NUM_THREADS": "2"}))
@@ -109,11 +112,11 @@ def for_run(sc, cells, fingerprint, measure_peak=True):
         return None
     work = {}
     for cell in counted:
-        if sc.inference:
-            work[cell.key] = {"error": "inference work is not counted"}
-            continue
         opts = sc.framework_options(cell.framework) if cell.framework == "detbench-trainer" else {}
-        work[cell.key] = flops_per_image(cell.model, sc.input_size, sc.batch_per_gpu, opts)
+        if sc.inference:
+            work[cell.key] = flops_per_image(cell.model, sc.input_size, cell.batch, opts, mode="inference")
+        else:
+            work[cell.key] = flops_per_image(cell.model, sc.input_size, sc.batch_per_gpu, opts)
     out = {"work": work}
     out["peak"] = peak(fingerprint, sc.env) if measure_peak else {
         "error": "trials ran on other machines (the peak of the submitting host says nothing of them)"}

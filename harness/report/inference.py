@@ -62,7 +62,8 @@ def entries(rows, ci=True):
             continue
         run = rows.runs[c["run_id"]]
         trials = rows.cell_trials(c)
-        entry = measured.entry_for(c, trials, ci, measured.nominal_window(run["scenario_json"]))
+        entry = measured.entry_for(c, trials, ci, measured.nominal_window(run["scenario_json"]),
+                                   measured.run_limits(run))
         if entry.detail is not None:
             entry = Entry(throughput=entry.throughput, iteration_ms=entry.iteration_ms, data_ms=entry.data_ms,
                           flags=entry.flags, detail=entry.detail,
@@ -124,6 +125,14 @@ def table_notes(rows):
     dets = [e.latency.detections_per_image for _, e in done]
     if all(d is not None for d in dets):
         notes.append("Detections kept per image: %s." % " / ".join("%.1f" % d for d in dets))
+    if all(e.detail.mfu is not None for _, e in done):
+        notes.append("Compute: %s TFLOP/s, %s of the %.0f GFLOP/s peak." % (
+            " / ".join("%.3f" % e.detail.tflops for _, e in done),
+            " / ".join("%.0f%%" % (100 * e.detail.mfu) for _, e in done), done[0][1].detail.peak_gflops))
+    else:
+        why = next((e.detail.limit_note for _, e in done if e.detail.limit_note), None)
+        if why:
+            notes.append("No compute figures: %s." % why)
     return notes
 
 
@@ -162,6 +171,7 @@ def side_by_side(cell_entries, batch=None):
         notes += measured.differing_settings(cells, models)
         cells, lines = detection_lines(cells, columns, models)
         notes += lines
+        notes += measured.compute_lines(cells, columns, models, prec)
         out.append(Table(title="%s-%s inference, batch %d" % (plat, catalog.precision_title(prec), batch),
                          platform=plat, precision=prec, gpus=1, nodes=1, batch_per_gpu=batch, form=INFERENCE,
                          columns=columns, models=models, entries=cells, notes=notes))
