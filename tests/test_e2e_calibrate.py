@@ -59,7 +59,8 @@ def test_calibration_run_reports_the_truth(tmp_path):
     assert row, report.output
     assert float(row.group(1)) == pytest.approx(40.0, rel=0.01) and row.group(2) == "50"
     single = re.search(r"^\|RetinaNet\|(\d+)ms\((\d+)ms\)[¹²³⁴⁵]*\|$", report.output, re.M)
-    assert single and single.groups() == ("50", "5"), report.output
+    # the data wait ends on a sleep: a loaded machine may stretch it past 5.5 ms, printed as 6
+    assert single and single.group(1) == "50" and single.group(2) in ("5", "6"), report.output
     # both estimators, trial by trial, from the store
     db = sqlite3.connect(str(results / "detbench.sqlite"))
     rows = db.execute("SELECT throughput, observed, data_time_s, status FROM trials").fetchall()
@@ -119,8 +120,10 @@ def test_killed_run_resumes_without_losing_or_repeating_trials(tmp_path, write_s
     assert len(list((results / "trials").iterdir())) == 6
     report = finish_report(results, run_id)
     assert "median of 3 repeats" in report
-    assert re.search(r"^\|RetinaNet\|100\.0\(20ms\)[¹²³⁴⁵]*\|$", report, re.M), report
-    assert re.search(r"^\|Faster R-CNN w/ FPN\|100\.0\(20ms\)[¹²³⁴⁵]*\|$", report, re.M), report
+    # within one boundary iteration's overshoot of the truth (100 images/s at 20 ms)
+    for model in ("RetinaNet", "Faster R-CNN w/ FPN"):
+        row = re.search(r"^\|%s\|(\d+\.\d)\(20ms\)[¹²³⁴⁵]*\|$" % re.escape(model), report, re.M)
+        assert row and float(row.group(1)) == pytest.approx(100.0, rel=0.01), report
 
 
 def _calibrate_processes(results):
