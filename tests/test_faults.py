@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import GOOD_SCENARIO, need_service
+from cliproc import detbench, finish
 from storerows import rows, statuses
 from waiting import wait_for
 from harness.measure import ingest
@@ -49,22 +50,6 @@ def scenario(tmp_path, models="retinanet, faster_rcnn", warmup=2, measure=30, re
     path.write_text(SCENARIO % dict(models=models, warmup=warmup, measure=measure, repeats=repeats,
                                     timeout=timeout, ms=ms, chatter=chatter))
     return path
-
-
-def detbench(*args, **kw):
-    """`detbench ARGS` as a process of its own (its own session, so a test can always end it)."""
-    return subprocess.Popen([sys.executable, "-m", "harness.cli"] + [str(a) for a in args], cwd=str(ROOT),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                            start_new_session=True, **kw)
-
-
-def finish(proc, timeout=180):
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    return proc.returncode, out
 
 
 def integrity(results):

@@ -12,13 +12,14 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from conftest import need_service
+from cliproc import detbench, error_lines, finish
+from slurmjobs import our_jobs
 from storerows import rows, statuses
 from waiting import wait_for
 from harness.launch import slurm
@@ -82,25 +83,6 @@ def restartable_slurmd():
         start_slurmd()   # never leave the cluster down for the tests after this one
 
 
-def detbench(*args):
-    return subprocess.Popen([sys.executable, "-m", "harness.cli"] + [str(a) for a in args], cwd=str(ROOT),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                            start_new_session=True)
-
-
-def finish(proc, timeout):
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    return proc.returncode, out
-
-
-def our_jobs(run_id):
-    return [j for j in slurm.jobs_named() if j[1].startswith("detbench-" + run_id)]
-
-
 def trial_processes(trial_dir):
     """pids of runner.py for this trial folder and of the process it started."""
     procs = {}
@@ -115,10 +97,6 @@ def trial_processes(trial_dir):
     runners = {p for p, (_, argv) in procs.items() if str(trial_dir) in argv and any(a.endswith("runner.py")
                                                                                         for a in argv)}
     return sorted(runners | {p for p, (ppid, _) in procs.items() if ppid in runners})
-
-
-def error_lines(out):
-    return [l for l in out.splitlines() if l.startswith("detbench: error:")]
 
 
 def test_slurmd_stopped_mid_run_fails_the_trial_in_flight_and_resume_completes(restartable_slurmd, tmp_path):

@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import need_service
+from slurmjobs import our_jobs, run_id_of
+from storerows import rows
 from waiting import wait_for
 from harness.launch import slurm
 
@@ -49,23 +50,6 @@ def detbench(*args, wait=True, timeout=600):
         return proc
     out, _ = proc.communicate(timeout=timeout)
     return proc.returncode, out
-
-
-def rows(results, sql):
-    db = sqlite3.connect(str(Path(results) / "detbench.sqlite"))
-    try:
-        return db.execute(sql).fetchall()
-    finally:
-        db.close()
-
-
-def our_jobs(trial_prefix):
-    return [j for j in slurm.jobs_named() if j[1].startswith("detbench-" + trial_prefix)]
-
-
-def run_id_of(results):
-    found = rows(results, "SELECT id FROM runs")
-    return found[0][0] if found else None
 
 
 def test_ddp_trials_run_through_sbatch_into_the_store_and_the_scaling_report(cluster, tmp_path):

@@ -1,9 +1,11 @@
 """The two-node sbatch script really forms one DDP job: one torchrun per node, static ranks, host 0 is rank 0.
 
-The test cluster has one node, so this runs the rendered script under bash with an srun
-stand-in that starts the node command once per node (SLURM_NODEID 0 and 1) on this host,
-the way Slurm would on two hosts; scontrol names this host as the first of the allocation.
+This one needs no cluster: it runs the rendered script under bash with an srun stand-in
+that starts the node command once per node (SLURM_NODEID 0 and 1) on this host, the way
+Slurm would on two hosts; scontrol names this host as the first of the allocation.
 Real trainer (tiny Faster R-CNN, gloo on the CPU), real runner.py, real ingest.
+tests/test_slurm_twonode.py runs the same through real Slurm on the test cluster's two
+nodes (partition `twonode` of .ci/provision-slurm.sh).
 """
 import json
 import os

@@ -8,6 +8,7 @@ failure reason ingest reports. Slurm commands run as argv lists, never through a
 """
 import getpass
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -196,12 +197,19 @@ def usable(state):
     return "*" not in state and state.rstrip("~#!%$@^-+").lower() in USABLE
 
 
-def down_nodes(partition):
-    """'node: state, ...' when no node of the partition is usable, else None (some node is up)."""
+def down_nodes(partition, need=1):
+    """'node: state, ...' when fewer than `need` nodes of the partition are usable (a job of
+    that many nodes cannot start), else None."""
     states = node_states(partition)
-    if not states or any(usable(s) for s in states.values()):
+    if not states or sum(1 for s in states.values() if usable(s)) >= need:
         return None
     return ", ".join("%s %s" % (n, s) for n, s in sorted(states.items()))
+
+
+def nodes_needed(info):
+    """The node count of a job from its `scontrol show job` fields (NumNodes=2 or 2-2); 1 if unknown."""
+    m = re.match(r"\d+", info.get("NumNodes", ""))
+    return max(1, int(m.group())) if m else 1
 
 
 def jobs_named(prefix=sbatch.JOB_PREFIX, user=None):
@@ -251,6 +259,29 @@ def failure(state, exit_code, reason, runner_record):
     return head
 
 
+# srun's line for a task that ended badly: "srun: error: NODE: task N: Exited with exit code 3"
+SRUN_TASK_ERROR = re.compile(r"^srun: error: (\S+): task (\d+): (.+)$")
+
+
+def node_failure(trial_dir):
+    """What the job's output (OUTPUT) says failed on its nodes: srun's first line naming a node
+    whose task ended badly, and runner.py's own first complaint. A multi-node trial needs it:
+    node 0's record only says it was stopped, and a node whose trial folder could not be
+    written says why nowhere else. '' when the output says neither."""
+    try:
+        with open(os.path.join(str(trial_dir), OUTPUT), errors="replace") as f:
+            lines = [line.strip() for line in f]
+    except OSError:
+        return ""
+    found = []
+    task = next((m for m in map(SRUN_TASK_ERROR.match, lines) if m), None)
+    if task:
+        found.append("%s (task %s): %s" % task.groups())
+    said = next((line for line in lines if line.startswith("runner.py: ")), None)
+    if said:
+        found.append(said)
+    return "; ".join(part[:300] for part in found)
+
 
 def record_end(trial_dir, job_id, state, exit_code, reason):
     """Write slurm.json and, when Slurm's end state fails the trial, trial.json's error.
@@ -268,6 +299,9 @@ def record_end(trial_dir, job_id, state, exit_code, reason):
         record = {"schema": 1, "exit_code": None, "signal": None}
     elif record.get("error"):
         why += "; runner: " + record["error"]
+    on_nodes = node_failure(trial_dir)
+    if on_nodes:
+        why += "; " + on_nodes
     record["error"] = why
     record["slurm"] = {"job_id": job_id, "state": state, "exit_code": exit_code}
     write_json_atomic(os.path.join(trial_dir, "trial.json"), record)
@@ -346,8 +380,8 @@ class SlurmLauncher:
 
     def _follow(self, job_id, trial_dir, scenario):
         """Wait while the job is queued or running. A job Slurm requeued after losing its node
-        fails the trial (BackendLost); a job queued while no node of its partition is up stops
-        the run after node_down_wait_s (BackendDown). Either way the job is cancelled."""
+        fails the trial (BackendLost); a job queued while its partition has fewer nodes up than
+        it needs stops the run after node_down_wait_s (BackendDown). Either way the job is cancelled."""
         opts = getattr(scenario, "slurm", None) or sbatch.SlurmOptions()
         down_since = None
         while True:
@@ -355,23 +389,26 @@ class SlurmLauncher:
             if state not in ACTIVE:
                 return
             info = job_info(job_id)
+            need = nodes_needed(info)
             if info.get("Restarts", "0") not in ("0", ""):
-                down = down_nodes(info["Partition"]) if info.get("Partition") else None
+                down = down_nodes(info["Partition"], need) if info.get("Partition") else None
                 why = "requeued by Slurm after its node failed" + ("; %s" % down if down else "")
                 cancel([job_id])
                 if not (trial_dir / "log.txt").exists():   # it never started: nothing to fail
                     raise BackendDown("slurm job %s %s before the trial started" % (job_id, why))
                 record_end(trial_dir, job_id, "NODE_FAIL", "", why + "; cancelled by detbench")
                 raise BackendLost("slurm job %s of trial %s lost its node (%s)" % (job_id, trial_dir.name, why))
-            down = down_nodes(info.get("Partition", "")) if state == "PENDING" and info.get("Partition") else None
+            down = down_nodes(info["Partition"], need) if state == "PENDING" and info.get("Partition") else None
             if down is None:
                 down_since = None
             elif down_since is None:
                 down_since = time.monotonic()
             elif time.monotonic() - down_since >= opts.node_down_wait_s:
                 cancel([job_id])
-                raise BackendDown("no node of slurm partition %s is up (%s) for %.0f s; cancelled job %s"
-                                  % (info["Partition"], down, opts.node_down_wait_s, job_id))
+                which = "no node" if need == 1 else "fewer than %d nodes" % need
+                raise BackendDown("%s of slurm partition %s %s up (%s) for %.0f s; cancelled job %s"
+                                  % (which, info["Partition"], "is" if need == 1 else "are", down,
+                                     opts.node_down_wait_s, job_id))
             time.sleep(self.poll_s)
 
     def cleanup(self):
