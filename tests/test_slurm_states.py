@@ -75,3 +75,30 @@ def test_scontrol_one_line_records_are_read():
             "Dependency=(null) ExitCode=0:125 Command=/r/job.sbatch")
     assert slurm.parse_scontrol(line) == ("OUT_OF_MEMORY", "0:125", "OutOfMemory")
     assert slurm.parse_scontrol("slurm_load_jobs error: Invalid job id specified") is None
+
+
+def test_an_interrupt_while_sbatch_runs_still_cancels_the_job_it_queued(tmp_path, monkeypatch):
+    # sbatch queued the job, but the run was interrupted before its id came back
+    queued = []
+
+    def submit(script):
+        queued.append(("77", slurm.sbatch.job_name(tmp_path.name + "-t1")))
+        raise KeyboardInterrupt
+
+    class Scenario:
+        def model_copy(self, update):
+            return self
+
+    cancelled = []
+    monkeypatch.setattr(slurm, "submit", submit)
+    monkeypatch.setattr(slurm, "script_for", lambda *a, **k: "#!/bin/bash\n")
+    monkeypatch.setattr(slurm, "jobs_named", lambda name, user=None: [(j, n, "PENDING") for j, n in queued
+                                                                      if n.startswith(name)])
+    monkeypatch.setattr(slurm, "cancel", lambda ids, **kw: cancelled.extend(ids) or [])
+    launcher = slurm.SlurmLauncher()
+    launcher.scenario = Scenario()
+    with pytest.raises(KeyboardInterrupt):
+        launcher.run(tmp_path / (tmp_path.name + "-t1"), ["true"], {}, 60, cell=None)
+    assert cancelled == []          # nothing known yet: run() never saw a job id
+    launcher.cleanup()              # what run.py does on the way out
+    assert cancelled == ["77"] and launcher.active == set()

@@ -339,6 +339,9 @@ class SlurmLauncher:
         self.poll_s = poll_s
         self.scenario = None
         self.active = set()
+        # the job name of the trial being submitted: an interrupt while sbatch runs (or just
+        # after it returns) leaves a queued job whose id never reached `active`
+        self.submitting = None
 
     def prepare(self, scenario):
         if not available():
@@ -362,12 +365,15 @@ class SlurmLauncher:
         scenario = self.scenario.model_copy(update={"env": dict(env), "timeout_s": timeout_s})
         script = trial_dir / SCRIPT
         script.write_text(script_for(scenario, cell, trial_dir, argv), encoding="utf-8")
+        self.submitting = sbatch.job_name(trial_dir.name)
         try:
             job_id = submit(script)
         except UserError as exc:
+            self.submitting = None
             record_end(trial_dir, "", "NOT_SUBMITTED", "", str(exc))
             return 1
         self.active.add(job_id)
+        self.submitting = None
         try:
             self._follow(job_id, trial_dir, scenario)
         except BaseException:
@@ -412,7 +418,11 @@ class SlurmLauncher:
             time.sleep(self.poll_s)
 
     def cleanup(self):
-        """scancel every job this launcher submitted that has not ended; wait until squeue drops them."""
+        """scancel every job this launcher submitted that has not ended, and the job of a
+        submission an interrupt cut short; wait until squeue drops them."""
+        if self.submitting:
+            self.active.update(j for j, n, _ in jobs_named(self.submitting) if n == self.submitting)
+            self.submitting = None
         left = cancel(sorted(self.active))
         self.active = set(left)
         if left:
