@@ -21,7 +21,8 @@ session, so loader workers and launcher children count): CPU, resident memory su
 over the processes (RSS) and with shared pages counted once (PSS, where the kernel has
 smaps_rollup), all from /proc; and per-GPU use, clocks, temperature, power, throttle
 reasons and the device memory the tree's processes hold (when pynvml imports and
-nvmlInit works).
+nvmlInit works). Where the host shows NVIDIA GPUs (/proc/driver/nvidia/gpus, /dev/nvidiaN)
+and NVML does not work, the summary says so in "gpu_telemetry_lost".
 """
 import argparse
 import json
@@ -157,6 +158,24 @@ def load_nvml():
         return nvml, None
     except Exception as exc:   # no driver, no GPU: both mean "no GPU figures"
         return None, "%s: %s" % (type(exc).__name__, exc)
+
+
+NVIDIA_GPUS = "/proc/driver/nvidia/gpus"   # one folder per GPU the NVIDIA driver manages
+DEVICES = "/dev"
+
+
+def gpu_devices():
+    """NVIDIA GPUs this process can see without pynvml: the driver's /proc entries, else the
+    /dev/nvidiaN nodes (what a container with GPUs passed through gets)."""
+    for folder, pattern in ((NVIDIA_GPUS, None), (DEVICES, re.compile(r"^nvidia[0-9]+$"))):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        found = [n for n in names if pattern is None or pattern.match(n)]
+        if found:
+            return len(found)
+    return 0
 
 
 def cpu_facts(cpuinfo):
@@ -417,8 +436,10 @@ class Sampler(object):
 
     SATURATED = 90.0    # mean per-core utilization (%) that counts as a saturated CPU
 
-    def __init__(self, path, interval, nvml, cores):
+    def __init__(self, path, interval, nvml, cores, nvml_error=None, devices=0):
         self.path, self.interval, self.nvml, self.cores = path, interval, nvml, cores
+        # why NVML is not there (None: it is), and how many GPUs the host shows without it
+        self.nvml_error, self.devices = nvml_error, devices
         self.stop_event = threading.Event()
         self.thread = None
         self.pid = None
@@ -589,7 +610,10 @@ class Sampler(object):
         out = {"interval_s": self.interval, "samples": self.samples, "cores": self.cores,
                "sources": {"proc": bool(read_text("/proc/stat")),
                            "tree": "proc" + (" with smaps_rollup" if self.pss else ""),
-                           "nvml": "ok" if self.nvml is not None else None},
+                           "nvml": "ok" if self.nvml is not None else None, "gpu_devices": self.devices},
+               # GPUs here whose figures this environment cannot read (no pynvml, or nvmlInit failed)
+               "gpu_telemetry_lost": None if self.nvml is not None or not self.devices else
+               "%d GPU(s) here, no NVML: %s" % (self.devices, self.nvml_error or "not loaded"),
                "memory_total_mb": meminfo().get("MemTotal", 0) // 1024,
                "sampler_cpu_s": round(self.cost_s, 4),
                "sampler_ms_per_sample": round(1000.0 * self.cost_s / self.samples, 3) if self.samples else None,
@@ -653,7 +677,8 @@ class Trial(object):
         record["host"] = host_facts(nvml, nvml_error)
         if self.args.sample_interval > 0:
             self.sampler = Sampler(os.path.join(self.dir, "telemetry.jsonl"), self.args.sample_interval,
-                                   nvml, record["host"]["cores_available"])
+                                   nvml, record["host"]["cores_available"], nvml_error=nvml_error,
+                                   devices=gpu_devices())
         log = open(os.path.join(self.dir, "log.txt"), "wb")
         times = open(os.path.join(self.dir, "log.times"), "w")
         for signum in (signal.SIGINT, signal.SIGTERM):

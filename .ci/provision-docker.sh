@@ -6,8 +6,9 @@
 # Installs Debian's docker.io and debootstrap, starts dockerd when no engine answers, makes
 # the local base image (debootstrap bookworm minbase with python3, then docker import; the
 # root filesystem tarball is cached under $DETBENCH_CACHE/images) and builds the calibration
-# and bundled-trainer images with `detbench image build` (the trainer's wheels are cached under
-# $DETBENCH_CACHE/wheels; images stay in the engine between runs on the same machine).
+# and bundled-trainer images and those of torchvision and effdet with `detbench image build`
+# (their wheels are cached under $DETBENCH_CACHE/wheels; images stay in the engine between runs
+# on the same machine).
 set -euo pipefail
 
 log() { echo "provision-docker: $*"; }
@@ -39,4 +40,8 @@ log "engine $(docker version --format '{{.Server.Version}}') up"
 detbench image base
 detbench image build calibrate --quiet
 detbench image build detbench-trainer --quiet
+# the rivals that run on the CPU: torchvision's image installs the trainer's closure (the same cached
+# wheels), effdet's the same plus the effdet library's
+detbench image build torchvision --quiet
+detbench image build effdet --quiet
 log "images ready"

@@ -15,5 +15,14 @@ for fw in torchvision mmdetection effdet; do
         echo "provision-rivals: building the $fw env failed (log: $DETBENCH_CACHE/logs/env-$fw.log)" >&2
         exit 1
     fi
-    echo "provision-rivals: $fw env ready in $(( $(date +%s) - start )) s: $(tail -n 1 "$DETBENCH_CACHE/logs/env-$fw.log")"
+    said=$(tail -n 1 "$DETBENCH_CACHE/logs/env-$fw.log")
+    echo "provision-rivals: $fw env ready in $(( $(date +%s) - start )) s: $said"
+    # envs of this framework's earlier pins are never used again: free their disk (several GB each)
+    ready=${said##*: }
+    for old in "$DETBENCH_CACHE/envs/$fw"-*; do
+        if [ -d "$old" ] && [ "$old" != "$ready" ] && [ -d "$ready" ]; then
+            echo "provision-rivals: removing $old (earlier pins)"
+            rm -rf "$old"
+        fi
+    done
 done

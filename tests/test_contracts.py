@@ -60,8 +60,10 @@ def samples(fmt):
 
 
 def ctx(name, model, precision, data=COCO):
+    # EfficientDet's pyramid takes sides that are multiples of 128
+    size = (384, 384) if model == "efficientdet_d0" else (320, 320)
     return TrialContext(framework=name, model=model, precision=precision, gpus=1, nodes=1, batch_per_gpu=2,
-                        input_size=(320, 320), iterations=25, data=data, python="/env/bin/python")
+                        input_size=size, iterations=25, data=data, python="/env/bin/python")
 
 
 def claims():

@@ -66,6 +66,24 @@ def test_requirements_with_a_floating_line_are_refused_before_any_download(tmp_p
         images._fetch_wheels(req, "3.11", out=None)
 
 
+def test_a_wheel_to_build_here_must_be_pinned_and_is_named_before_any_download(tmp_path, monkeypatch):
+    monkeypatch.setenv("DETBENCH_CACHE", str(tmp_path / "cache"))
+    req = tmp_path / "requirements.txt"
+    req.write_text("omegaconf==2.3.0\n")
+    with pytest.raises(UserError, match="no pin for antlr4-python3-runtime, which the recipe builds here"):
+        images._fetch_wheels(req, "3.11", out=None, build_here=("antlr4_python3_runtime",))
+    assert not (tmp_path / "cache").exists()
+
+
+def test_the_effdet_image_builds_its_only_sdist_on_the_host():
+    spec = images.recipe("effdet")
+    assert spec.base_recipe == "torchvision" and spec.build_here == ("antlr4-python3-runtime",)
+    assert images.recipe("torchvision").local_base
+    pins = (images.RECIPES_DIR / "effdet" / "requirements.txt").read_text()
+    assert "\nantlr4-python3-runtime==4.9.3\n" in pins
+    assert images.FRAMEWORK_RECIPES["effdet"] == "effdet" and "effdet-upstream" in images.RECIPES
+
+
 def test_a_dry_run_names_the_images_from_the_lock(tmp_path, monkeypatch, capsys):
     lock = tmp_path / "images.lock"
     monkeypatch.setenv("DETBENCH_IMAGES_LOCK", str(lock))

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.frameworks import FRAMEWORKS, mmdetection, torchvision as torchvision_fw
+from harness.frameworks import FRAMEWORKS, effdet as effdet_fw, mmdetection, torchvision as torchvision_fw
+from harness.spec.pins import TELEMETRY
 from tests.conftest import need_service
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -172,13 +173,55 @@ def _pinned_in(recipe):
     return dict(m.groups() for m in re.finditer(r"\b([A-Za-z0-9_.\-]+)==([A-Za-z0-9_.+\-]+)", text))
 
 
-@pytest.mark.parametrize("recipe, framework", [("mmdetection", mmdetection), ("torchvision", torchvision_fw)])
+@pytest.mark.parametrize("recipe, framework", [("mmdetection", mmdetection), ("torchvision", torchvision_fw),
+                                               ("effdet", effdet_fw)])
 def test_recipes_of_local_frameworks_match_their_env_pins(recipe, framework):
-    pinned = _pinned_in(recipe)
+    pinned = dict(_pinned_in(recipe), **_requirements(recipe))
     for name, version in framework.ENV.pins.items():
         assert pinned.get(name) == version, name
     for sb in framework.ENV.source_builds:
         assert pinned.get(sb.name) == sb.version
+
+
+def _requirements(recipe):
+    """The pins of a recipe's requirements.txt, over those of the recipe it builds on (its base_recipe)."""
+    from harness.launch import images
+    base = images.RECIPES[recipe].base_recipe
+    path = ROOT / "dockerfiles" / recipe / "requirements.txt"
+    own = dict(line.strip().split("==") for line in path.read_text().splitlines()
+               if line.strip() and not line.startswith("#")) if path.exists() else {}
+    return dict(_requirements(base), **own) if base else own
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.parent.name)
+def test_every_image_and_env_can_import_pynvml(path):
+    """runner.py's GPU telemetry imports pynvml in the trial's environment: every recipe installs
+    the pinned nvidia-ml-py (NVIDIA's TF2 image the older pynvml package of its era), and so
+    does every pinned env and detbench itself."""
+    recipe = path.parent.name
+    pinned = dict(_pinned_in(recipe), **_requirements(recipe))
+    if recipe == "nvidia-efficientdet-tf2":
+        assert re.fullmatch(r"\d+(\.\d+)+", pinned.get("pynvml", "")), pinned
+    else:
+        for name, version in TELEMETRY.items():
+            assert pinned.get(name) == version, recipe
+    for fw in FRAMEWORKS.values():
+        if fw.env is not None:
+            assert all(fw.env.pins.get(name) == version for name, version in TELEMETRY.items()), fw.name
+
+
+def test_the_torchvision_image_installs_the_trainers_closure():
+    """The same pins in the same order: the host's cached wheels of one serve the other."""
+    def pins(recipe):
+        text = (ROOT / "dockerfiles" / recipe / "requirements.txt").read_text()
+        return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    assert pins("torchvision") == pins("detbench-trainer")
+
+
+def test_detbench_itself_depends_on_the_pinned_pynvml():
+    import tomllib
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert ["%s==%s" % kv for kv in TELEMETRY.items()] == [d for d in deps if d.startswith("nvidia-ml-py")]
 
 
 def test_requirements_file_must_pin_every_line(tmp_path):

@@ -11,6 +11,8 @@ TEXTS = {
                     "median) in a work count per iteration (proposals, RoIs, positives)",
     "gpu-thermal-throttle": "a GPU throttled its clocks for heat during a repeat (NVML thermal/hw slowdown)",
     "gpu-power-throttle": "a GPU throttled its clocks at its power limit during a repeat (NVML power cap/brake)",
+    "gpu-telemetry-lost": "GPU telemetry lost: the host has GPUs, but pynvml did not import or start in the "
+                          "trial's environment (no GPU use, clocks, throttling or device memory)",
     "cpu-oversubscribed": "CPU oversubscribed: the trial had more than 1.5 ready threads per core on "
                           "saturated cores",
     "memory-pressure": "memory pressure: the machine swapped or ran below 5% available memory during a repeat",
@@ -45,6 +47,6 @@ def test_figure_work_and_host_rules():
 
 def test_the_telemetry_flags_are_judged_on_one_summary():
     assert [f.name for f in flags.TELEMETRY] == [
-        "gpu-thermal-throttle", "gpu-power-throttle", "cpu-oversubscribed", "memory-pressure"]
+        "gpu-thermal-throttle", "gpu-power-throttle", "gpu-telemetry-lost", "cpu-oversubscribed", "memory-pressure"]
     hot = {"samples": 10, "gpus": [{"samples": 10, "throttle": {"hw_thermal": 1}}]}
     assert [f.name for f in flags.TELEMETRY if f.rule(hot)] == ["gpu-thermal-throttle"]

@@ -6,6 +6,7 @@ from their Python configs: the derived configs are run here against small stand-
 pinned configs (the same edited lines), so what they set and when they stop is observed,
 not just their text.
 """
+import dataclasses
 import os
 import re
 import subprocess
@@ -211,9 +212,15 @@ def main():
 """
 
 
+def upstream(**kw):
+    """A cell of effdet's train.py path (options.effdet.trainer: upstream) at its 512x512."""
+    return dataclasses.replace(ctx("effdet", model="efficientdet_d0", options={"trainer": "upstream"}, **kw),
+                               input_size=(512, 512))
+
+
 def test_effdet_trains_the_window_from_random_weights_and_evaluates_nothing(tmp_path):
     (tmp_path / "train.py").write_text(FAKE_EFFDET_TRAIN)
-    launch = FRAMEWORKS["effdet"].command(ctx("effdet", model="efficientdet_d0"))[1]
+    launch = FRAMEWORKS["effdet"].command(upstream())[1]
     out = subprocess.run([sys.executable, launch, "--effdet", str(tmp_path), "--stop-after", "5", "--", "/coco"],
                          capture_output=True, text=True, timeout=60, env=dict(os.environ, LOCAL_RANK="3"))
     assert out.returncode == 0, out.stderr
@@ -224,11 +231,11 @@ def test_effdet_trains_the_window_from_random_weights_and_evaluates_nothing(tmp_
 
 def test_effdet_command_goes_through_the_launcher_with_the_window_length():
     coco = {"annotations": "/coco/annotations/instances_train2017.json", "images": "/coco/train2017"}
-    argv = FRAMEWORKS["effdet"].command(ctx("effdet", model="efficientdet_d0", iterations=120, data=coco))
+    argv = FRAMEWORKS["effdet"].command(upstream(iterations=120, data=coco))
     assert argv[1].endswith("harness/rivals/effdet_launch.py")
     assert argv[argv.index("--stop-after") + 1] == "120" and argv[argv.index("--") + 1] == "/coco"
     assert argv[argv.index("--output") + 1] == "{trial_dir}/output"
-    assert FRAMEWORKS["effdet"].settings(ctx("effdet", model="efficientdet_d0"))["init"] == "random"
+    assert FRAMEWORKS["effdet"].settings(upstream())["init"] == "random"
 
 
 # ------------------------------------------------------------------ evaluation and downloads

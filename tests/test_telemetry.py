@@ -245,3 +245,46 @@ def test_device_memory_sums_the_trees_processes_on_every_gpu(tmp_path, monkeypat
     finally:
         os.killpg(trial.pid, 9)
         trial.wait()
+
+
+def test_gpus_the_environment_cannot_read_flag_the_trial(tmp_path, monkeypatch):
+    gpus = tmp_path / "driver-gpus"
+    for bus in ("0000:3b:00.0", "0000:af:00.0"):
+        (gpus / bus).mkdir(parents=True)
+    monkeypatch.setattr(runner, "NVIDIA_GPUS", str(gpus))
+    assert runner.gpu_devices() == 2
+
+    def summary_with(module, devices):
+        monkeypatch.setitem(sys.modules, "pynvml", module)
+        nvml, error = runner.load_nvml()
+        sampler = runner.Sampler(str(tmp_path / "t.jsonl"), 1.0, nvml, 2, nvml_error=error, devices=devices)
+        sampler.pid = os.getpid()
+        sampler.prev = sampler._baseline()
+        sampler.sample()
+        return sampler.summary()
+
+    lost = summary_with(None, runner.gpu_devices())                 # pynvml does not import
+    assert lost["gpu_telemetry_lost"].startswith("2 GPU(s) here, no NVML: ModuleNotFoundError")
+    assert lost["sources"]["gpu_devices"] == 2 and lost["sources"]["nvml"] is None
+    assert telemetry.trial_flags(lost) == [flags.GPU_TELEMETRY_LOST]
+    assert telemetry.cell_flags([json.dumps(lost), None]) == [flags.GPU_TELEMETRY_LOST]
+    failing = summary_with(fake_module(FAIL_INIT=True), 2)          # it imports, but nvmlInit fails
+    assert "Driver Not Loaded" in failing["gpu_telemetry_lost"]
+    assert telemetry.trial_flags(failing) == [flags.GPU_TELEMETRY_LOST]
+    read = summary_with(fake_module(), 2)                           # NVML reads the GPUs: no flag
+    assert read["gpu_telemetry_lost"] is None and flags.GPU_TELEMETRY_LOST not in telemetry.trial_flags(read)
+    cpu_only = summary_with(None, 0)                                 # no GPU here: nothing is lost
+    assert cpu_only["gpu_telemetry_lost"] is None and telemetry.trial_flags(cpu_only) == []
+
+
+def test_gpu_devices_fall_back_to_the_device_nodes(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "NVIDIA_GPUS", str(tmp_path / "no-driver-folder"))
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "null"):
+        (dev / name).write_text("")
+    monkeypatch.setattr(runner, "DEVICES", str(dev))
+    assert runner.gpu_devices() == 0                                 # control nodes alone are no GPU
+    (dev / "nvidia0").write_text("")
+    (dev / "nvidia1").write_text("")
+    assert runner.gpu_devices() == 2

@@ -11,7 +11,7 @@ frozen BN, proposal counts, samplers, RoIAlign, box losses, an infinite sampler.
 """
 import os
 
-from harness.spec.pins import EnvSpec, SourceBuild
+from harness.spec.pins import TELEMETRY, EnvSpec, SourceBuild
 from harness.errors import UserError
 from harness.frameworks.base import RUNS_HERE, Framework, infer_args
 from harness.rivals import settings as rival_settings
@@ -31,7 +31,7 @@ MMCV = SourceBuild(name="mmcv", version="2.1.0",
                    cxx_std="c++20", env=(("MMCV_WITH_OPS", "1"),))
 # setuptools < 81 still ships pkg_resources, which mmcv's setup.py imports
 TOOLS = {"setuptools": "80.9.0", "wheel": "0.45.1", "ninja": "1.11.1.4"}
-ENV = EnvSpec(framework="mmdetection", pins=PINS, source_builds=(MMCV,), tools=TOOLS)
+ENV = EnvSpec(framework="mmdetection", pins=dict(PINS, **TELEMETRY), source_builds=(MMCV,), tools=TOOLS)
 OPTIONS = ("workers", "flip", "shuffle", "lr", "warmup_iters", "warmup_factor", "rpn_pre_nms_train",
            "rpn_post_nms_train")
 CONFIG_LR = {"retinanet": 0.01, "faster_rcnn": 0.02, "mask_rcnn": 0.02}   # mmdet 3.3.0's 1x configs

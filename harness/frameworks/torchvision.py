@@ -6,7 +6,7 @@ so every record is one iteration's exact time.
 """
 import os
 
-from harness.spec.pins import EnvSpec
+from harness.spec.pins import TELEMETRY, EnvSpec
 from harness.errors import UserError
 from harness.frameworks.base import RUNS_HERE, Framework, infer_args
 from harness.rivals import settings as rival_settings
@@ -17,7 +17,7 @@ INFER_DRIVER = os.path.join(os.path.dirname(DRIVER), "torchvision_infer.py")
 MODELS = {"retinanet": "retinanet_resnet50_fpn", "faster_rcnn": "fasterrcnn_resnet50_fpn",
           "mask_rcnn": "maskrcnn_resnet50_fpn"}
 PINS = {"torch": "2.14.1", "torchvision": "0.29.1", "numpy": "2.4.6", "pillow": "13.0.0"}
-ENV = EnvSpec(framework="torchvision", pins=PINS)
+ENV = EnvSpec(framework="torchvision", pins=dict(PINS, **TELEMETRY))
 OPTIONS = ("workers", "norm", "trainable_layers", "lr", "warmup_iters", "warmup_factor", "flip", "shuffle",
            "rpn_pre_nms_train", "rpn_post_nms_train")
 

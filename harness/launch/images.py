@@ -27,7 +27,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Tuple
 
 from harness.launch import engine
 from harness.launch.envs import cache_root
@@ -52,16 +52,24 @@ class Recipe:
     python: str                    # the interpreter in the image that runs runner.py and the trial
     wheels_python: Optional[str] = None   # CPython X.Y the requirements.txt wheels are fetched for
     local_base: bool = False       # FROM the base `detbench image base` makes, unless told otherwise
+    # requirements.txt names whose index offers only an sdist: their wheels are built on the host
+    # (pure Python only: a py3-none-any wheel, the same for any CPython 3)
+    build_here: Tuple[str, ...] = ()
+    # FROM the image of this other recipe as built here (its ID from the lock), unless told otherwise:
+    # its layers are shared, and a change of it rebuilds this one (the ID is in the build key)
+    base_recipe: Optional[str] = None
 
 
 VENV = "/opt/env/bin/python"
 RECIPES = {
-    "calibrate": Recipe(VENV, local_base=True),
+    "calibrate": Recipe(VENV, wheels_python=BASE_PYTHON, local_base=True),
     "detbench-trainer": Recipe(VENV, wheels_python=BASE_PYTHON, local_base=True),
-    "torchvision": Recipe(VENV),
+    "torchvision": Recipe(VENV, wheels_python=BASE_PYTHON, local_base=True),
     "mmdetection": Recipe(VENV),
     "detectron2": Recipe(VENV),
-    "effdet": Recipe(VENV),
+    "effdet": Recipe(VENV, wheels_python=BASE_PYTHON, base_recipe="torchvision",
+                     build_here=("antlr4-python3-runtime",)),
+    "effdet-upstream": Recipe(VENV),
     "mmdetection-v1": Recipe("python3"),
     "maskrcnn-benchmark": Recipe("python3"),
     "simpledet-mxnet": Recipe("python3"),
@@ -182,6 +190,8 @@ def build(name, base_image=None, build_args=None, recipes_dir=RECIPES_DIR, out=s
     args = dict(build_args or {})
     if base_image:
         args["BASE_IMAGE"] = base_image
+    if "BASE_IMAGE" not in args and spec.base_recipe:
+        args["BASE_IMAGE"] = resolve(client, spec.base_recipe, lock)[1]
     if "BASE_IMAGE" not in args and spec.local_base:
         base = local_image(client, base_tag())
         if base is None:
@@ -201,7 +211,8 @@ def build(name, base_image=None, build_args=None, recipes_dir=RECIPES_DIR, out=s
             served = dict(args)
             with contextlib.ExitStack() as stack:
                 if spec.wheels_python and (folder / "requirements.txt").exists():
-                    wheels = _fetch_wheels(folder / "requirements.txt", spec.wheels_python, out)
+                    wheels = _fetch_wheels(folder / "requirements.txt", spec.wheels_python, out,
+                                           spec.build_here)
                     host = _bridge_gateway(client)
                     server = stack.enter_context(WheelServer(wheels, host))
                     served.update(WHEELS_URL=server.url, WHEELS_HOST=host)
@@ -240,29 +251,56 @@ def _stream_build(client, context, tag, args, dockerfile, out):
     return image_id
 
 
-def _fetch_wheels(requirements, python, out):
-    """Download the pinned wheels on the host, once (cached by the pins); return their folder."""
+def _canonical(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _fetch_wheels(requirements, python, out, build_here=()):
+    """Download the pinned wheels on the host, once (cached by the pins), building those of
+    `build_here` from their sdists; return their folder."""
     pins = [l.strip() for l in requirements.read_text(encoding="utf-8").splitlines()
             if l.strip() and not l.strip().startswith("#")]
     bad = [p for p in pins if not re.fullmatch(r"[A-Za-z0-9_.\-]+==[A-Za-z0-9_.+\-]+", p)]
     if bad:
         raise UserError("%s: every line must pin name==version (%s)" % (requirements, bad[0]))
-    cache = cache_root() / "wheels" / _digest(pins + [python] + list(BASE_PLATFORMS))[:16]
+    here = {_canonical(n) for n in build_here}
+    sources = [p for p in pins if _canonical(p.split("==")[0]) in here]
+    missing = sorted(here - {_canonical(p.split("==")[0]) for p in sources})
+    if missing:
+        raise UserError("%s: no pin for %s, which the recipe builds here" % (requirements, ", ".join(missing)))
+    binaries = [p for p in pins if p not in sources]
+    key = pins + [python] + list(BASE_PLATFORMS) + (["built here:"] + sources if sources else [])
+    cache = cache_root() / "wheels" / _digest(key)[:16]
     marker = cache / ".complete"
     if not marker.exists():
-        out.write("downloading %d pinned wheels for CPython %s into %s\n" % (len(pins), python, cache))
+        out.write("downloading %d pinned wheels for CPython %s into %s\n" % (len(binaries), python, cache))
         cache.mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                 "--python-version", python, "--implementation", "cp", "--dest", str(cache)]
         for tag in BASE_PLATFORMS + ("any",):
             argv += ["--platform", tag]
-        proc = subprocess.run(argv + pins, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, universal_newlines=True)
-        if proc.returncode != 0:
-            said = [l for l in proc.stdout.splitlines() if "ERROR" in l] or proc.stdout.splitlines()[-1:]
-            raise UserError("%s: pip download failed: %s" % (requirements, said[0] if said else proc.returncode))
+        _pip(argv + binaries, requirements, "download")
+        for pin in sources:
+            out.write("building the wheel of %s from its sdist\n" % pin)
+            with tempfile.TemporaryDirectory(prefix="detbench-wheel-") as tmp:
+                _pip([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-binary", pin.split("==")[0],
+                      "--wheel-dir", tmp, pin], requirements, "wheel")
+                built = sorted(Path(tmp).glob("*.whl"))
+                if len(built) != 1 or not built[0].name.endswith("-py3-none-any.whl"):
+                    raise UserError("%s: %s did not build one pure-Python wheel (%s); it cannot be built "
+                                    "on the host for the image" % (requirements, pin,
+                                                                  ", ".join(b.name for b in built) or "none"))
+                shutil.copy2(built[0], cache / built[0].name)
         marker.write_text("\n".join(pins) + "\n")
     return cache
+
+
+def _pip(argv, requirements, what):
+    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True)
+    if proc.returncode != 0:
+        said = [l for l in proc.stdout.splitlines() if "ERROR" in l] or proc.stdout.splitlines()[-1:]
+        raise UserError("%s: pip %s failed: %s" % (requirements, what, said[0] if said else proc.returncode))
 
 
 def _bridge_gateway(client):

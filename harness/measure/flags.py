@@ -9,7 +9,8 @@ function next to its flag, over what the flag is judged on:
 - the figure kinds of a cell's finished trials: window-approximate;
 - the work per iteration of the frameworks of one model row: unequal-work;
 - one trial's telemetry summary (trial.json "telemetry", runner.py's Sampler):
-  gpu-thermal-throttle, gpu-power-throttle, cpu-oversubscribed, memory-pressure; a cell
+  gpu-thermal-throttle, gpu-power-throttle, gpu-telemetry-lost, cpu-oversubscribed,
+  memory-pressure; a cell
   gets one when any of its finished trials has it, since one throttled repeat is enough
   to distrust the spread (harness.measure.telemetry);
 - the fingerprints of a cell's repeats: mixed-hosts.
@@ -148,6 +149,17 @@ def gpu_power_throttle(summary):
     return any(throttled(g, POWER_REASONS) for g in summary.get("gpus") or [])
 
 
+# gpu-telemetry-lost: the host shows NVIDIA GPUs (runner.py's gpu_devices) but the trial's
+# environment could not use NVML (pynvml did not import, or nvmlInit failed), so the trial has
+# no GPU use, clocks, throttle reasons or device memory, and a throttled GPU could not flag.
+
+GPU_TELEMETRY_LOST = "gpu-telemetry-lost"
+
+
+def gpu_telemetry_lost(summary):
+    return bool(summary.get("gpu_telemetry_lost"))
+
+
 # cpu-oversubscribed: the trial's own process tree had, on average, more than OVERSUBSCRIBED
 # threads per available core ready to run (state R in /proc) while the machine's cores were
 # saturated (mean utilization at least SATURATED %). Both must hold: threads that wait for the
@@ -216,6 +228,8 @@ FLAGS = {f.name: f for f in (
          gpu_thermal_throttle),
     Flag(GPU_POWER, "a GPU throttled its clocks at its power limit during a repeat (NVML power cap/brake)",
          gpu_power_throttle),
+    Flag(GPU_TELEMETRY_LOST, "GPU telemetry lost: the host has GPUs, but pynvml did not import or start in the "
+         "trial's environment (no GPU use, clocks, throttling or device memory)", gpu_telemetry_lost),
     Flag(CPU_OVERSUBSCRIBED, "CPU oversubscribed: the trial had more than %g ready threads per core on "
          "saturated cores" % OVERSUBSCRIBED, cpu_oversubscribed),
     Flag(MEMORY_PRESSURE, "memory pressure: the machine swapped or ran below %s available memory during a "
@@ -224,7 +238,8 @@ FLAGS = {f.name: f for f in (
 )}
 
 # the flags judged on one trial's telemetry summary, in FLAGS order
-TELEMETRY = tuple(FLAGS[name] for name in (GPU_THERMAL, GPU_POWER, CPU_OVERSUBSCRIBED, MEMORY_PRESSURE))
+TELEMETRY = tuple(FLAGS[name] for name in (GPU_THERMAL, GPU_POWER, GPU_TELEMETRY_LOST, CPU_OVERSUBSCRIBED,
+                                           MEMORY_PRESSURE))
 
 
 def text(name):

@@ -3,6 +3,11 @@ build tools. `harness.launch.envs` builds and caches them; adapters declare thei
 from dataclasses import dataclass, field
 from typing import Dict, Tuple
 
+# runner.py's GPU telemetry imports pynvml in whatever environment a trial runs in: every trial
+# environment and image pins it (and detbench itself depends on it), so no GPU figure is lost
+# to a missing module; a trial that loses them anyway is flagged (gpu-telemetry-lost)
+TELEMETRY = {"nvidia-ml-py": "13.615.71"}
+
 
 @dataclass(frozen=True)
 class SourceBuild:
