@@ -470,13 +470,26 @@ def dataset():
 @click.option("--images", default=16, show_default=True, help="number of images")
 @click.option("--size", default="320x320", show_default=True, help="HEIGHTxWIDTH of every image")
 @click.option("--seed", default=0, show_default=True)
+@click.option("--learnable", is_flag=True,
+              help="objects whose shape and colour follow their class (4 classes), with a held-out val split")
+@click.option("--val-images", type=int, default=None, help="--learnable: images of the val split [default: 8]")
 @user_errors
-def dataset_make_coco(directory, images, size, seed):
+def dataset_make_coco(directory, images, size, seed, learnable, val_images):
     """Write a deterministic COCO-format dataset (PNG images + instances JSON)."""
     from harness.spec import datasets
 
-    ann, imgs = datasets.make_coco(directory, images=images, size=datasets.parse_size(size), seed=seed)
-    click.echo("annotations: %s\nimages: %s" % (ann, imgs))
+    if not learnable:
+        if val_images is not None:
+            raise UserError("--val-images needs --learnable")
+        ann, imgs = datasets.make_coco(directory, images=images, size=datasets.parse_size(size), seed=seed)
+        click.echo("annotations: %s\nimages: %s" % (ann, imgs))
+        return
+    from harness.spec import learnable as learnable_set
+
+    (ann, imgs), (val_ann, val_imgs) = learnable_set.make_learnable(
+        directory, images=images, val_images=8 if val_images is None else val_images,
+        size=datasets.parse_size(size), seed=seed)
+    click.echo("annotations: %s\nimages: %s\nval annotations: %s\nval images: %s" % (ann, imgs, val_ann, val_imgs))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -85,6 +85,11 @@ def _image(rng, width, height, shapes):
     for y in range(height):
         shade = (y * 64) // max(height, 1)
         pixels += bytes(((base[0] + shade) % 256, base[1], (base[2] + 255 - shade) % 256)) * width
+    return fill_polygons(pixels, width, height, shapes)
+
+
+def fill_polygons(pixels, width, height, shapes):
+    """Paint each (polygon, colour) of shapes, in order, into an RGB bytearray; return its rows."""
     for points, colour in shapes:
         ys = points[1::2]
         for row in range(max(0, math.floor(min(ys))), min(height, math.ceil(max(ys)))):

@@ -26,21 +26,23 @@ def match_boxes(boxes, box_valid, gt_boxes, gt_valid, fg_thresh, bg_thresh):
 def _match(iou, gt_valid, fg_thresh, bg_thresh, allow_low_quality):
     iou = iou.masked_fill(~gt_valid[:, :, None], -1.0)
     best, idx = iou.max(dim=1)
-    labels = torch.full_like(idx, -1)
-    labels[best < bg_thresh] = 0
-    labels[best >= fg_thresh] = 1
+    # masked fills, not boolean-index assignments: those find their indices on the host
+    labels = torch.full_like(idx, -1).masked_fill_(best < bg_thresh, 0).masked_fill_(best >= fg_thresh, 1)
     if allow_low_quality:
         # every box keeps the anchors it overlaps best, whatever their IoU
         best_per_gt = iou.amax(dim=2, keepdim=True)
         hit = (iou == best_per_gt) & (best_per_gt > 0) & gt_valid[:, :, None]
-        labels[hit.any(dim=1)] = 1
+        labels.masked_fill_(hit.any(dim=1), 1)
     return idx, labels
 
 
-def _pick_random(mask, quota):
-    """Per row, choose up to `quota` (int or [B] tensor) random True entries of mask [B, N]."""
+def _pick_random(mask, quota, bound):
+    """Per row, choose up to `quota` (int or [B] tensor, never above the int `bound`) random
+    True entries of mask [B, N]. The draw looks at the best `bound` scores of each row, a size
+    known without reading `quota` back from the device; the rows' first `quota` of them are
+    the same entries a draw of exactly `quota` would pick."""
     n = mask.shape[1]
-    k = min(int(quota) if not torch.is_tensor(quota) else int(quota.max().item()), n)
+    k = min(int(bound), n)
     if k <= 0:
         return torch.zeros_like(mask)
     score = torch.rand(mask.shape, device=mask.device).masked_fill_(~mask, -1.0)
@@ -55,9 +57,10 @@ def _pick_random(mask, quota):
 
 def sample_balanced(labels, per_image, positive_fraction):
     """Random foreground/background subsample per image -> (pos mask, neg mask), both [B, N]."""
-    pos = _pick_random(labels == 1, int(per_image * positive_fraction))
+    pos_quota = int(per_image * positive_fraction)
+    pos = _pick_random(labels == 1, pos_quota, pos_quota)
     neg_quota = per_image - pos.sum(dim=1)
-    neg = _pick_random(labels == 0, neg_quota)
+    neg = _pick_random(labels == 0, neg_quota, per_image)
     return pos, neg
 
 
@@ -66,3 +69,26 @@ def top_k_per_image(mask, scores, k):
     k = min(k, mask.shape[1])
     vals, cols = scores.masked_fill(~mask, float("-inf")).topk(k, dim=1)
     return cols, torch.isfinite(vals)
+
+
+CROWD_IOA = 0.7     # a background box this much inside a crowd region is ignored instead
+
+
+def ignore_crowd(labels, boxes, crowd, thresh=CROWD_IOA):
+    """Background labels (0) of boxes that lie mostly inside a crowd region become ignored (-1).
+
+    labels [B, N]; boxes [N, 4] shared (anchors) or [B, N, 4] per image; crowd [B, K, 4],
+    padded with empty boxes. Inside: one crowd box covers at least `thresh` of the box's own
+    area. Foreground labels stay; crowd regions are never matched as objects."""
+    if crowd is None or crowd.shape[1] == 0:
+        return labels
+    boxes = boxes.float()
+    if boxes.dim() == 2:
+        boxes = boxes[None].expand(labels.shape[0], -1, -1)
+    crowd = crowd.float()
+    lt = torch.maximum(boxes[:, :, None, :2], crowd[:, None, :, :2])
+    rb = torch.minimum(boxes[:, :, None, 2:], crowd[:, None, :, 2:])
+    inter = (rb - lt).clamp(min=0).prod(-1)                                # [B, N, K]
+    area = (boxes[..., 2:] - boxes[..., :2]).clamp(min=0).prod(-1)        # [B, N]
+    inside = (inter.amax(-1) >= thresh * area) & (area > 0)
+    return labels.masked_fill((labels == 0) & inside, -1)

@@ -59,6 +59,10 @@ class ModelConfig:
     mask_conv_dim: int = 256
     roi_align_sampling_ratio: int = 2   # points per bin side (0: adaptive, as torchvision's ops)
     roi_align_aligned: bool = False     # half-pixel offset of RoIAlign (Detectron2's aligned=True)
+    # fixed shapes and no host sync inside a step (two-stage models): fixed-point NMS in the
+    # RPN (this many passes), RoIAlign from one atlas of the levels, padded RoI slots
+    sync_free: bool = False
+    sync_free_nms_passes: int = 32
     # RetinaNet
     retina_num_convs: int = 4
     # initial weights (pretrained.py); empty: the trainer's own initialisation
@@ -77,7 +81,7 @@ class ModelConfig:
             raise ConfigError("model.frozen_stages must be <= 4")
         for name in ("num_classes", "fpn_channels", "rpn_pre_nms_top_n_train",
                      "rpn_post_nms_top_n_train", "rpn_batch_per_image", "roi_batch_per_image",
-                     "fc_dim", "mask_max_rois_per_image", "base_width"):
+                     "fc_dim", "mask_max_rois_per_image", "base_width", "sync_free_nms_passes"):
             _check_min("model", name, getattr(self, name), 1)
         if self.backbone_weights and self.weights:
             raise ConfigError("model.backbone_weights and model.weights are both set: model.weights "
@@ -99,6 +103,8 @@ class DataConfig:
     synthetic_max_boxes: int = 8        # 0 gives images without boxes
     synthetic_pool: int = 0             # >0: cycle over this many fixed images
     shuffle: bool = True                # coco: reshuffle each pass; false: the file's order, cycled
+    flip_prob: float = 0.0              # coco: chance an image is mirrored left-right (augment.py)
+    scales: Tuple[int, ...] = ()        # coco: shorter-side lengths drawn per image; empty: fit input_size
 
     def __post_init__(self):
         _check_choice("data", "source", self.source, SOURCES)
@@ -109,6 +115,11 @@ class DataConfig:
         _check_min("data", "synthetic_pool", self.synthetic_pool, 0)
         if len(self.input_size) != 2 or min(self.input_size) < 32:
             raise ConfigError(f"data.input_size={self.input_size!r} needs HxW, both >= 32")
+        if not 0.0 <= self.flip_prob <= 1.0:
+            raise ConfigError(f"data.flip_prob={self.flip_prob!r} must be between 0 and 1")
+        for side in self.scales:
+            if side < 16:
+                raise ConfigError(f"data.scales={','.join(map(str, self.scales))}: each must be >= 16")
         if self.source == "coco" and not (self.coco_json and self.coco_images):
             raise ConfigError("data.source=coco needs data.coco_json and data.coco_images")
 

@@ -8,6 +8,7 @@ Neither draws from torch's global random generator.
 import torch
 
 from . import coco
+from .augment import Augment
 
 _MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 _STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
@@ -82,14 +83,24 @@ class SyntheticBatches:
 
 class InfiniteShardedSampler(torch.utils.data.Sampler):
     """Endless epochs, reshuffled (or in the dataset's order); rank r takes every world-th
-    index of each epoch. `start` skips that many of this rank's indices."""
+    index of each epoch. `start` skips that many of this rank's indices. With `positions`
+    each index comes as (index, position): position p is the p-th index this rank hands out
+    in the run (skipped ones counted) times world plus rank, so it is unique over all ranks."""
 
-    def __init__(self, size, rank, world, seed, shuffle=True, start=0):
+    def __init__(self, size, rank, world, seed, shuffle=True, start=0, positions=False):
         self.size, self.rank, self.world, self.seed = size, rank, world, seed
         self.shuffle = shuffle
         self.start = start
+        self.positions = positions
 
     def __iter__(self):
+        if not self.positions:
+            yield from self._indices()
+            return
+        for k, index in enumerate(self._indices(), start=self.start):
+            yield index, k * self.world + self.rank
+
+    def _indices(self):
         padded = self.size
         while padded < self.world:
             padded *= 2
@@ -112,12 +123,13 @@ class CocoBatches:
         if n_cats > num_classes:
             raise coco.DataError(f"{data_cfg.coco_json} has {n_cats} categories, the model "
                                  f"has {num_classes} (set model.num_classes)")
-        dataset = coco.CocoDataset(records, data_cfg.input_size, data_cfg.max_gt, with_masks)
+        augment = Augment(data_cfg.flip_prob, tuple(data_cfg.scales), seed)
+        dataset = coco.CocoDataset(records, data_cfg.input_size, data_cfg.max_gt, with_masks, augment)
         self.device = device
         self.loader = torch.utils.data.DataLoader(
             dataset, batch_size=data_cfg.images_per_device,
             sampler=InfiniteShardedSampler(len(dataset), rank, world, seed, data_cfg.shuffle,
-                                           start * data_cfg.images_per_device),
+                                           start * data_cfg.images_per_device, positions=augment.active),
             generator=torch.Generator().manual_seed(seed),  # its base seed, not the global stream
             num_workers=data_cfg.workers, collate_fn=coco.collate,
             pin_memory=device.type == "cuda", persistent_workers=data_cfg.workers > 0,

@@ -18,6 +18,7 @@ class FasterRCNN(nn.Module):
     def forward(self, images, targets):
         feats = self.neck(self.backbone(images))
         gt_valid = targets["labels"] > 0
-        proposals, valid, losses = self.rpn(feats, tuple(images.shape[-2:]), targets["boxes"], gt_valid)
+        proposals, valid, losses = self.rpn(feats, tuple(images.shape[-2:]), targets["boxes"], gt_valid,
+                                            targets.get("crowd"))
         losses.update(self.roi_heads(feats, proposals, valid, targets))
         return losses

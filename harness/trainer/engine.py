@@ -81,6 +81,18 @@ def work_counts(model):
     return counts
 
 
+def unsettled_checks(model):
+    """{name: count} of the sync-free checks (`last_checks`) that found something in the last
+    forward, read back in one go at the logging point; {} when the model keeps none."""
+    checks = {}
+    for module in model.modules():
+        checks.update(getattr(module, "last_checks", None) or {})
+    if not checks:
+        return {}
+    values = torch.stack(list(checks.values())).tolist()
+    return {name: v for name, v in zip(checks, values) if v}
+
+
 def train(model, batches, cfg, device, world, out=None, resume=None, resume_path=None):
     """Train up to cfg.train.max_iter iterations and log each one.
 
@@ -148,6 +160,9 @@ def train(model, batches, cfg, device, world, out=None, resume=None, resume_path
                      f"time {elapsed * 1000:.0f}ms (data {data_time * 1000:.0f}ms)  "
                      f"{images_per_iter / elapsed:.2f} img/s  lr {lr:.5f}")
             print(line + "\n" + work + "\n" + human, file=out, flush=True)
+            for name, count in unsettled_checks(model).items():
+                print(f"warning: iteration {it + 1}: {name}={count}: the sync-free NMS had not settled "
+                      f"(raise model.sync_free_nms_passes)", file=out, flush=True)
         if it == save_after:
             pause = time.perf_counter()
             path = checkpoint.save(t.checkpoint_dir, it + 1, model, optimizer, scaler, cfg, world, device, steps)

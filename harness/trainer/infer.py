@@ -107,12 +107,27 @@ def preprocess(torch, raws, size, device, mean, std):
     return batch, sizes
 
 
+def detector_for_inference(module, cfg, device, args):
+    """The config's detector with its initial weights, on the device in eval mode, and the
+    post-processing of args (score threshold, NMS threshold, detections per image)."""
+    from . import postprocess
+    from .train import load_initial_weights
+    try:
+        model = module.build_detector(cfg)
+    except Exception as exc:
+        raise ConfigError(f"config {args.config} does not build: {type(exc).__name__}: {exc}") from None
+    load_initial_weights(model, cfg)
+    model.to(device).eval()
+    return model, postprocess.PostProcess(score_threshold=args.score_threshold, nms_threshold=args.nms_threshold,
+                                          detections_per_image=args.detections)
+
+
 def run(args, out):
     import torch
 
     from . import engine, postprocess
     from .data import _MEAN, _STD
-    from .train import load_initial_weights, with_weights_option
+    from .train import with_weights_option
     module = load_config_module(args.config)
     sets = list(args.overrides) + ["data.input_size=%dx%d" % args.size, "data.images_per_device=%d" % args.batch_size]
     cfg = with_weights_option(apply_overrides(module.CONFIG, sets), args.weights)
@@ -127,14 +142,7 @@ def run(args, out):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     torch.manual_seed(args.seed)
-    try:
-        model = module.build_detector(cfg)
-    except Exception as exc:
-        raise ConfigError(f"config {args.config} does not build: {type(exc).__name__}: {exc}") from None
-    load_initial_weights(model, cfg)
-    model.to(device).eval()
-    post = postprocess.PostProcess(score_threshold=args.score_threshold, nms_threshold=args.nms_threshold,
-                                   detections_per_image=args.detections)
+    model, post = detector_for_inference(module, cfg, device, args)
     pool = raw_pool(args)
     mean = torch.tensor(_MEAN, device=device).view(3, 1, 1)
     std = torch.tensor(_STD, device=device).view(3, 1, 1)

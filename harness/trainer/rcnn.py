@@ -4,7 +4,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torchvision.ops import roi_align
 
-from .assign import match_boxes, sample_balanced, top_k_per_image
+from .assign import ignore_crowd, match_boxes, sample_balanced, top_k_per_image
 from .boxes import BoxCoder, smooth_l1
 
 
@@ -51,12 +51,20 @@ class MaskHead(nn.Module):
 
 class RoIHeads(nn.Module):
     """Samples RoIs and trains the box (and mask) head; `last_work` holds the RoIs sampled,
-    the positive ones and the mask RoIs of the last forward, as tensors (no host sync)."""
+    the positive ones and the mask RoIs of the last forward, as tensors (no host sync).
+
+    The plain path gathers the sampled RoIs into a list whose length the host learns. The
+    sync-free path (`sync_free=True`) keeps fixed shapes: `batch_per_image` box RoIs and
+    `mask_max_rois_per_image` mask RoIs per image, the unused slots padded with zero weight
+    and every loss divided by the count of real ones, so both give the same losses. Its mask
+    targets come from every ground-truth mask of the batch (the plain path converts only the
+    masks some RoI uses), which costs B x G float masks of the canvas's size."""
 
     def __init__(self, *, box_extractor, box_head, mask_extractor=None, mask_head=None,
                  batch_per_image=512, positive_fraction=0.25, fg_iou=0.5, bg_iou=0.5,
-                 mask_max_rois_per_image=128, mask_size=28):
+                 mask_max_rois_per_image=128, mask_size=28, sync_free=False):
         super().__init__()
+        self.sync_free = sync_free
         self.box_extractor = box_extractor
         self.box_head = box_head
         self.mask_extractor = mask_extractor
@@ -75,8 +83,14 @@ class RoIHeads(nn.Module):
         boxes = torch.cat([proposals, gt_boxes.to(proposals.dtype)], dim=1)
         box_valid = torch.cat([valid, gt_valid], dim=1)
         idx, labels = match_boxes(boxes, box_valid, gt_boxes, gt_valid, self.fg_iou, self.bg_iou)
+        labels = ignore_crowd(labels, boxes, targets.get("crowd"))
         pos, neg = sample_balanced(labels, self.batch_per_image, self.positive_fraction)
         self.last_work = {"sampled_rois": (pos | neg).sum(), "positive_rois": pos.sum()}
+        if self.sync_free:
+            losses = self._box_losses_fixed(feats, boxes, idx, pos, neg, gt_boxes, gt_labels)
+            if self.mask_head is not None:
+                losses.update(self._mask_losses_fixed(feats, boxes, idx, pos, gt_labels, targets["masks"]))
+            return losses
         losses = self._box_losses(feats, boxes, idx, pos, neg, gt_boxes, gt_labels)
         if self.mask_head is not None:
             losses.update(self._mask_losses(feats, boxes, idx, pos, gt_labels, targets["masks"]))
@@ -122,3 +136,47 @@ class RoIHeads(nn.Module):
         target = roi_align(src.float(), mask_rois.float(), (self.mask_size, self.mask_size), 1.0, 0)[:, 0]
         bce = F.binary_cross_entropy_with_logits(logits, target, reduction="none").mean((1, 2))
         return {"loss_mask": (bce * weight).sum() / weight.sum().clamp(min=1)}
+
+    def _box_losses_fixed(self, feats, boxes, idx, pos, neg, gt_boxes, gt_labels):
+        # every sampled RoI fits: sampling keeps at most batch_per_image per image
+        cols, real = top_k_per_image(pos | neg, torch.zeros(pos.shape, device=pos.device), self.batch_per_image)
+        b, n, real = _slots(cols), cols.reshape(-1), real.reshape(-1)
+        roi_boxes = boxes[b, n].masked_fill(~real[:, None], 0.0)
+        matched = idx[b, n]
+        is_pos = pos[b, n] & real
+        cls_target = torch.where(is_pos, gt_labels[b, matched], torch.zeros_like(matched))
+        reg_target = self.coder.encode(roi_boxes, gt_boxes[b, matched].to(roi_boxes.dtype))
+        rois = torch.cat([b[:, None].to(roi_boxes.dtype), roi_boxes], dim=1)
+        cls_logits, deltas = self.box_head(self.box_extractor(feats, rois))
+        weight = real.float()
+        norm = weight.sum().clamp(min=1)
+        loss_cls = (F.cross_entropy(cls_logits.float(), cls_target, reduction="none") * weight).sum() / norm
+        picked = deltas.float().gather(1, cls_target[:, None, None].expand(-1, 1, 4))[:, 0]
+        reg = smooth_l1(picked, reg_target, 1.0 / 9).sum(-1)
+        loss_box = (reg * is_pos).sum() / norm
+        return {"loss_rcnn_cls": loss_cls, "loss_rcnn_bbox": loss_box}
+
+    def _mask_losses_fixed(self, feats, boxes, idx, pos, gt_labels, gt_masks):
+        bsz, g = gt_labels.shape
+        # the same draw as the plain path, so both train the mask head on the same RoIs
+        cols, real = top_k_per_image(pos, torch.rand(pos.shape, device=pos.device), self.mask_max_rois)
+        self.last_work["mask_rois"] = real.sum()
+        b, n, real = _slots(cols), cols.reshape(-1), real.reshape(-1)
+        roi_boxes = boxes[b, n].masked_fill(~real[:, None], 0.0)
+        matched = idx[b, n]
+        rois = torch.cat([b[:, None].to(roi_boxes.dtype), roi_boxes], dim=1)
+        logits = self.mask_head(self.mask_extractor(feats, rois))
+        label = gt_labels[b, matched]
+        logits = logits.float().gather(1, label[:, None, None, None].expand(-1, 1, *logits.shape[2:]))[:, 0]
+        src = gt_masks.view(bsz * g, 1, *gt_masks.shape[2:]).float()
+        mask_rois = torch.cat([(b * g + matched)[:, None].to(roi_boxes.dtype), roi_boxes], dim=1)
+        target = roi_align(src, mask_rois.float(), (self.mask_size, self.mask_size), 1.0, 0)[:, 0]
+        bce = F.binary_cross_entropy_with_logits(logits, target, reduction="none").mean((1, 2))
+        weight = real.float()
+        return {"loss_mask": (bce * weight).sum() / weight.sum().clamp(min=1)}
+
+
+def _slots(cols):
+    """The image index of every slot of a [B, K] selection, flattened."""
+    bsz, k = cols.shape
+    return torch.arange(bsz, device=cols.device)[:, None].expand(bsz, k).reshape(-1)

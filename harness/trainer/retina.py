@@ -6,7 +6,7 @@ import torch.nn as nn
 from torchvision.ops import sigmoid_focal_loss
 
 from .anchors import AnchorGenerator, flatten_head, pyramid_sizes
-from .assign import match_anchors
+from .assign import ignore_crowd, match_anchors
 from .boxes import BoxCoder
 from . import dist
 
@@ -64,6 +64,7 @@ class RetinaNet(nn.Module):
         gt_boxes, gt_labels = targets["boxes"], targets["labels"]
         gt_valid = gt_labels > 0
         idx, labels = match_anchors(anchors, gt_boxes, gt_valid, self.fg_iou, self.bg_iou, True)
+        labels = ignore_crowd(labels, anchors, targets.get("crowd"))
         pos = labels == 1
         counted = labels >= 0
         self.last_work = {"positive_anchors": pos.sum()}   # read at the logging point: no sync here

@@ -59,6 +59,8 @@ def settings(cfg, device, world):
                    roi_align_aligned=m.roi_align_aligned)
     if m.name == "mask":
         out["mask_max_rois_per_image"] = m.mask_max_rois_per_image
+    if d.source == "coco" and (d.flip_prob or d.scales):      # augmentation, where it is on
+        out.update(flip_prob=d.flip_prob, scales=list(d.scales))
     return out
 
 

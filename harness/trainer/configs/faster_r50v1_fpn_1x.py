@@ -25,12 +25,13 @@ def build_detector(cfg: Config):
     rpn = RPN(head=RPNHead(in_channels=m.fpn_channels, num_anchors=3),
               pre_nms_top_n=m.rpn_pre_nms_top_n_train, post_nms_top_n=m.rpn_post_nms_top_n_train,
               nms_thresh=m.rpn_nms_thresh, batch_per_image=m.rpn_batch_per_image,
-              positive_fraction=m.rpn_positive_fraction)
+              positive_fraction=m.rpn_positive_fraction, sync_free=m.sync_free,
+              nms_passes=m.sync_free_nms_passes)
     roi_heads = RoIHeads(
         box_extractor=MultiLevelRoIAlign(output_size=7, strides=(4, 8, 16, 32),
                                          sampling_ratio=m.roi_align_sampling_ratio,
-                                         aligned=m.roi_align_aligned),
+                                         aligned=m.roi_align_aligned, sync_free=m.sync_free),
         box_head=TwoFCHead(in_channels=m.fpn_channels, pool_size=7, fc_dim=m.fc_dim,
                            num_classes=m.num_classes),
-        batch_per_image=m.roi_batch_per_image, positive_fraction=m.roi_positive_fraction)
+        batch_per_image=m.roi_batch_per_image, positive_fraction=m.roi_positive_fraction, sync_free=m.sync_free)
     return FasterRCNN(backbone=backbone, neck=neck, rpn=rpn, roi_heads=roi_heads)
