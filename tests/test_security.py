@@ -131,6 +131,8 @@ def hostile_scenario(tmp_path, framework, canary, backend="local"):
            "extra_args": {framework: hostile(canary)}}
     if framework == "calibrate":
         doc["calibrate"] = {"iteration_ms": 1, "data_ms": 0}
+    if model == "efficientdet_d0":   # its pyramid (levels 3 to 7) needs sides in multiples of 128
+        doc["input_size"] = [384, 384]
     if opts:
         doc["options"] = {framework: opts}
     if backend == "slurm":
