@@ -19,7 +19,7 @@ import pytest
 
 from conftest import need_service
 from cliproc import detbench, error_lines, finish
-from slurmjobs import our_jobs
+from slurmjobs import our_jobs, stopped_on_a_lost_node
 from storerows import rows, statuses
 from waiting import wait_for
 from harness.launch import slurm
@@ -115,15 +115,7 @@ def test_slurmd_stopped_mid_run_fails_the_trial_in_flight_and_resume_completes(r
         os.kill(stopped, signal.SIGSTOP)     # keeps trial 2's job running until slurmctld gives up the node
         code, out = finish(proc, timeout=300)
         # the engine has returned: the trial in flight is failed, the rest waits, no job is left
-        assert code == 2, out
-        errors = error_lines(out)
-        assert len(errors) == 1 and "lost its node" in errors[0], out
-        assert "detbench run --resume %s" % run_id in errors[0]
-        assert statuses(results) == ["done", "failed", "pending"]
-        (reason,), = rows(results, "SELECT reason FROM trials WHERE seq = 2")
-        assert reason.startswith("slurm job lost a node (requeued by Slurm after its node failed"), reason
-        assert our_jobs(run_id) == [], "the run left its job in squeue"
-        done_before = rows(results, "SELECT * FROM trials WHERE seq = 1")
+        done_before = stopped_on_a_lost_node(code, out, results, run_id)
 
         # resumed while the node is still down: stops again, fails nothing, queues nothing
         assert "*" in node_state() or node_state().startswith("down"), node_state()

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from conftest import need_service
-from slurmjobs import our_jobs, run_id_of
+from slurmjobs import our_jobs, run_id_of, stopped_on_a_lost_node
 from cliproc import detbench, error_lines, finish
 from storerows import rows, statuses
 from waiting import wait_for
@@ -138,15 +138,7 @@ def test_a_node_that_dies_mid_trial_fails_it_and_resume_completes_the_rest(nodes
         # node 0 ends its part, but the job waits for the dead node until slurmctld declares it
         # down (SlurmdTimeout, 30-45 s); Slurm requeues it; detbench cancels it and stops the run
         code, out = finish(proc, timeout=300)
-        assert code == 2, out
-        errors = error_lines(out)
-        assert len(errors) == 1 and "lost its node" in errors[0], out
-        assert "detbench run --resume %s" % run_id in errors[0]
-        assert statuses(results) == ["done", "failed", "pending"]
-        (reason,), = rows(results, "SELECT reason FROM trials WHERE seq = 2")
-        assert reason.startswith("slurm job lost a node (requeued by Slurm after its node failed"), reason
-        assert our_jobs(run_id) == [], "the run left its job in squeue"
-        done_before = rows(results, "SELECT * FROM trials WHERE seq = 1")
+        done_before = stopped_on_a_lost_node(code, out, results, run_id)
 
         # resumed while the node is still down: the 2-node job cannot start, so the run stops
         # after node_down_wait_s, fails nothing and queues nothing
