@@ -7,7 +7,8 @@ This file is the contract between detbench and whatever environment a trial runs
 (a pinned virtual environment, an old framework container, a Slurm node). It must stay
 ONE file, standard library only, and run on Python 3.6 and newer.
 
-It spawns ARGV (never through a shell) with stdout and stderr merged into one pipe, and
+It spawns ARGV (never through a shell) in DIR/work, a fresh writable folder of the trial's own
+(frameworks that write next to themselves, or resolve relative paths, do so there), with stdout and stderr merged into one pipe, and
 for every output line writes the raw bytes to DIR/log.txt and, on the same line number
 of DIR/log.times, the monotonic and wall-clock seconds at which the line arrived. It
 forwards SIGINT and SIGTERM to the trial's whole process group, kills the group at the
@@ -37,6 +38,7 @@ import time
 
 SCHEMA = 1
 GRACE_S = 5.0
+WORKDIR = "work"     # the trial's working directory, inside its folder
 CHUNK = 1 << 16
 # environment variables that decide how a trial performs; recorded in trial.json
 RELEVANT_ENV = re.compile(
@@ -663,12 +665,13 @@ class Trial(object):
 
     # main loop ---------------------------------------------------------------
     def run(self):
-        os.makedirs(self.dir, exist_ok=True)
+        workdir = os.path.abspath(os.path.join(self.dir, WORKDIR))
+        os.makedirs(workdir, exist_ok=True)
         env_keys = set(self.args.env_key)
         record = {
             "schema": SCHEMA,
             "argv": self.args.command,
-            "cwd": os.getcwd(),
+            "cwd": workdir,
             "env": recorded_env(os.environ, env_keys),
             "hostname": socket.gethostname(),
             "runner_python": sys.version.split()[0],
@@ -687,7 +690,7 @@ class Trial(object):
         record["start_mono"] = time.monotonic()
         try:
             self.proc = subprocess.Popen(
-                self.args.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                self.args.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, cwd=workdir,
                 stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
         except OSError as exc:
             record.update(exit_code=None, signal=None, error="cannot start: %s" % exc)

@@ -8,7 +8,8 @@
 # root filesystem tarball is cached under $DETBENCH_CACHE/images) and builds the calibration
 # and bundled-trainer images and those of torchvision and effdet with `detbench image build`
 # (their wheels are cached under $DETBENCH_CACHE/wheels; images stay in the engine between runs
-# on the same machine).
+# on the same machine). The mmdetection image is built by provision-rivals.sh, once its env has compiled
+# the mmcv wheel that image installs.
 set -euo pipefail
 
 log() { echo "provision-docker: $*"; }

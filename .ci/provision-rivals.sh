@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the pinned envs of the rival frameworks that run on this host (torchvision, mmdetection, effdet).
+# Build the pinned envs of the rival frameworks that run on this host (torchvision, mmdetection, effdet),
+# then the mmdetection image (which needs the mmcv wheel the env build compiles).
 # Idempotent: an env whose pins are unchanged is reused; mmcv 2.1.0 is compiled from its sdist
 # (C++20) once and its wheel cached under ${DETBENCH_CACHE:-/var/cache/detbench}/wheels, keyed by
 # its pins. Needs detbench installed (pip install -e .) and the package index pip is set up for.
@@ -26,3 +27,13 @@ for fw in torchvision mmdetection effdet; do
         fi
     done
 done
+
+# mmdetection's image installs the mmcv wheel its env just compiled (served from the wheel cache), on
+# the torchvision image .ci/provision-docker.sh built
+if docker info >/dev/null 2>&1; then
+    start=$(date +%s)
+    detbench image build mmdetection --quiet
+    echo "provision-rivals: mmdetection image ready in $(( $(date +%s) - start )) s"
+else
+    echo "provision-rivals: no Docker engine answers; the mmdetection image is not built"
+fi

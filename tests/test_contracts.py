@@ -7,6 +7,7 @@ contract the moment it is listed. What one entry does beyond the contract is tes
 """
 import dataclasses
 import inspect
+import os
 from pathlib import Path
 
 import pydantic
@@ -17,7 +18,7 @@ from harness import jsonlog, launch
 from harness.cli import main
 from harness.errors import UserError
 from harness.frameworks import FRAMEWORKS
-from harness.frameworks.base import CONTAINER_ONLY, NEEDS_GPU, RUNS_HERE, TRIAL_DIR, TrialContext
+from harness.frameworks.base import CONTAINER_ONLY, NEEDS_GPU, RUNS_HERE, TRIAL_DIR, Link, TrialContext
 from harness.launch import base, trialfiles
 from harness.measure import scrapers
 from harness.measure.records import IterationRecord, ScrapeError
@@ -124,11 +125,16 @@ def test_a_framework_builds_every_trial_it_claims(name, model, precision, tmp_pa
     settings = fw.settings(context)
     assert isinstance(settings, dict) and is_json_value(settings), settings
     files = fw.trial_files(context)
-    assert all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()), files
+    assert all(isinstance(k, str) and isinstance(v, (str, Link)) for k, v in files.items()), files
     # what every launcher does before the start: the files written, the folder filled in
     filled = trialfiles.prepare(tmp_path, argv, files)
     assert not any(TRIAL_DIR in a for a in filled)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(files)
+    written = {name for name, item in files.items() if not isinstance(item, Link)}
+    linked = {name.split("/")[0] for name, item in files.items() if isinstance(item, Link)}
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(written | linked)
+    for name, item in files.items():
+        if isinstance(item, Link):
+            assert os.readlink(str(tmp_path / name)) == item.target
 
 
 @pytest.mark.parametrize("name", sorted(FRAMEWORKS))

@@ -8,6 +8,7 @@ skip, or fail under DETBENCH_REQUIRE_SERVICES=1.
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -119,6 +120,23 @@ def test_committed_lock_matches_the_images_on_this_engine(client):
         image = images.local_image(client, lock[name]["image"])
         need_service(image is not None, "image %s not built here (run .ci/provision-docker.sh)" % lock[name]["image"])
         assert image.id == lock[name]["id"], name
+
+
+def test_image_list_tells_built_from_stale_and_missing(client, tmp_path):
+    """A recipe edited after its build is stale, and a stale image is refused before a run, in one line."""
+    need_image(client, "calibrate")
+    committed = images.read_lock(images.RECIPES_DIR / images.LOCK_NAME)
+    lock = tmp_path / "images.lock"
+    for name in ("base", "calibrate"):
+        images.record(name, committed[name], lock)
+    recipes = tmp_path / "recipes"
+    shutil.copytree(images.RECIPES_DIR / "calibrate", recipes / "calibrate")
+    assert images.freshness(client, "calibrate", lock, recipes)[0] == images.BUILT
+    assert images.freshness(client, "torchvision", lock, recipes)[:2] == (
+        images.MISSING, "no entry in %s" % lock)
+    with open(recipes / "calibrate" / "Dockerfile", "a") as f:
+        f.write("# edited\n")
+    assert images.freshness(client, "calibrate", lock, recipes)[:2] == (images.STALE, "the recipe changed since")
 
 
 def test_a_failing_build_names_its_step(client, tmp_path, monkeypatch):

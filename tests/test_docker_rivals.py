@@ -2,7 +2,8 @@
 that image on a real Docker engine: its own training code runs there, and its scraper reads the
 measured window from the log.
 
-The images come from .ci/provision-docker.sh (`detbench image build torchvision`, `... effdet`); without an
+The images come from .ci/provision-docker.sh (`detbench image build torchvision`, `... effdet`) and
+.ci/provision-rivals.sh (`... mmdetection`, which serves the mmcv wheel its env compiled); without an
 engine or the image the test skips, or fails under DETBENCH_REQUIRE_SERVICES=1.
 """
 import io
@@ -52,7 +53,8 @@ def client():
 
 
 # framework, model, input width (EfficientDet's sides are multiples of 128), the figure its log gives
-RIVALS = [("torchvision", "retinanet", 128, "exact"), ("effdet", "efficientdet_d0", 256, "exact-cumulative")]
+RIVALS = [("torchvision", "retinanet", 128, "exact"), ("effdet", "efficientdet_d0", 256, "exact-cumulative"),
+          ("mmdetection", "faster_rcnn", 128, "exact")]
 
 
 @pytest.mark.parametrize("fw, model, width, kind", RIVALS, ids=[r[0] for r in RIVALS])
@@ -73,10 +75,12 @@ def test_a_rival_trains_in_its_image_and_its_window_is_scraped(fw, model, width,
     record = json.loads((trial_dir / "trial.json").read_text())
     assert record["container"]["recipe"] == fw
     assert record["argv"][0] == images.RECIPES[fw].python        # the image's interpreter, not the host's
+    assert record["cwd"] == str(trial_dir / "work")               # its own writable folder, not the checkout
     assert trial["records"] == 3 and trial["scrape_errors"] == 0, log[-3000:]
     assert trial["figure_kind"] == kind and trial["throughput"] > 0
     assert [row[0] if not isinstance(row, dict) else row["iteration"]
             for row in store.iterations(trial["id"])] == [1, 2, 3]
     work = [json.loads(line[len(jsonlog.WORK_PREFIX):]) for line in log.splitlines()
             if line.startswith(jsonlog.WORK_PREFIX)]
-    assert [w["iteration"] for w in work] == [1, 2, 3] and all(w["positive_anchors"] > 0 for w in work)
+    positives = "positive_anchors" if model in ("retinanet", "efficientdet_d0") else "positive_rois"
+    assert [w["iteration"] for w in work] == [1, 2, 3] and all(w[positives] > 0 for w in work)

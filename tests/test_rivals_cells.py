@@ -291,11 +291,20 @@ def test_an_unknown_option_is_refused_at_its_line():
     assert re.search(r"/seed\.yaml:9: options\.simpledet-mxnet: .*unknown options wieghts", str(err.value))
 
 
-def test_a_simpledet_weights_file_that_is_no_mxnet_checkpoint_is_refused_at_its_line():
-    text = SCENARIO % ("simpledet-mxnet", 1, "options:\n  simpledet-mxnet:\n    weights: /w/r50.pth\n")
+def test_a_simpledet_weights_file_that_is_no_mxnet_checkpoint_is_refused_at_its_line(tmp_path):
+    (tmp_path / "r50.pth").write_bytes(b"")
+    text = SCENARIO % ("simpledet-mxnet", 1, "options:\n  simpledet-mxnet:\n    weights: %s\n" % (tmp_path / "r50.pth"))
     with pytest.raises(UserError) as err:
         launch.loads_scenario_text(text, name="seed.yaml")
     assert re.search(r"/seed\.yaml:9: options\.simpledet-mxnet: .*PREFIX-EPOCH\.params", str(err.value))
+
+
+def test_a_rivals_weights_file_that_does_not_exist_is_refused_at_its_line():
+    text = SCENARIO % ("simpledet-mxnet", 1, "options:\n  simpledet-mxnet:\n    weights: /w/r50-0003.params\n")
+    with pytest.raises(UserError) as err:
+        launch.loads_scenario_text(text, name="seed.yaml")
+    assert re.search(r"/seed\.yaml:10: options\.simpledet-mxnet\.weights: no such file: /w/r50-0003\.params$",
+                     str(err.value))
 
 
 # ------------------------------------------------------------------ one interface for every launcher

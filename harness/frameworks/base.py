@@ -12,6 +12,17 @@ CONTAINER_ONLY = "container only"
 # the start (harness/launch/trialfiles.py), so one argv serves every repeat of a cell
 TRIAL_DIR = "{trial_dir}"
 
+# the trial's working directory, inside its folder (runner.py's WORKDIR): a framework that writes
+# next to itself, or reads datasets/ relative to where it runs, does so there
+WORKDIR = "work"
+
+
+@dataclass(frozen=True)
+class Link:
+    """A symbolic link a launcher makes in the trial's working directory, to an absolute path
+    (a scenario's dataset file or folder, which every launcher makes readable at its own path)."""
+    target: str
+
 # the scraper of every inference trial's log: each driver prints one DETBENCH_ITER line per batch
 INFERENCE_SCRAPER = "detbench-jsonl"
 
@@ -64,6 +75,10 @@ class Framework:
     # their batch, devices, precision or iteration count only from a config file); every launcher
     # writes them there before the start, and the argv names them as TRIAL_DIR + "/" + name
     files: Optional[Callable[[TrialContext], Dict[str, str]]] = None
+    # where the framework's own config looks for its data, relative to its working directory
+    # ({"datasets/coco/train2014": scenario path}, e.g. maskrcnn-benchmark's paths_catalog): links
+    # to the scenario's files, made under WORKDIR in the trial folder before the start
+    links: Optional[Callable[[TrialContext], Dict[str, str]]] = None
 
     # inference (scenario `mode: inference`): the argv of an inference trial, built from a
     # TrialContext whose `inference` is set; None where the framework has no inference path
@@ -74,13 +89,21 @@ class Framework:
     infer_settings: Optional[Callable[[TrialContext], dict]] = None   # normalized settings of an inference trial
 
     def trial_files(self, ctx):
-        return dict(self.files(ctx)) if self.files is not None else {}
+        """What a launcher writes into the trial folder: {name: text} of the derived files and
+        {WORKDIR/path: Link} of the data links."""
+        out = dict(self.files(ctx)) if self.files is not None else {}
+        if self.links is not None:
+            out.update({WORKDIR + "/" + rel: Link(target) for rel, target in self.links(ctx).items()})
+        return out
 
     def supports(self, model, precision):
         return model in self.models and precision in self.precisions
 
     def argv(self, ctx):
-        """The trial's command line: its inference driver's for an inference context."""
+        """The trial's command line: its inference driver's for an inference context. Extra
+        arguments that would make the framework download a file at start are refused."""
+        from harness.rivals.initial import no_downloads
+        no_downloads(self.name, ctx.extra_args)
         return self.infer(ctx) if ctx.inference is not None else self.command(ctx)
 
     def trial_settings(self, ctx):

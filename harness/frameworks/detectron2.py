@@ -9,7 +9,9 @@ SOLVER.IMS_PER_BATCH and (fp16) SOLVER.AMP.ENABLED; DATASETS.TEST "()" with TEST
 so the evaluation hook that runs after the last iteration has no dataset to evaluate;
 MODEL.WEIGHTS "" (random weights instead of the configs' detectron2:// ImageNet download, or
 the mounted file options.weights names); OUTPUT_DIR in the trial folder (the checkout is
-read-only). The metric printer's period is fixed at 20; at this commit it prints no
+read-only). Data: its builtin catalog reads "datasets/" relative to the folder it runs in (the
+trial's working directory), so the scenario's COCO files are linked there as coco_2017_train's
+images and annotations, and DATASETS.TRAIN is that one set. The metric printer's period is fixed at 20; at this commit it prints no
 ``last_time``: its ``time`` is the mean since iteration 3, and two such means give the exact
 window mean.
 """
@@ -26,10 +28,14 @@ WORKDIR = "/opt/detectron2"
 
 
 OPTIONS = ("weights",)
+TRAIN_SET = "coco_2017_train"     # data/datasets/builtin.py: under $DETECTRON2_DATASETS, default "datasets"
+TRAIN_IMAGES = "datasets/coco/train2017"
+TRAIN_ANNOTATIONS = "datasets/coco/annotations/instances_train2017.json"
 
 
 def command(ctx):
     initial.options(ctx, OPTIONS)
+    initial.coco_only(ctx)
     argv = [ctx.python, WORKDIR + "/tools/train_net.py", "--config-file", WORKDIR + "/" + CONFIGS[ctx.model],
             "--num-gpus", str(ctx.gpus)]
     if ctx.nodes > 1:
@@ -38,11 +44,16 @@ def command(ctx):
              "SOLVER.IMS_PER_BATCH", str(ctx.batch_per_gpu * ctx.gpus * ctx.nodes),
              "INPUT.MIN_SIZE_TRAIN", "(%d,)" % min(ctx.input_size),
              "INPUT.MAX_SIZE_TRAIN", str(max(ctx.input_size)),
-             "DATASETS.TEST", "()", "TEST.EVAL_PERIOD", "0",
+             "DATASETS.TRAIN", '("%s",)' % TRAIN_SET, "DATASETS.TEST", "()", "TEST.EVAL_PERIOD", "0",
              "MODEL.WEIGHTS", initial.weights(ctx) or "", "OUTPUT_DIR", TRIAL_DIR + "/output"]
     if ctx.precision == "fp16":
         argv += ["SOLVER.AMP.ENABLED", "True"]
     return argv + list(ctx.extra_args)
+
+
+def links(ctx):
+    initial.coco_only(ctx)
+    return {TRAIN_IMAGES: ctx.data["images"], TRAIN_ANNOTATIONS: ctx.data["annotations"]}
 
 
 def settings(ctx):
@@ -58,4 +69,4 @@ FRAMEWORK = Framework(
     why="detectron2 builds CUDA ops and its train_net.py expects a GPU: dockerfiles/detectron2",
     figures="exact window mean from two running means since iteration 3 (time: 4 decimals, printed every 20 "
             "iterations); hooks after the step count in no iteration; no data time (a 20-iteration window)",
-    command=command, settings=settings, pins=PINS)
+    command=command, settings=settings, pins=PINS, links=links)

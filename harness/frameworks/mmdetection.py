@@ -14,6 +14,7 @@ import os
 from harness.spec.pins import TELEMETRY, EnvSpec, SourceBuild
 from harness.errors import UserError
 from harness.frameworks.base import RUNS_HERE, Framework, infer_args
+from harness.rivals import initial
 from harness.rivals import settings as rival_settings
 
 DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -53,9 +54,7 @@ def _options(ctx):
 
 
 def command(ctx):
-    if not ctx.data:
-        raise UserError("mmdetection reads COCO files only: give the scenario data: {annotations: FILE, "
-                        "images: DIR} (make a small set with `detbench dataset make-coco DIR`)")
+    initial.coco_only(ctx)
     o = _options(ctx)
     world = ctx.gpus * ctx.nodes
     train = [DRIVER, "--model", ctx.model, "--iterations", str(ctx.iterations),

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Optional, Tuple
 
 from harness.launch import engine
-from harness.launch.envs import cache_root
+from harness.launch.envs import cache_root, wheel_key
 from harness.errors import UserError
 from runner import write_json_atomic
 
@@ -40,7 +40,9 @@ LOCK_NAME = "images.lock"
 REPOSITORY = "detbench/"
 
 BASE_SUITE = "bookworm"
-BASE_PACKAGES = ("python3", "python3-venv")
+# python3 runs runner.py and the venvs; libgl1 and libglib2.0-0 are what opencv-python's wheel links
+# against (mmcv and mmengine require opencv-python, not the headless build)
+BASE_PACKAGES = ("python3", "python3-venv", "libgl1", "libglib2.0-0")
 BASE_MIRROR = "http://deb.debian.org/debian"
 BASE_PYTHON = "3.11"          # bookworm's python3
 # manylinux tags a wheel may carry to install on bookworm (glibc 2.36), x86_64
@@ -58,6 +60,9 @@ class Recipe:
     # FROM the image of this other recipe as built here (its ID from the lock), unless told otherwise:
     # its layers are shared, and a change of it rebuilds this one (the ID is in the build key)
     base_recipe: Optional[str] = None
+    # frameworks whose pinned env compiles packages from source on this host (mmdetection: mmcv):
+    # the wheels `detbench env build` cached are served with the downloaded ones, never downloaded
+    host_builds: Tuple[str, ...] = ()
 
 
 VENV = "/opt/env/bin/python"
@@ -65,7 +70,9 @@ RECIPES = {
     "calibrate": Recipe(VENV, wheels_python=BASE_PYTHON, local_base=True),
     "detbench-trainer": Recipe(VENV, wheels_python=BASE_PYTHON, local_base=True),
     "torchvision": Recipe(VENV, wheels_python=BASE_PYTHON, local_base=True),
-    "mmdetection": Recipe(VENV),
+    "mmdetection": Recipe(VENV, wheels_python=BASE_PYTHON, base_recipe="torchvision",
+                          host_builds=("mmdetection",)),
+    "mmdetection-cuda": Recipe(VENV),
     "detectron2": Recipe(VENV),
     "effdet": Recipe(VENV, wheels_python=BASE_PYTHON, base_recipe="torchvision",
                      build_here=("antlr4-python3-runtime",)),
@@ -74,6 +81,8 @@ RECIPES = {
     "maskrcnn-benchmark": Recipe("python3"),
     "simpledet-mxnet": Recipe("python3"),
     "nvidia-efficientdet-tf2": Recipe("python3"),
+    "detectron": Recipe("python3"),      # runner.py; the trial itself runs Python 2.7
+    "tensorpack": Recipe("python3"),
 }
 
 # the recipe a framework's trials run in unless the scenario's docker.images names another
@@ -88,6 +97,8 @@ FRAMEWORK_RECIPES = {
     "maskrcnn-benchmark": "maskrcnn-benchmark",
     "simpledet-mxnet": "simpledet-mxnet",
     "nvidia-efficientdet-tf2": "nvidia-efficientdet-tf2",
+    "detectron": "detectron",
+    "tensorpack": "tensorpack",
 }
 
 
@@ -199,9 +210,8 @@ def build(name, base_image=None, build_args=None, recipes_dir=RECIPES_DIR, out=s
                             "`detbench image base` or pass --base-image" % name)
         args["BASE_IMAGE"] = base.id
     files = _recipe_files(folder)
-    key = _digest([name] + ["%s=%s" % kv for kv in sorted(args.items())] +
-                  ["%s:%s" % (rel, hashlib.sha256(data).hexdigest()) for rel, data in files])[:12]
-    tag = "%s%s:%s" % (REPOSITORY, name, key)
+    host_wheels = host_built_wheels(name, spec)
+    tag = _tag(name, args, files, host_wheels)
     image = None if force else local_image(client, tag)
     if image is None:
         with tempfile.TemporaryDirectory(prefix="detbench-build-") as context:
@@ -212,7 +222,9 @@ def build(name, base_image=None, build_args=None, recipes_dir=RECIPES_DIR, out=s
             with contextlib.ExitStack() as stack:
                 if spec.wheels_python and (folder / "requirements.txt").exists():
                     wheels = _fetch_wheels(folder / "requirements.txt", spec.wheels_python, out,
-                                           spec.build_here)
+                                           spec.build_here, skip=[w.name.split("-")[0] for w in host_wheels])
+                    if spec.host_builds:
+                        wheels = stack.enter_context(_with_host_wheels(wheels, host_wheels))
                     host = _bridge_gateway(client)
                     server = stack.enter_context(WheelServer(wheels, host))
                     served.update(WHEELS_URL=server.url, WHEELS_HOST=host)
@@ -226,6 +238,15 @@ def build(name, base_image=None, build_args=None, recipes_dir=RECIPES_DIR, out=s
     record(name, entry, lock)
     out.write("image %s %s\n" % (tag, image.id))
     return entry
+
+
+def _tag(name, args, files, host_wheels):
+    """detbench/<recipe>:<key>, the key hashing the recipe's files, its build arguments (the base
+    image's ID among them) and the host-compiled wheels it installs."""
+    key = _digest([name] + ["%s=%s" % kv for kv in sorted(args.items())] +
+                  ["%s:%s" % (rel, hashlib.sha256(data).hexdigest()) for rel, data in files] +
+                  ["host wheel %s" % w.parent.name for w in host_wheels])[:12]
+    return "%s%s:%s" % (REPOSITORY, name, key)
 
 
 def _stream_build(client, context, tag, args, dockerfile, out):
@@ -255,14 +276,43 @@ def _canonical(name):
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _fetch_wheels(requirements, python, out, build_here=()):
+def host_built_wheels(recipe_name, spec):
+    """The wheels `detbench env build` compiled on this host for the envs of spec.host_builds (for
+    the image's CPython); UserError saying how to make one that is not there."""
+    from harness.frameworks import FRAMEWORKS
+    wheels = []
+    for fw in spec.host_builds:
+        for build in FRAMEWORKS[fw].env.source_builds:
+            folder = cache_root() / "wheels" / wheel_key(build, spec.wheels_python)
+            found = sorted(folder.glob("*.whl")) if folder.is_dir() else []
+            if not found:
+                raise UserError("image %s installs the %s %s wheel compiled on this host, which is not in %s: "
+                                "run `detbench env build %s` first (with CPython %s)"
+                                % (recipe_name, build.name, build.version, folder, fw, spec.wheels_python))
+            wheels.append(found[0])
+    return wheels
+
+
+@contextlib.contextmanager
+def _with_host_wheels(downloaded, wheels):
+    """A temporary folder linking the downloaded wheels and the host-compiled ones, to serve."""
+    with tempfile.TemporaryDirectory(prefix="detbench-wheels-") as tmp:
+        for path in list(Path(downloaded).glob("*.whl")) + list(wheels):
+            os.symlink(path, os.path.join(tmp, path.name))
+        yield Path(tmp)
+
+
+def _fetch_wheels(requirements, python, out, build_here=(), skip=()):
     """Download the pinned wheels on the host, once (cached by the pins), building those of
-    `build_here` from their sdists; return their folder."""
+    `build_here` from their sdists; return their folder. Pins named in `skip` (wheels compiled
+    on the host by `detbench env build`) are left out."""
     pins = [l.strip() for l in requirements.read_text(encoding="utf-8").splitlines()
             if l.strip() and not l.strip().startswith("#")]
     bad = [p for p in pins if not re.fullmatch(r"[A-Za-z0-9_.\-]+==[A-Za-z0-9_.+\-]+", p)]
     if bad:
         raise UserError("%s: every line must pin name==version (%s)" % (requirements, bad[0]))
+    skipped = {_canonical(n) for n in skip}
+    pins = [p for p in pins if _canonical(p.split("==")[0]) not in skipped]
     here = {_canonical(n) for n in build_here}
     sources = [p for p in pins if _canonical(p.split("==")[0]) in here]
     missing = sorted(here - {_canonical(p.split("==")[0]) for p in sources})
@@ -354,22 +404,54 @@ def local_image(client, ref):
 
 
 def resolve(client, name, lock=None):
-    """(tag, image id) of recipe `name` as built here; UserError when it was not built."""
-    entry = read_lock(lock).get(name)
-    hint = "build it with `detbench image build %s`" % name
-    if not entry:
-        raise UserError("image %s is not built (no entry in %s); %s" % (name, lock or lock_path(), hint))
-    image = local_image(client, entry["image"])
-    if image is None:
-        raise UserError("image %s (%s) is not on this Docker engine; %s" % (name, entry["image"], hint))
+    """(tag, image id) of recipe `name` as built here; UserError when it is missing or stale."""
+    state, why, image = freshness(client, name, lock)
+    if state != BUILT:
+        raise UserError("image %s is %s (%s); build it with `detbench image build %s`" % (name, state, why, name))
+    entry = read_lock(lock)[name]
     if image.id != entry["id"]:
         sys.stderr.write("detbench: note: image %s is %s here, the lock file says %s\n"
                          % (entry["image"], image.id, entry["id"]))
     return entry["image"], image.id
 
 
+BUILT, STALE, MISSING = "built", "stale", "missing"
+
+
+def freshness(client, name, lock=None, recipes_dir=RECIPES_DIR):
+    """(state, why, image): BUILT when the lock's image is on this engine and a build now would give
+    the same tag, STALE when the recipe's files or its base changed since, MISSING when it was never
+    built here (or the engine lost it). `why` says what, in a few words; image is the engine's or None."""
+    lock_entries = read_lock(lock)
+    entry = lock_entries.get(name)
+    if not entry:
+        return MISSING, "no entry in %s" % (lock or lock_path()), None
+    image = local_image(client, entry["image"])
+    if image is None:
+        return MISSING, "%s is not on this Docker engine" % entry["image"], None
+    spec = recipe(name)
+    args = dict(entry.get("build_args") or {})
+    given = args.get("BASE_IMAGE")
+    if spec.base_recipe and given:
+        base_state, _, base_image = freshness(client, spec.base_recipe, lock, recipes_dir)
+        if base_state != BUILT or base_image.id != given:
+            return STALE, "its base image %s changed since" % spec.base_recipe, image
+    elif spec.local_base and given:
+        base = local_image(client, base_tag())
+        if base is not None and base.id != given and lock_entries.get("base", {}).get("id") == base.id:
+            return STALE, "the local base image changed since", image
+    try:
+        wheels = host_built_wheels(name, spec)
+    except UserError:
+        return BUILT, "", image          # its host wheels are gone: nothing to compare with
+    if _tag(name, args, _recipe_files(Path(recipes_dir) / name), wheels) != entry["image"]:
+        return STALE, "the recipe changed since", image
+    return BUILT, "", image
+
+
 def status(lock=None):
-    """Rows (recipe, image, id in lock, here?) for `detbench image list`."""
+    """Rows (recipe, image, id in lock, state) for `detbench image list`: built, stale (what changed),
+    missing, or "?" when no engine answers."""
     lock_entries = read_lock(lock)
     client = None
     try:
@@ -379,12 +461,15 @@ def status(lock=None):
     rows = []
     for name in ["base"] + sorted(RECIPES):
         entry = lock_entries.get(name, {})
-        here = "?"
-        if client is not None and entry:
-            image = local_image(client, entry["image"])
-            here = "yes" if image is not None and image.id == entry["id"] else (
-                "differs" if image is not None else "no")
-        rows.append((name, entry.get("image", "-"), entry.get("id", "-"), here if entry else "-"))
+        if client is None:
+            state = "?"
+        elif name == "base":
+            image = local_image(client, entry["image"]) if entry else None
+            state = BUILT if image is not None and image.id == entry["id"] else MISSING
+        else:
+            state, why, _ = freshness(client, name, lock)
+            state = "%s (%s)" % (state, why) if state == STALE else state
+        rows.append((name, entry.get("image", "-"), entry.get("id", "-"), state))
     return rows
 
 

@@ -1,6 +1,9 @@
 """What every launcher does to a fresh trial folder before the start: write the files the
-framework's adapter derived for the trial (Framework.files) and fill the trial folder into
-the argv items that name it (Framework's TRIAL_DIR placeholder).
+framework's adapter derived for the trial (Framework.files), make the links its data map
+asks for in the trial's working directory (Framework.links: where the framework's own config
+looks for a dataset, pointing at the scenario's files, which every launcher makes readable at
+their own path), and fill the trial folder into the argv items that name it (Framework's
+TRIAL_DIR placeholder).
 
 Every launcher runs the trial with its folder at the same absolute path (a bind mount of the
 same path in Docker, shared storage under Slurm), so the path filled in here is valid there.
@@ -9,22 +12,37 @@ import json
 import os
 from pathlib import Path
 
-from harness.frameworks.base import TRIAL_DIR
+from harness.frameworks.base import TRIAL_DIR, WORKDIR, Link
 from harness.errors import ResultsWriteError
 
 
 def prepare(trial_dir, argv, files=None):
-    """Write `files` ({name: text}) into trial_dir; return argv with TRIAL_DIR filled in."""
+    """Write `files` into trial_dir ({name: text}, and {path under WORKDIR: Link} for the links);
+    return argv with TRIAL_DIR filled in."""
     trial_dir = Path(trial_dir).absolute()
-    for name, text in sorted((files or {}).items()):
-        if not name or "/" in name or name in (".", "..") or name.startswith("."):
-            raise ValueError("a trial file is a plain name, not %r" % name)
+    for name, item in sorted((files or {}).items()):
         try:
-            (trial_dir / name).write_text(text, encoding="utf-8")
+            if isinstance(item, Link):
+                _link(trial_dir, name, item)
+                continue
+            if not name or "/" in name or name in (".", "..") or name.startswith("."):
+                raise ValueError("a trial file is a plain name, not %r" % name)
+            (trial_dir / name).write_text(item, encoding="utf-8")
         except OSError as exc:
             raise ResultsWriteError("%s: cannot write the trial file %s: %s"
                                     % (trial_dir, name, exc.strerror)) from None
     return fill(argv, trial_dir)
+
+
+def _link(trial_dir, name, link):
+    parts = Path(name).parts
+    if Path(name).is_absolute() or len(parts) < 2 or parts[0] != WORKDIR or ".." in parts:
+        raise ValueError("a trial link is a relative path under %s/, not %r" % (WORKDIR, name))
+    if not os.path.isabs(link.target):
+        raise ValueError("a trial link points at an absolute path, not %r" % link.target)
+    where = trial_dir.joinpath(*parts)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(link.target, str(where))
 
 
 def fill(argv, trial_dir):

@@ -367,6 +367,10 @@ def _check_weights(scenario, fail):
         problem = weights.problem(model, path)
         if problem:
             fail(("weights", model), problem)
+    for framework, options in scenario.options.items():   # a rival's own weights file (options.<fw>.weights)
+        path = options.get("weights") if isinstance(options, dict) else None
+        if isinstance(path, str) and os.path.isabs(path) and not Path(path).is_file():
+            fail(("options", framework, "weights"), "no such file: %s" % path)
 
 
 def _check_command_values(scenario, fail):
@@ -394,6 +398,12 @@ def _check_command_values(scenario, fail):
 
 def _check_commands(scenario, cells, fail):
     """Build every runnable cell's command once: what an adapter refuses fails here, at its line."""
+    from harness.rivals.initial import no_downloads
+    for name, args in scenario.extra_args.items():
+        try:
+            no_downloads(name, args)
+        except UserError as exc:
+            fail(("extra_args", name), str(exc))
     for cell in cells:
         fw = frameworks.FRAMEWORKS[cell.framework]
         for opts in ({}, scenario.options.get(cell.framework)):
