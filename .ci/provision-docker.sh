@@ -41,8 +41,8 @@ log "engine $(docker version --format '{{.Server.Version}}') up"
 detbench image base
 detbench image build calibrate --quiet
 detbench image build detbench-trainer --quiet
-# the rivals that run on the CPU: torchvision's image installs the trainer's closure (the same cached
-# wheels), effdet's the same plus the effdet library's
+# the rivals that run on the CPU: torchvision's image is the trainer's (the same closure), effdet's adds
+# the effdet library's packages on it
 detbench image build torchvision --quiet
 detbench image build effdet --quiet
 log "images ready"

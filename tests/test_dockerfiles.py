@@ -210,12 +210,12 @@ def test_every_image_and_env_can_import_pynvml(path):
             assert all(fw.env.pins.get(name) == version for name, version in TELEMETRY.items()), fw.name
 
 
-def test_the_torchvision_image_installs_the_trainers_closure():
-    """The same pins in the same order: the host's cached wheels of one serve the other."""
-    def pins(recipe):
-        text = (ROOT / "dockerfiles" / recipe / "requirements.txt").read_text()
-        return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
-    assert pins("torchvision") == pins("detbench-trainer")
+def test_the_torchvision_image_is_the_trainers_image():
+    """Its env is the trainer's closure line for line, so it builds on that image and adds no package."""
+    from harness.launch import images
+    assert images.RECIPES["torchvision"].base_recipe == "detbench-trainer"
+    assert not (ROOT / "dockerfiles" / "torchvision" / "requirements.txt").exists()
+    assert "pip install" not in (ROOT / "dockerfiles" / "torchvision" / "Dockerfile").read_text()
 
 
 def test_detbench_itself_depends_on_the_pinned_pynvml():

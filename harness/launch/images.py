@@ -69,7 +69,7 @@ VENV = "/opt/env/bin/python"
 RECIPES = {
     "calibrate": Recipe(VENV, wheels_python=BASE_PYTHON, local_base=True),
     "detbench-trainer": Recipe(VENV, wheels_python=BASE_PYTHON, local_base=True),
-    "torchvision": Recipe(VENV, wheels_python=BASE_PYTHON, local_base=True),
+    "torchvision": Recipe(VENV, base_recipe="detbench-trainer"),    # the trainer's closure, line for line
     "mmdetection": Recipe(VENV, wheels_python=BASE_PYTHON, base_recipe="torchvision",
                           host_builds=("mmdetection",)),
     "mmdetection-cuda": Recipe(VENV),
