@@ -39,6 +39,8 @@ SAMPLE_LOGS = {
     "simpledet-mxnet": ["simpledet_mxnet.log", "simpledet_mxnet_old.log"],
     "dllogger": ["dllogger_pytorch.log", "dllogger_tf2_time_log.txt"],
     "effdet": ["effdet.log"],
+    "detectron": ["detectron.log", "detectron_truncated.log"],
+    "tensorpack": ["tensorpack.log", "tensorpack_short.log"],
 }
 # detbench-jsonl, the harness's own format, is written by its own writer
 GENERATED = {
@@ -60,10 +62,15 @@ def samples(fmt):
     return [(name, (FIXTURES / name).read_text(encoding="utf-8").splitlines()) for name in SAMPLE_LOGS[fmt]]
 
 
+# frameworks whose every trial trains a fixed number of images per device (the others take 2 here)
+FIXED_BATCH = {"tensorpack": 1}
+
+
 def ctx(name, model, precision, data=COCO):
     # EfficientDet's pyramid takes sides that are multiples of 128
     size = (384, 384) if model == "efficientdet_d0" else (320, 320)
-    return TrialContext(framework=name, model=model, precision=precision, gpus=1, nodes=1, batch_per_gpu=2,
+    return TrialContext(framework=name, model=model, precision=precision, gpus=1, nodes=1,
+                        batch_per_gpu=FIXED_BATCH.get(name, 2),
                         input_size=size, iterations=25, data=data, python="/env/bin/python")
 
 

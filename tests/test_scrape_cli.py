@@ -24,6 +24,8 @@ FIXTURE_FORMATS = {
     "mmdet_v2.log.json": "mmdet-v2", "mmdet_v2_iter.log": "mmdet-v2", "mmdet_v3.log": "mmdet-v3",
     "mmdet_v3_vis.json": "mmdet-v3", "simpledet_mxnet.log": "simpledet-mxnet",
     "simpledet_mxnet_old.log": "simpledet-mxnet", "torchvision_ref.log": "torchvision-ref",
+    "detectron.log": "detectron", "detectron_truncated.log": "detectron",
+    "tensorpack.log": "tensorpack", "tensorpack_short.log": "tensorpack",
 }
 
 

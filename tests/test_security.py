@@ -133,6 +133,8 @@ def hostile_scenario(tmp_path, framework, canary, backend="local"):
         doc["calibrate"] = {"iteration_ms": 1, "data_ms": 0}
     if model == "efficientdet_d0":   # its pyramid (levels 3 to 7) needs sides in multiples of 128
         doc["input_size"] = [384, 384]
+    if framework == "tensorpack":    # its FasterRCNN example trains one image per GPU
+        doc["batch_per_gpu"] = 1
     if opts:
         doc["options"] = {framework: opts}
     if backend == "slurm":

@@ -5,6 +5,7 @@ from harness.frameworks import calibrate, detbench_trainer
 from harness.frameworks import (detectron2, effdet, maskrcnn_benchmark, mmdetection, mmdetection_v1,
                                 nvidia_efficientdet_tf2, simpledet_mxnet)
 from harness.frameworks import torchvision as torchvision_fw
+from harness.frameworks import detectron, tensorpack
 
 FRAMEWORKS = {
     "calibrate": calibrate.FRAMEWORK,
@@ -17,6 +18,8 @@ FRAMEWORKS = {
     "mmdetection-v1": mmdetection_v1.FRAMEWORK,
     "maskrcnn-benchmark": maskrcnn_benchmark.FRAMEWORK,
     "simpledet-mxnet": simpledet_mxnet.FRAMEWORK,
+    "detectron": detectron.FRAMEWORK,
+    "tensorpack": tensorpack.FRAMEWORK,
 }
 
 

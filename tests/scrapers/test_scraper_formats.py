@@ -101,6 +101,41 @@ CASES = [
         R(1, 1, 6.821, 5.901, 1, CM, loss=1.923113),
         R(51, 2, 0.540, 0.130, 51, CM, loss=1.402001),
         R(3000, 3, 0.401, 0.011, 1000, CM, loss=0.900001)], []),
+    ("detectron", "detectron.log", {}, [
+        # 0-based iter 0 and 20: means since iteration 1; the timer restarts after iter 20's line, so
+        # later ones are means since iteration 22 (spans 20, 40, 60 and 69 at the last, iter 89)
+        R(1, 9, 3.412561, None, 1, CM, memory_mb=6631.0, loss=4.521322),
+        R(21, 10, 0.781234, None, 21, CM, memory_mb=7012.0, loss=2.301129),
+        R(41, 11, 0.602113, None, 20, CM, memory_mb=7012.0, loss=1.822011),
+        R(61, 12, 0.598870, None, 40, CM, memory_mb=7105.0, loss=1.601277),
+        R(81, 13, 0.600412, None, 60, CM, memory_mb=7105.0, loss=1.555109),
+        R(90, 14, 0.599876, None, 69, CM, memory_mb=7105.0, loss=1.530001)], []),
+    ("detectron", "detectron_truncated.log", {}, [
+        # a time that is no number, a line cut inside its JSON, a last line cut while written
+        R(1, 1, 2.911005, None, 1, CM, memory_mb=6631.0, loss=4.4),
+        R(41, 4, 0.645519, None, 20, CM, memory_mb=7012.0, loss=1.9)], [2, 3, 5]),
+    ("detectron", "detectron.log", {"start_iter": 20}, [
+        # a run resumed at iteration 20: its timer restarts after iter 40's line
+        R(21, 10, 0.781234, None, 1, CM, memory_mb=7012.0, loss=2.301129),
+        R(41, 11, 0.602113, None, 21, CM, memory_mb=7012.0, loss=1.822011),
+        R(61, 12, 0.598870, None, 20, CM, memory_mb=7105.0, loss=1.601277),
+        R(81, 13, 0.600412, None, 40, CM, memory_mb=7105.0, loss=1.555109),
+        R(90, 14, 0.599876, None, 49, CM, memory_mb=7105.0, loss=1.530001)], [9]),
+    ("tensorpack", "tensorpack.log", {}, [
+        # the stock example: 500-step epochs, images/s of all GPUs over each epoch
+        R(500, 20, None, None, 500, TP, images_per_s=26.873),
+        R(1000, 43, None, None, 500, TP, images_per_s=28.954),
+        R(1500, 66, None, None, 500, TP, images_per_s=29.117)], []),
+    ("tensorpack", "tensorpack_short.log", {"steps_per_epoch": 10}, [
+        # epoch 3's figure is garbled (still epoch 3: epoch 4 stays at 40); the last line is cut
+        R(10, 6, None, None, 10, TP, images_per_s=1.2043),
+        R(20, 13, None, None, 10, TP, images_per_s=3.9861),
+        R(40, 27, None, None, 10, TP, images_per_s=4.0219)], [20, 30]),
+    ("tensorpack", "tensorpack_short.log", {}, [
+        # the wrong epoch length: every epoch line says so, the records are placed as told
+        R(500, 6, None, None, 500, TP, images_per_s=1.2043),
+        R(1000, 13, None, None, 500, TP, images_per_s=3.9861),
+        R(2000, 27, None, None, 500, TP, images_per_s=4.0219)], [2, 9, 16, 20, 23, 30]),
 ]
 
 
@@ -143,7 +178,7 @@ def test_get_unknown_name_lists_valid_names():
 def test_scrapers_names():
     assert set(scrapers.SCRAPERS) == {
         "detbench-jsonl", "mmdet-v1", "mmdet-v2", "mmdet-v3", "maskrcnn-benchmark",
-        "detectron2", "torchvision-ref", "simpledet-mxnet", "dllogger", "effdet"}
+        "detectron2", "torchvision-ref", "simpledet-mxnet", "dllogger", "effdet", "detectron", "tensorpack"}
 
 
 @pytest.mark.parametrize("name,fixture,options,expected,error_lines", CASES,

@@ -17,6 +17,7 @@ from harness import jsonlog
 from harness.measure.scrapers import (common, detectron2, dllogger, effdet, jsonl,
                               maskrcnn_benchmark, mmdet_v1, mmdet_v2, mmdet_v3,
                               simpledet_mxnet, torchvision_ref)
+from harness.measure.scrapers import detectron, tensorpack
 
 SCRAPERS = {
     "detbench-jsonl": jsonl.scrape,
@@ -29,6 +30,8 @@ SCRAPERS = {
     "simpledet-mxnet": simpledet_mxnet.scrape,
     "dllogger": dllogger.scrape,
     "effdet": effdet.scrape,
+    "detectron": detectron.scrape,
+    "tensorpack": tensorpack.scrape,
 }
 
 # One line per format: which frameworks (and versions) write it.
@@ -45,6 +48,8 @@ FORMATS = {
     "dllogger": "NVIDIA DeepLearningExamples EfficientDet through dllogger: 'DLL ...' and 'DLLL {json}' "
                 "(PyTorch and TF2)",
     "effdet": "rwightman/efficientdet-pytorch train.py: 'Train: E [ i/N (p%)]  Loss: ...  Time: ...'",
+    "detectron": "Detectron (Caffe2) training stats: 'json_stats: {...}' with a running-mean 'time' (2018-2019)",
+    "tensorpack": "tensorpack ThroughputTracker at each epoch's end: 'Throughput (samples/sec): X' (images/s only)",
 }
 
 # The formats that read a file with a fast path (all but detbench-jsonl).
@@ -58,6 +63,8 @@ PATH_SCRAPERS = {
     "simpledet-mxnet": simpledet_mxnet.iter_scrape_path,
     "dllogger": dllogger.iter_scrape_path,
     "effdet": effdet.iter_scrape_path,
+    "detectron": detectron.iter_scrape_path,
+    "tensorpack": tensorpack.iter_scrape_path,
 }
 
 
@@ -106,6 +113,9 @@ SIGNATURES = (
     ("simpledet-mxnet", re.compile(r"(?:Epoch|Iter)\[\d+\] Batch \[\d+\]\t.*Speed: \S+ samples/s")),
     ("dllogger", re.compile(r"^DLLL \{|^DLL \S+ \S+ - ")),
     ("effdet", re.compile(r"Train: \d+ \[ *\d+/\d+ \( *\S+%\)\]  Loss: ")),
+    ("detectron", re.compile(r"^json_stats: \{")),
+    ("tensorpack", re.compile(r"^\[\d{4} \d\d:\d\d:\d\d @[\w.]+\.py:\d+\] (?:Start Epoch \d+ \.\.\.|"
+                              r"Epoch \d+ \(global_step \d+\) finished, time:|Throughput \(samples/sec\): )")),
 )
 JSON_LINE_MAX = 1 << 16   # a JSON log line longer than this is not a training record
 

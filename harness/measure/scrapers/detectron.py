@@ -1,0 +1,75 @@
+"""Detectron (Caffe2) logs: the ``json_stats: {...}`` lines of its training loop.
+
+Line (detectron/utils/logging.py log_json_stats, printed to stdout with json.dumps and
+sorted keys; every top-level float is first turned into a 6-decimal string): ``json_stats:
+{"accuracy_cls": "0.912500", "eta": "1 day, 2:03:04", "iter": 40, "loss": "1.234567",
+"loss_bbox": ..., "lr": "0.020000", "mb_qsize": 64, "mem": 9054, "time": "0.612345"}``.
+``iter`` is the 0-based iteration of tools/train_net.py's loop; utils/training_stats.py
+prints when iter % 20 == 0 and at the last iteration (SOLVER.MAX_ITER - 1).
+
+Semantics: ``time`` is the iteration timer's average_time, the MEAN of every iteration
+timed since the timer was last reset. utils/train.py times from before the learning-rate
+update to after the net run (the net's first op dequeues the minibatch the loader threads
+prepared, so a wait for data counts; the stats update, the logging and checkpoints come
+after the stop and count in no iteration), and resets the timer once, right after logging
+iteration start_iter + 20. So the record of 0-based iteration k is CUMULATIVE_MEAN over
+1-based iterations start_iter + 1 .. k + 1 while k <= start_iter + 20, and over
+start_iter + 22 .. k + 1 after the reset: the mean since the reset starts right after the
+record at start_iter + 21, so the two running sums form one chain, and two records give
+the exact mean between them. No data time is printed (None). ``loss`` is the median of the
+last 20 total losses; ``mem`` is the peak of the GPUs' allocated memory in MB (rounded up).
+
+Options: start_iter (0: a fresh run; a resumed run starts at its checkpoint's iteration + 1),
+log_period (20, fixed in TrainingStats).
+"""
+import json
+import re
+
+from harness.measure.records import CUMULATIVE_MEAN, IterationRecord
+from harness.measure.scrapers import common
+
+RECORD_RE = re.compile(r"json_stats: (\{[^\n]*\})")
+
+
+class DetectronScraper(common.Scraper):
+    key = "json_stats: "
+    pattern = RECORD_RE
+
+    def __init__(self, start_iter=0, log_period=20):
+        super().__init__()
+        self.start_iter = int(start_iter)
+        self.reset_at = self.start_iter + int(log_period)
+
+    def span(self, it0):
+        """Iterations the running mean of 0-based iteration it0 covers."""
+        if it0 <= self.reset_at:
+            return it0 - self.start_iter + 1
+        return it0 - self.reset_at
+
+    def from_match(self, m, index):
+        try:
+            stats = json.loads(m.group(1))
+        except ValueError:
+            return common.make_error(index, "json_stats line is not one JSON object", m.group(0))
+        if not isinstance(stats, dict):
+            return common.make_error(index, "json_stats line is not one JSON object", m.group(0))
+        try:
+            it0 = int(stats["iter"])
+            time_s = float(stats["time"])
+            mem = stats.get("mem")
+            loss = stats.get("loss")
+            mem = None if mem is None else float(mem)
+            loss = None if loss is None else float(loss)
+        except (KeyError, TypeError, ValueError):
+            return common.make_error(index, "json_stats line lacks a readable iter or time", m.group(0))
+        span = self.span(it0)
+        if span < 1:
+            return common.make_error(index, "iteration %d is before start_iter %d" % (it0, self.start_iter),
+                                     m.group(0))
+        return self.accept(IterationRecord(it0 + 1, index, time_s, None, span, CUMULATIVE_MEAN,
+                                           None, None, mem, loss))
+
+
+# iter_scrape(lines) streams, iter_scrape_path(path) reads a file with the fast path,
+# scrape(lines) returns (records, errors)
+iter_scrape, iter_scrape_path, scrape = common.entry_points(DetectronScraper)
