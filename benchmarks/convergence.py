@@ -61,11 +61,17 @@ def parse_args(argv):
     p.add_argument("--work", help="folder for the data set and checkpoints (default: a temporary one)")
     p.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     args = p.parse_args(argv)
-    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
-    unknown = [m for m in args.models if m not in CONFIGS]
-    if unknown:
-        p.error("unknown model %s (known: %s)" % (unknown[0], ", ".join(CONFIGS)))
+    args.models = model_list(p, args.models, CONFIGS)
     return args
+
+
+def model_list(parser, text, known):
+    """The models of a comma-separated --models value; a parser error names an unknown one."""
+    models = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in models if m not in known]
+    if unknown:
+        parser.error("unknown model %s (known: %s)" % (unknown[0], ", ".join(known)))
+    return models
 
 
 def environment(threads):

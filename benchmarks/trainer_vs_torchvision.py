@@ -31,6 +31,7 @@ from torchvision.ops.misc import FrozenBatchNorm2d  # noqa: E402
 
 from harness.trainer.config import apply_overrides, load_config_module  # noqa: E402
 from harness.trainer.data import SyntheticBatches  # noqa: E402
+from harness.trainer.masks import per_image_targets  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = {"retina": "retina_r50v1_fpn_1x.py", "faster": "faster_r50v1_fpn_1x.py",
@@ -74,16 +75,12 @@ def theirs(kind, cfg):
 
 
 def to_torchvision(images, targets, kind):
-    ims, tgts = list(images), []
-    for i in range(images.shape[0]):
-        keep = targets["labels"][i] > 0
-        t = {"boxes": targets["boxes"][i][keep], "labels": targets["labels"][i][keep]}
-        if kind == "retina":
+    # real boxes first in each image's slots; mask crops pasted back onto the canvas (masks.py)
+    tgts = per_image_targets(images, targets)
+    if kind == "retina":
+        for t in tgts:
             t["labels"] = t["labels"] - 1  # sigmoid classes without a background slot
-        if "masks" in targets:
-            t["masks"] = targets["masks"][i][keep]
-        tgts.append(t)
-    return ims, tgts
+    return list(images), tgts
 
 
 def step(model, optimizer, inputs, precision, ours_side):

@@ -29,7 +29,10 @@ from .config import ConfigError
 FORMAT = "detbench-trainer-checkpoint"
 VERSION = 1
 # the data order of a resumed run equals the uninterrupted one only if these are unchanged
-DATA_ORDER_KEYS = ("world_size", "data.source", "data.images_per_device", "data.shuffle", "train.seed")
+DATA_ORDER_KEYS = ("world_size", "data.source", "data.images_per_device", "data.shuffle",
+                   "data.aspect_grouping", "train.seed")
+# keys added after checkpoints were first written, with the value older checkpoints ran with
+LATER_KEYS = {"data.aspect_grouping": False}
 
 
 def keys_that_must_match(cfg):
@@ -164,6 +167,8 @@ def load(path, cfg, world):
         raise ConfigError(f"checkpoint {path} has version {state.get('version')!r}, this trainer reads {VERSION}")
     theirs, ours = state["config"], flat_config(cfg, world)
     for key in keys_that_must_match(cfg):
+        if key not in theirs and key in LATER_KEYS:
+            theirs[key] = LATER_KEYS[key]
         if key not in theirs:
             raise ConfigError(f"checkpoint {path} is from another config: it has no {key}")
         if _norm(theirs[key]) != _norm(ours[key]):

@@ -22,6 +22,7 @@ class ConfigError(ValueError):
 PRECISIONS = ("fp32", "fp16", "bf16")
 NORMS = ("frozen_bn", "gn", "syncbn", "bn")
 SOURCES = ("synthetic", "coco")
+CANVASES = ("fixed", "batch")
 MODELS = ("retina", "faster", "mask")
 
 
@@ -105,6 +106,9 @@ class DataConfig:
     shuffle: bool = True                # coco: reshuffle each pass; false: the file's order, cycled
     flip_prob: float = 0.0              # coco: chance an image is mirrored left-right (augment.py)
     scales: Tuple[int, ...] = ()        # coco: shorter-side lengths drawn per image; empty: fit input_size
+    canvas: str = "fixed"               # coco: fixed (every batch input_size) | batch (its largest image, to 32)
+    aspect_grouping: bool = False       # coco: batches of landscape or of portrait images (needs canvas=batch)
+    mask_crop: int = 0                  # coco, masks: >0 averages mask crops down to this side (masks.py)
 
     def __post_init__(self):
         _check_choice("data", "source", self.source, SOURCES)
@@ -120,6 +124,12 @@ class DataConfig:
         for side in self.scales:
             if side < 16:
                 raise ConfigError(f"data.scales={','.join(map(str, self.scales))}: each must be >= 16")
+        _check_choice("data", "canvas", self.canvas, CANVASES)
+        if self.mask_crop and self.mask_crop < 8:
+            raise ConfigError(f"data.mask_crop={self.mask_crop} must be 0 (full resolution) or >= 8")
+        if self.aspect_grouping and self.canvas != "batch":
+            raise ConfigError("data.aspect_grouping=true needs data.canvas=batch: on the fixed canvas every "
+                              "batch is padded to data.input_size whatever its images' shapes")
         if self.source == "coco" and not (self.coco_json and self.coco_images):
             raise ConfigError("data.source=coco needs data.coco_json and data.coco_images")
 

@@ -7,6 +7,7 @@ forward by it. With checkpointing off the loop does one integer comparison per i
 than it would without the feature.
 """
 import contextlib
+import json
 import math
 import resource
 import sys
@@ -100,6 +101,8 @@ def train(model, batches, cfg, device, world, out=None, resume=None, resume_path
     start of the loop) to the end of this one, so what happens between two iterations
     (the log lines of the last one, for instance) is charged to the next; a checkpoint
     write is not charged to any. Its data time is the part spent waiting for the batch.
+    The last line, `data summary {json}`, gives the run's padding fraction and the share of
+    iteration time spent waiting for data (data_summary).
 
     `resume`: a state from checkpoint.load (model tensors already loaded); training goes on
     after its iteration, and `batches` must start at that iteration's batch."""
@@ -117,6 +120,7 @@ def train(model, batches, cfg, device, world, out=None, resume=None, resume_path
     images_per_iter = cfg.data.images_per_device * world
     cuda = device.type == "cuda"
     source = iter(batches)
+    waited = spent = 0.0            # data and iteration time after the run's first iteration
     prev_end = time.perf_counter()
     for it in range(start, t.max_iter):
         fetch = time.perf_counter()
@@ -146,6 +150,8 @@ def train(model, batches, cfg, device, world, out=None, resume=None, resume_path
             torch.cuda.synchronize(device)
         end = time.perf_counter()
         elapsed, prev_end = end - prev_end, end
+        if it > start:
+            waited, spent = waited + data_time, spent + elapsed
         # everything below belongs to the next iteration's time
         if not all(math.isfinite(v) for v in values):
             raise NonFiniteLoss(f"loss is {values[0]} (not finite) at iteration {it + 1}")
@@ -170,3 +176,19 @@ def train(model, batches, cfg, device, world, out=None, resume=None, resume_path
                 print(f"checkpoint {path}", file=out, flush=True)
             save_after = checkpoint.next_save(it + 1, t.checkpoint_every, t.max_iter) - 1
             prev_end += time.perf_counter() - pause
+    summary = data_summary(batches, waited, spent, device)
+    if is_logger:
+        print(SUMMARY_PREFIX + json.dumps(summary, sort_keys=True), file=out, flush=True)
+
+
+SUMMARY_PREFIX = "data summary "
+
+
+def data_summary(batches, waited, spent, device):
+    """The run's padding fraction (padded / canvas pixels of every batch on every rank) and,
+    on this rank, the share of iteration time spent waiting for batches after the first
+    iteration. Every rank calls it (one reduction)."""
+    pixels = torch.tensor(list(getattr(batches, "pixels", (0, 0))), dtype=torch.float64, device=device)
+    content, canvas = (dist.global_mean(pixels) * dist.world_size()).tolist()
+    return {"padding_fraction": round(1 - content / canvas, 4) if canvas else None,
+            "data_time_fraction": round(waited / spent, 4) if spent else None}

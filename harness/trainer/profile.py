@@ -160,6 +160,7 @@ def run(args):
 
     from . import weights
     from .data import SyntheticBatches
+    from .masks import per_image_targets
     module = load_config_module(args.config)
     cfg = apply_overrides(module.CONFIG, args.overrides)
     model_name = TRAINER_MODELS.get(cfg.model.name)
@@ -194,9 +195,7 @@ def run(args):
 
         def tv_batch(i):
             images, targets = source.batch(i)
-            counts = (targets["labels"] > 0).sum(1).tolist()
-            return ([im * std + mean for im in images],
-                    [{k: v[j, :n] for k, v in targets.items()} for j, n in enumerate(counts)])
+            return [im * std + mean for im in images], per_image_targets(images, targets)
         parts, rest = torchvision_parts(tv)
         results["torchvision"] = profile(tv, parts, rest, tv_batch, lambda m, b: m(*b), args.steps,
                                          args.warmup, sync)

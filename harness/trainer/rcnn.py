@@ -2,10 +2,9 @@
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torchvision.ops import roi_align
-
 from .assign import ignore_crowd, match_boxes, sample_balanced, top_k_per_image
 from .boxes import BoxCoder, smooth_l1
+from .masks import roi_targets
 
 
 class TwoFCHead(nn.Module):
@@ -56,9 +55,11 @@ class RoIHeads(nn.Module):
     The plain path gathers the sampled RoIs into a list whose length the host learns. The
     sync-free path (`sync_free=True`) keeps fixed shapes: `batch_per_image` box RoIs and
     `mask_max_rois_per_image` mask RoIs per image, the unused slots padded with zero weight
-    and every loss divided by the count of real ones, so both give the same losses. Its mask
-    targets come from every ground-truth mask of the batch (the plain path converts only the
-    masks some RoI uses), which costs B x G float masks of the canvas's size."""
+    and every loss divided by the count of real ones, so both give the same losses.
+
+    Mask targets come from per-object crops (masks.py): 28x28 RoIAlign targets of the mask
+    RoIs only. The plain path converts the crops some RoI uses to floats, the sync-free path
+    every crop of the batch (B x G crops, no torch.unique)."""
 
     def __init__(self, *, box_extractor, box_head, mask_extractor=None, mask_head=None,
                  batch_per_image=512, positive_fraction=0.25, fg_iou=0.5, bg_iou=0.5,
@@ -86,14 +87,15 @@ class RoIHeads(nn.Module):
         labels = ignore_crowd(labels, boxes, targets.get("crowd"))
         pos, neg = sample_balanced(labels, self.batch_per_image, self.positive_fraction)
         self.last_work = {"sampled_rois": (pos | neg).sum(), "positive_rois": pos.sum()}
+        masks = (targets["mask_crops"], targets["mask_affine"]) if self.mask_head is not None else None
         if self.sync_free:
             losses = self._box_losses_fixed(feats, boxes, idx, pos, neg, gt_boxes, gt_labels)
             if self.mask_head is not None:
-                losses.update(self._mask_losses_fixed(feats, boxes, idx, pos, gt_labels, targets["masks"]))
+                losses.update(self._mask_losses_fixed(feats, boxes, idx, pos, gt_labels, masks))
             return losses
         losses = self._box_losses(feats, boxes, idx, pos, neg, gt_boxes, gt_labels)
         if self.mask_head is not None:
-            losses.update(self._mask_losses(feats, boxes, idx, pos, gt_labels, targets["masks"]))
+            losses.update(self._mask_losses(feats, boxes, idx, pos, gt_labels, masks))
         return losses
 
     def _box_losses(self, feats, boxes, idx, pos, neg, gt_boxes, gt_labels):
@@ -112,7 +114,7 @@ class RoIHeads(nn.Module):
         loss_box = (reg * is_pos).sum() / norm
         return {"loss_rcnn_cls": loss_cls, "loss_rcnn_bbox": loss_box}
 
-    def _mask_losses(self, feats, boxes, idx, pos, gt_labels, gt_masks):
+    def _mask_losses(self, feats, boxes, idx, pos, gt_labels, gt_crops):
         bsz, g = gt_labels.shape
         cols, real = top_k_per_image(pos, torch.rand(pos.shape, device=pos.device), self.mask_max_rois)
         rows = torch.arange(bsz, device=pos.device)[:, None].expand_as(cols)
@@ -128,12 +130,8 @@ class RoIHeads(nn.Module):
         logits = self.mask_head(self.mask_extractor(feats, rois))
         label = gt_labels[b, matched]
         logits = logits.float().gather(1, label[:, None, None, None].expand(-1, 1, *logits.shape[2:]))[:, 0]
-        # only the ground-truth masks that some RoI uses are turned into floats
-        used, which = torch.unique(b * g + matched, return_inverse=True)
-        src = gt_masks.view(bsz * g, 1, *gt_masks.shape[2:])[used]
-        mask_rois = torch.cat([which[:, None].to(roi_boxes.dtype), roi_boxes], dim=1)
-        # adaptive sampling (ceil(roi side / mask size) points per bin side), as torchvision's targets
-        target = roi_align(src.float(), mask_rois.float(), (self.mask_size, self.mask_size), 1.0, 0)[:, 0]
+        # targets of these RoIs only, from the crops of the objects they match
+        target = roi_targets(*gt_crops, b * g + matched, roi_boxes, self.mask_size)
         bce = F.binary_cross_entropy_with_logits(logits, target, reduction="none").mean((1, 2))
         return {"loss_mask": (bce * weight).sum() / weight.sum().clamp(min=1)}
 
@@ -156,8 +154,8 @@ class RoIHeads(nn.Module):
         loss_box = (reg * is_pos).sum() / norm
         return {"loss_rcnn_cls": loss_cls, "loss_rcnn_bbox": loss_box}
 
-    def _mask_losses_fixed(self, feats, boxes, idx, pos, gt_labels, gt_masks):
-        bsz, g = gt_labels.shape
+    def _mask_losses_fixed(self, feats, boxes, idx, pos, gt_labels, gt_crops):
+        g = gt_labels.shape[1]
         # the same draw as the plain path, so both train the mask head on the same RoIs
         cols, real = top_k_per_image(pos, torch.rand(pos.shape, device=pos.device), self.mask_max_rois)
         self.last_work["mask_rois"] = real.sum()
@@ -168,9 +166,7 @@ class RoIHeads(nn.Module):
         logits = self.mask_head(self.mask_extractor(feats, rois))
         label = gt_labels[b, matched]
         logits = logits.float().gather(1, label[:, None, None, None].expand(-1, 1, *logits.shape[2:]))[:, 0]
-        src = gt_masks.view(bsz * g, 1, *gt_masks.shape[2:]).float()
-        mask_rois = torch.cat([(b * g + matched)[:, None].to(roi_boxes.dtype), roi_boxes], dim=1)
-        target = roi_align(src, mask_rois.float(), (self.mask_size, self.mask_size), 1.0, 0)[:, 0]
+        target = roi_targets(*gt_crops, b * g + matched, roi_boxes, self.mask_size, share=False)
         bce = F.binary_cross_entropy_with_logits(logits, target, reduction="none").mean((1, 2))
         weight = real.float()
         return {"loss_mask": (bce * weight).sum() / weight.sum().clamp(min=1)}

@@ -61,6 +61,10 @@ def settings(cfg, device, world):
         out["mask_max_rois_per_image"] = m.mask_max_rois_per_image
     if d.source == "coco" and (d.flip_prob or d.scales):      # augmentation, where it is on
         out.update(flip_prob=d.flip_prob, scales=list(d.scales))
+    if d.source == "coco" and (d.canvas != "fixed" or d.aspect_grouping):
+        out.update(canvas=d.canvas, aspect_grouping=d.aspect_grouping)
+    if d.source == "coco" and m.name == "mask" and d.mask_crop:
+        out["mask_crop"] = d.mask_crop
     return out
 
 

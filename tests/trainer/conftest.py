@@ -86,8 +86,53 @@ def tiny_coco(tmp_path):
                              "segmentation": [poly]})
         im.save(img_dir / name)
         images.append({"id": i + 1, "file_name": name, "height": h, "width": w})
+    return save_coco(tmp_path, img_dir, images, anns, (3, 7))
+
+
+def save_coco(root, img_dir, images, anns, category_ids):
+    """Write root/instances.json; returns (its path, the image folder) as strings."""
     doc = {"images": images, "annotations": anns,
-           "categories": [{"id": 3, "name": "a"}, {"id": 7, "name": "b"}]}
-    ann_path = tmp_path / "instances.json"
+           "categories": [{"id": c, "name": "abcdefgh"[k]} for k, c in enumerate(category_ids)]}
+    ann_path = root / "instances.json"
     ann_path.write_text(json.dumps(doc))
     return str(ann_path), str(img_dir)
+
+
+def write_coco(root, shapes, seed=0):
+    """A COCO set of PNG images of the given (height, width) shapes under `root`, two polygon
+    objects each (categories 1 and 2): a random octagon, and a quadrilateral that reaches the
+    image's bottom-right corner. Returns (annotation file, image folder)."""
+    import numpy as np
+    from PIL import Image, ImageDraw
+
+    img_dir = root / "images"
+    img_dir.mkdir(parents=True)
+    rng = np.random.default_rng(seed)
+    images, anns = [], []
+    for i, (h, w) in enumerate(shapes):
+        im = Image.fromarray((rng.random((h, w, 3)) * 60).astype("uint8"))
+        draw = ImageDraw.Draw(im)
+        cx, cy = rng.uniform(0.25, 0.5) * w, rng.uniform(0.25, 0.5) * h
+        rx, ry = rng.uniform(0.1, 0.2) * w, rng.uniform(0.1, 0.2) * h
+        angles = np.linspace(0, 2 * np.pi, 9)[:-1]
+        octagon = [float(v) for a in angles for v in (cx + rx * np.cos(a), cy + ry * np.sin(a))]
+        corner = [0.6 * w, 0.7 * h, float(w), 0.55 * h, float(w), float(h), 0.75 * w, float(h)]
+        for cat, poly in ((1, octagon), (2, corner)):
+            xs, ys = poly[0::2], poly[1::2]
+            draw.polygon(poly, fill=(200, 60 + 80 * cat, 90))
+            box = [min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)]
+            anns.append({"id": len(anns) + 1, "image_id": i + 1, "category_id": cat, "bbox": box,
+                         "area": box[2] * box[3], "iscrowd": 0, "segmentation": [poly]})
+        name = f"img{i}.png"
+        im.save(img_dir / name)
+        images.append({"id": i + 1, "file_name": name, "height": h, "width": w})
+    return save_coco(root, img_dir, images, anns, (1, 2))
+
+
+# landscape and portrait images, alternating: batches of two in the file's order mix them
+MIXED_SHAPES = [(64, 128), (128, 64), (96, 128), (128, 96), (80, 128), (128, 80), (64, 96), (96, 64)]
+
+
+@pytest.fixture
+def mixed_coco(tmp_path):
+    return write_coco(tmp_path / "mixed", MIXED_SHAPES)

@@ -6,7 +6,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="the trainer needs torch (pip install torch torchvision)")
 pytest.importorskip("torchvision", reason="the trainer needs torchvision")
 
-from harness.trainer import coco  # noqa: E402
+from harness.trainer import coco, masks  # noqa: E402
 from harness.trainer.augment import Augment  # noqa: E402
 from harness.trainer.config import ConfigError, DataConfig  # noqa: E402
 from harness.trainer.data import InfiniteShardedSampler  # noqa: E402
@@ -18,27 +18,37 @@ def dataset(tiny_coco, augment=None, size=(128, 128)):
     return coco.CocoDataset(records, size, 100, True, augment)
 
 
+def on_canvas(item, size=(128, 128)):
+    """One item as the fixed-canvas loader batches it: (image [3, H, W], masks [G, H, W])."""
+    batch = coco.collate([item], canvas=size)
+    return batch["images"][0], masks.full_masks(batch["mask_crops"], batch["mask_affine"], *size)[0]
+
+
 def test_flip_mirrors_image_boxes_and_masks(tiny_coco):
-    plain = dataset(tiny_coco)[0]
-    flipped = dataset(tiny_coco, Augment(flip_prob=1.0))[(0, 5)]
+    plain_image, plain_masks = on_canvas(dataset(tiny_coco)[0])
+    flipped_item = dataset(tiny_coco, Augment(flip_prob=1.0))[(0, 5)]
+    flipped_image, flipped_masks = on_canvas(flipped_item)
     h, w = 96, 128                      # image 0 is 96 x 128, fitted into 128 x 128 at scale 1
-    assert torch.equal(flipped["image"][:, :h, :w], plain["image"][:, :h, :w].flip(-1))
+    assert torch.equal(flipped_image[:, :h, :w], plain_image[:, :h, :w].flip(-1))
+    plain = dataset(tiny_coco)[0]
     mirrored = plain["boxes"].clone()
     mirrored[:, 0], mirrored[:, 2] = w - plain["boxes"][:, 2], w - plain["boxes"][:, 0]
-    assert torch.allclose(flipped["boxes"], mirrored)
-    assert torch.equal(flipped["labels"], plain["labels"])
-    assert plain["masks"].any()
-    assert torch.equal(flipped["masks"][:, :, :w], plain["masks"][:, :, :w].flip(-1))
-    assert not flipped["masks"][:, :, w:].any()
+    assert torch.allclose(flipped_item["boxes"], mirrored)
+    assert torch.equal(flipped_item["labels"], plain["labels"])
+    assert plain_masks.any()
+    assert torch.equal(flipped_masks[:, :, :w], plain_masks[:, :, :w].flip(-1))
+    assert not flipped_masks[:, :, w:].any()
 
 
 def test_scales_resize_the_shorter_side_and_keep_the_canvas(tiny_coco):
     plain = dataset(tiny_coco)[0]
     small = dataset(tiny_coco, Augment(scales=(48,)))[(0, 0)]
-    assert small["image"].shape == plain["image"].shape
+    image, _ = on_canvas(small)
+    assert image.shape == on_canvas(plain)[0].shape == (3, 128, 128)
     assert torch.allclose(small["boxes"], plain["boxes"] * 0.5)       # shorter side 96 -> 48
-    assert not small["image"][:, 48:, :].any() and not small["image"][:, :, 64:].any()
-    assert small["image"][:, :48, :64].any()
+    assert small["image"].shape == (3, 48, 64)
+    assert not image[:, 48:, :].any() and not image[:, :, 64:].any()
+    assert image[:, :48, :64].any()
 
 
 def test_the_draw_depends_on_seed_and_position_only():

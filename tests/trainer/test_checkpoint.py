@@ -116,21 +116,40 @@ def test_resume_after_kill_is_bit_identical(tmp_path):
     assert final["python"] == saved["python"] and final["numpy"][2] == saved["numpy"][2]
 
 
-def test_resume_mid_epoch_of_coco_data_is_bit_identical(capsys, tiny_coco, tmp_path):
-    ann, images = tiny_coco
-    coco = ["data.source=coco", f"data.coco_json={ann}", f"data.coco_images={images}", "data.shuffle=true",
-            "train.max_iter=6", "train.checkpoint_every=3"]
-    rc, out, err = train_main(capsys, [config_path("faster_tiny")]
-                              + sets(*coco, f"train.checkpoint_dir={tmp_path / 'a'}"))
+def resume_after_3_of_6(capsys, tmp_path, config, data):
+    """Train 6 iterations with a checkpoint every 3 (folder a), resume from the one after 3
+    (folder b): the resumed run's losses and final state are the uninterrupted one's."""
+    pairs = list(data) + ["train.max_iter=6", "train.checkpoint_every=3"]
+    rc, out, err = train_main(capsys, [config_path(config)] + sets(*pairs, f"train.checkpoint_dir={tmp_path / 'a'}"))
     assert rc == 0, err
     full, _ = parse_lines(out)
-    # 4 images, 2 a batch: the checkpoint after 3 batches is in the middle of the second epoch
-    rc, out, err = train_main(capsys, [config_path("faster_tiny"), "--resume", tmp_path / "a" / "iter_0000003.pth"]
-                              + sets(*coco, f"train.checkpoint_dir={tmp_path / 'b'}"))
+    rc, out, err = train_main(capsys, [config_path(config), "--resume", tmp_path / "a" / "iter_0000003.pth"]
+                              + sets(*pairs, f"train.checkpoint_dir={tmp_path / 'b'}"))
     assert rc == 0, err
     resumed, _ = parse_lines(out)
     assert losses_of(resumed) == losses_of(full[3:])
     assert_same_state(tmp_path / "a" / "iter_0000006.pth", tmp_path / "b" / "iter_0000006.pth")
+    return pairs
+
+
+def test_resume_mid_epoch_of_coco_data_is_bit_identical(capsys, tiny_coco, tmp_path):
+    # 4 images, 2 a batch: the checkpoint after 3 batches is in the middle of the second epoch
+    ann, images = tiny_coco
+    resume_after_3_of_6(capsys, tmp_path, "faster_tiny", ["data.source=coco", f"data.coco_json={ann}",
+                                                          f"data.coco_images={images}", "data.shuffle=true"])
+
+
+def test_resume_mid_epoch_of_aspect_grouped_batches_is_bit_identical(capsys, mixed_coco, tmp_path):
+    """The grouped order (data.aspect_grouping) and each image's flip and scale draw are
+    replayed from the checkpoint's iteration count: 8 images, 2 a batch, checkpoint after 3."""
+    ann, images = mixed_coco
+    pairs = resume_after_3_of_6(capsys, tmp_path, "mask_tiny", [
+        "data.source=coco", f"data.coco_json={ann}", f"data.coco_images={images}", "data.canvas=batch",
+        "data.aspect_grouping=true", "data.flip_prob=0.5", "data.scales=48,64", "model.num_classes=2"])
+    # the order is part of what a checkpoint must match
+    rc, out, err = train_main(capsys, [config_path("mask_tiny"), "--resume", tmp_path / "a" / "iter_0000003.pth"]
+                              + sets(*pairs, "data.aspect_grouping=false", f"train.checkpoint_dir={tmp_path / 'c'}"))
+    assert rc == 2 and "data.aspect_grouping=True there, False here" in err, err
 
 
 @pytest.fixture(scope="module")

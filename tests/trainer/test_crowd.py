@@ -28,7 +28,7 @@ def crowd_coco(tiny_coco, tmp_path):
     ann, images = tiny_coco
     doc = json.loads(open(ann).read())
     doc["annotations"].append({"id": 99, "image_id": 1, "category_id": 3, "bbox": [60, 50, 40, 30],
-                               "area": 1200, "iscrowd": 1, "segmentation": {"counts": [0], "size": [96, 128]}})
+                               "area": 1200, "iscrowd": 1, "segmentation": {"counts": [96 * 128], "size": [96, 128]}})
     path = tmp_path / "crowd.json"
     path.write_text(json.dumps(doc))
     return str(path), images

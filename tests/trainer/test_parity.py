@@ -36,6 +36,7 @@ from harness.trainer import assign, rcnn, rpn, weights  # noqa: E402
 from harness.trainer.anchors import AnchorGenerator  # noqa: E402
 from harness.trainer.config import load_config_module  # noqa: E402
 from harness.trainer.data import SyntheticBatches  # noqa: E402
+from harness.trainer.masks import per_image_targets  # noqa: E402
 
 CONFIGS = {"retinanet": "retina_r50v1_fpn_1x", "faster_rcnn": "faster_r50v1_fpn_1x",
            "mask_rcnn": "mask_r50v1_fpn_1x"}
@@ -152,8 +153,8 @@ def make_batch(cfg, masks):
                                        0, 1, DATA_SEED).batch(0)
     counts = (targets["labels"] > 0).sum(1).tolist()
     assert counts[0] != counts[1], "the batch should pad one image's boxes"
-    tv_targets = [{k: v[i, :n] for k, v in targets.items()} for i, n in enumerate(counts)]
-    return images, targets, tv_targets
+    # torchvision gets full-image masks: the trainer's crops pasted back (masks.py)
+    return images, targets, per_image_targets(images, targets)
 
 
 def forward_both(model, path):
