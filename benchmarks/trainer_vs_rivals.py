@@ -27,6 +27,8 @@ import tempfile
 
 import yaml
 
+from harness.launch import hostcpu
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OURS = "detbench-trainer"
 RIVALS = ("torchvision", "mmdetection")
@@ -125,6 +127,10 @@ def main(argv=None):
         args.repeats, args.warmup, args.measure, args.images = 2, 1, 2, 8
     args.models = [m for m in args.models.split(",") if m]
     args.precisions = [x for x in args.precisions.split(",") if x]
+    name, flags = hostcpu.cpu()
+    if "bf16" in args.precisions and not hostcpu.host_has_gpus() and flags and not hostcpu.has_bf16_kernels(flags):
+        print("note: bf16 is left out: this CPU (%s) has no bf16 kernels, only torch's emulation" % name)
+        args.precisions = [x for x in args.precisions if x != "bf16"]
     work = args.work or tempfile.mkdtemp(prefix="trainer-vs-rivals-")
     rivals = built_envs()
     for name in RIVALS:

@@ -28,7 +28,7 @@ from pydantic import Field, field_validator
 
 from harness import frameworks
 from harness.errors import BackendDown, BackendLost, UserError
-from harness.launch import engine, images, trialfiles
+from harness.launch import engine, hostcpu, images, trialfiles
 from harness.launch.docker_reaper import alive
 from harness.launch.local import ROOT, runner_argv
 from harness.spec import names
@@ -74,10 +74,6 @@ def check(scenario, fail):
         if recipe not in images.RECIPES:
             fail(("docker", "images", name), "unknown image recipe %r (known: %s)"
                  % (recipe, ", ".join(sorted(images.RECIPES))))
-
-
-def host_has_gpus():
-    return os.path.exists("/dev/nvidiactl") or shutil.which("nvidia-smi") is not None
 
 
 def container_name(trial_id):
@@ -146,7 +142,9 @@ def pythons(scenario, framework_names):
 
 
 def preflight(scenario, cells=()):
-    """UserError unless the engine answers and has the image of every framework the scenario runs."""
+    """UserError unless the engine answers and has the image of every framework the scenario runs, and
+    the host can run its cells' precisions natively."""
+    hostcpu.refuse_emulated_bf16(cells)
     client = engine.connect(timeout=60)
     try:
         for fw in sorted(set(scenario.matrix.framework)):
@@ -283,7 +281,7 @@ class DockerLauncher:
             mounts.append(docker.types.Mount(path, path, type="bind", read_only=True))
         requests_ = []
         gpus = opts.gpus if opts is not None else None
-        if gpus is None and host_has_gpus():
+        if gpus is None and hostcpu.host_has_gpus():
             gpus = cell.gpus
         if gpus:
             count = -1 if gpus == "all" else int(gpus)

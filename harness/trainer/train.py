@@ -131,6 +131,12 @@ def resolve_device(cfg):
     if cfg.train.precision == "fp16" and kind != "cuda":
         raise ConfigError("train.precision=fp16 needs a CUDA device (autocast with loss scaling); "
                           "use bf16 or fp32 on the CPU")
+    from .peak import supported
+    if cfg.train.precision == "bf16" and not supported(torch, "bf16", torch.device(kind)):
+        what = ("a CUDA device without bf16 support" if kind == "cuda" else
+                "a CPU without bf16 kernels (torch's CPU capability: %s)" % torch.backends.cpu.get_cpu_capability())
+        raise ConfigError("train.precision=bf16 on %s would time an emulation tens of times slower than fp32; "
+                          "use fp32 here" % what)
     return kind
 
 

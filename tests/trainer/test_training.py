@@ -59,9 +59,20 @@ def test_images_without_boxes_train(train_inprocess, config):
         assert all(v == 0 for k, v in r["losses"].items() if k.endswith("bbox"))
 
 
+def cpu_has_bf16_kernels():
+    import torch
+    from harness.trainer.peak import supported
+    return supported(torch, "bf16", torch.device("cpu"))
+
+
 @pytest.mark.parametrize("config", MODELS)
-def test_bf16_gives_finite_losses_on_cpu(train_inprocess, config):
+def test_bf16_gives_finite_losses_on_a_cpu_with_bf16_kernels_and_is_refused_elsewhere(train_inprocess, config):
+    """Where the CPU only emulates bf16, training refuses in one line instead of timing the emulation."""
     rc, iters, metas, err = train_inprocess(config, "train.max_iter=2", "train.precision=bf16")
+    if not cpu_has_bf16_kernels():
+        assert rc != 0 and not iters
+        assert "train.precision=bf16 on a CPU without bf16 kernels" in err and "use fp32 here" in err
+        return
     assert rc == 0, err
     assert metas[0]["precision"] == "bf16"
     assert all(math.isfinite(r["loss"]) for r in iters)
