@@ -13,6 +13,7 @@ from typing import List
 
 from harness import frameworks, launch
 from harness.errors import BackendDown, BackendLost, ResultsWriteError, UserError
+from harness.launch import hostcpu
 from harness.launch import progress as progress_mod
 from harness.results.store import Store, new_run_id
 from harness.spec import platforms
@@ -58,7 +59,12 @@ def start(scenario_path, results_dir, backend=None, dry_run=False, out=None, for
     backend = backend or sc.backend
     launcher = launch.launcher(backend)
     planned_cells = scenario_mod.plan(sc)
+    if launcher.runs_here:      # cells this host cannot measure (bf16 on a CPU that only emulates it) are NA
+        planned_cells = hostcpu.exclude_unmeasurable(planned_cells)
     runnable = [p.cell for p in planned_cells if p.excluded is None]
+    if not runnable:
+        raise UserError("%s: no cell of this scenario can be measured on this host (%s)"
+                        % (scenario_path, next(p.excluded for p in planned_cells if p.excluded)))
     trials = schedule(sc, planned_cells, backend)
     # trials that run on other machines: their trial.json host facts and fingerprint tell
     host = platforms.host_record([c.platform for c in runnable] if launcher.runs_here else [],
@@ -87,6 +93,9 @@ def start(scenario_path, results_dir, backend=None, dry_run=False, out=None, for
                      cell_rows(sc, planned_cells),
                      [(t.seq, t.cell.key, t.repeat, t.argv) for t in trials], limits=bounds)
     out.write("run %s: %d trials of %s on backend %s -> %s\n" % (run_id, len(trials), sc.name, backend, results_dir))
+    for p in planned_cells:
+        if p.excluded and p.excluded.startswith(hostcpu.THIS_HOST):
+            out.write("# NA %s: %s\n" % (p.cell.key, p.excluded))
     if host.get("forced"):
         out.write("FORCED: this host is not %s; the run and its reports say so\n" % ", ".join(sorted(host["forced"])))
     execute(store, run_id, out)

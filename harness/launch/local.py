@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harness import frameworks
 from harness.errors import ResultsWriteError
-from harness.launch import envs, hostcpu, trialfiles
+from harness.launch import envs, trialfiles
 
 ROOT = Path(__file__).resolve().parents[2]   # the folder holding runner.py and harness/
 RUNNER = ROOT / "runner.py"
@@ -61,7 +61,6 @@ class LocalLauncher:
     @staticmethod
     def preflight(scenario, cells):
         check_envs(cells)
-        hostcpu.refuse_emulated_bf16(cells)
 
     def __init__(self, python=sys.executable):
         self.python = python
