@@ -142,3 +142,6 @@ def test_a_table_says_why_it_has_no_compute_figure():
     lines = measured.compute_lines(full, columns, ["retinanet"], "fp32")
     assert lines[0] == "Compute, RetinaNet (trainer | torchvision): 1.000 TFLOP/s (1000%) | -, in parentheses " \
                        "the share of the peak." and lines[1].startswith("Peak: 100 GFLOP/s")
+    assert lines[2].startswith("A share above 100% means the peak was measured low")     # 1000% is no MFU
+    within = {("retinanet", "detbench-trainer"): entry(flops_per_image=2e11, peak_gflops=2000.0)}
+    assert len(measured.compute_lines(within, columns, ["retinanet"], "fp32")) == 2

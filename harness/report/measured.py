@@ -264,6 +264,10 @@ def compute_lines(cells, columns, models, precision):
         lines.append("Peak: %s GFLOP/s, this host's best %s matrix product or convolution (`detbench platform "
                      "peak`); work per image counted once on the bundled model (torch's FLOP counter)."
                      % (" / ".join("%.0f" % p for p in sorted(peaks)), catalog.precision_title(precision)))
+        if any(e is not None and e.detail and e.detail.mfu is not None and e.detail.mfu > 1
+               for e in cells.values()):
+            lines.append("A share above 100% means the peak was measured low (on a busy machine, or cached from "
+                         "one): measure it again on a quiet one with `detbench platform peak --refresh`.")
     elif why:
         lines.append("No compute figures: %s." % why)
     return lines
