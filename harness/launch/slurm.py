@@ -377,8 +377,9 @@ class SlurmLauncher:
         try:
             self._follow(job_id, trial_dir, scenario)
         except BaseException:
-            cancel([job_id])
+            # a job squeue still lists after the wait stays ours: cleanup cancels it again
             self.active.discard(job_id)
+            self.active.update(cancel([job_id]))
             raise
         self.active.discard(job_id)
         state, exit_code, reason = end_state(job_id)
