@@ -66,6 +66,10 @@ class ModelConfig:
     sync_free_nms_passes: int = 32
     # RetinaNet
     retina_num_convs: int = 4
+    # speed levers that give the same numbers up to rounding (docs/methodology.md, "Levers")
+    retina_merge_first_convs: bool = False  # both towers' first conv as one 256->512 conv
+    fused_focal_loss: bool = False          # focal.py: one autograd function, sync-free
+    mask_target_class_only: bool = False   # training mask logits of each RoI's class only
     # initial weights (pretrained.py); empty: the trainer's own initialisation
     backbone_weights: str = ""          # ImageNet ResNet state_dict, torchvision's layout
     weights: str = ""                   # a whole detector (the same as train.py --weights)
@@ -147,6 +151,7 @@ class TrainConfig:
     warmup_factor: float = 1.0 / 3
     channels_last: bool = False
     compile_backbone: bool = False
+    fused_sgd: bool = False             # torch's fused SGD kernel (one pass over all parameters)
     checkpoint_backbone: bool = False
     tf32: bool = False
     device: str = "auto"                # auto | cpu | cuda

@@ -34,7 +34,8 @@ def make_optimizer(model, cfg, world):
             (no_decay if p.ndim <= 1 else decay).append(p)
     groups = [{"params": decay, "weight_decay": t.weight_decay},
               {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.SGD(groups, lr=base_lr, momentum=t.momentum), base_lr
+    fused = {"fused": True} if t.fused_sgd else {}
+    return torch.optim.SGD(groups, lr=base_lr, momentum=t.momentum, **fused), base_lr
 
 
 def lr_at(iteration, base_lr, t, steps=None):

@@ -44,8 +44,15 @@ class MaskHead(nn.Module):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
                 nn.init.zeros_(m.bias)
 
-    def forward(self, x):
-        return self.logits(self.body(x))
+    def forward(self, x, labels=None):
+        """Mask logits of every class [N, classes + 1, 2S, 2S]; given `labels` [N], only each
+        RoI's own class [N, 2S, 2S], which is all a training step reads (the other classes'
+        logits get no gradient): a per-RoI dot product instead of the full 1x1 convolution."""
+        x = self.body(x)
+        if labels is None:
+            return self.logits(x)
+        weight = self.logits.weight[:, :, 0, 0][labels].to(x.dtype)          # [N, C]
+        return torch.einsum("nchw,nc->nhw", x, weight) + self.logits.bias[labels].to(x.dtype)[:, None, None]
 
 
 class RoIHeads(nn.Module):
@@ -63,9 +70,10 @@ class RoIHeads(nn.Module):
 
     def __init__(self, *, box_extractor, box_head, mask_extractor=None, mask_head=None,
                  batch_per_image=512, positive_fraction=0.25, fg_iou=0.5, bg_iou=0.5,
-                 mask_max_rois_per_image=128, mask_size=28, sync_free=False):
+                 mask_max_rois_per_image=128, mask_size=28, sync_free=False, mask_target_class_only=False):
         super().__init__()
         self.sync_free = sync_free
+        self.mask_target_class_only = mask_target_class_only
         self.box_extractor = box_extractor
         self.box_head = box_head
         self.mask_extractor = mask_extractor
@@ -127,13 +135,19 @@ class RoIHeads(nn.Module):
         roi_boxes = boxes[b, n]
         matched = idx[b, n]
         rois = torch.cat([b[:, None].to(roi_boxes.dtype), roi_boxes], dim=1)
-        logits = self.mask_head(self.mask_extractor(feats, rois))
         label = gt_labels[b, matched]
-        logits = logits.float().gather(1, label[:, None, None, None].expand(-1, 1, *logits.shape[2:]))[:, 0]
+        logits = self._mask_logits(self.mask_extractor(feats, rois), label)
         # targets of these RoIs only, from the crops of the objects they match
         target = roi_targets(*gt_crops, b * g + matched, roi_boxes, self.mask_size)
         bce = F.binary_cross_entropy_with_logits(logits, target, reduction="none").mean((1, 2))
         return {"loss_mask": (bce * weight).sum() / weight.sum().clamp(min=1)}
+
+    def _mask_logits(self, pooled, label):
+        """[N, 2S, 2S] float logits of each mask RoI's class."""
+        if self.mask_target_class_only:
+            return self.mask_head(pooled, label).float()
+        logits = self.mask_head(pooled)
+        return logits.float().gather(1, label[:, None, None, None].expand(-1, 1, *logits.shape[2:]))[:, 0]
 
     def _box_losses_fixed(self, feats, boxes, idx, pos, neg, gt_boxes, gt_labels):
         # every sampled RoI fits: sampling keeps at most batch_per_image per image
@@ -163,9 +177,8 @@ class RoIHeads(nn.Module):
         roi_boxes = boxes[b, n].masked_fill(~real[:, None], 0.0)
         matched = idx[b, n]
         rois = torch.cat([b[:, None].to(roi_boxes.dtype), roi_boxes], dim=1)
-        logits = self.mask_head(self.mask_extractor(feats, rois))
         label = gt_labels[b, matched]
-        logits = logits.float().gather(1, label[:, None, None, None].expand(-1, 1, *logits.shape[2:]))[:, 0]
+        logits = self._mask_logits(self.mask_extractor(feats, rois), label)
         target = roi_targets(*gt_crops, b * g + matched, roi_boxes, self.mask_size, share=False)
         bce = F.binary_cross_entropy_with_logits(logits, target, reduction="none").mean((1, 2))
         weight = real.float()

@@ -46,7 +46,7 @@ def settings(cfg, device, world):
         "lr": t.lr * d.images_per_device * world / t.lr_reference_batch,
         "warmup_iters": t.warmup_iters, "warmup_factor": t.warmup_factor,
         "schedule": t.schedule, "steps": list(resolved_steps(t)), "gamma": t.gamma,
-        "checkpoint_every": t.checkpoint_every,
+        "checkpoint_every": t.checkpoint_every, "fused_sgd": t.fused_sgd,
     }
     if m.name in ("faster", "mask"):
         out.update(rpn_pre_nms_top_n_train=m.rpn_pre_nms_top_n_train,
@@ -59,6 +59,9 @@ def settings(cfg, device, world):
                    roi_align_aligned=m.roi_align_aligned)
     if m.name == "mask":
         out["mask_max_rois_per_image"] = m.mask_max_rois_per_image
+        out["mask_target_class_only"] = m.mask_target_class_only
+    if m.name == "retina":
+        out.update(retina_merge_first_convs=m.retina_merge_first_convs, fused_focal_loss=m.fused_focal_loss)
     if d.source == "coco" and (d.flip_prob or d.scales):      # augmentation, where it is on
         out.update(flip_prob=d.flip_prob, scales=list(d.scales))
     if d.source == "coco" and (d.canvas != "fixed" or d.aspect_grouping):

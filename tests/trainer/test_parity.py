@@ -182,6 +182,7 @@ def forward_both(model, path):
             hooks += [keep(tv.roi_heads.mask_roi_pool, "tv_mask_pool_in", True),
                       keep(tv.roi_heads.mask_predictor, "tv_mask_out"),
                       keep(bt.roi_heads.mask_extractor, "bt_mask_pool_in", True),
+                      keep(bt.roi_heads.mask_head, "bt_mask_in", True),
                       keep(bt.roi_heads.mask_head, "bt_mask_out")]
         tv.rpn.fg_bg_sampler = PrioritySampler(tv.rpn.fg_bg_sampler, 1)
         tv.roi_heads.fg_bg_sampler = PrioritySampler(tv.roi_heads.fg_bg_sampler, 2)
@@ -497,5 +498,11 @@ def test_mask_head_and_mask_loss_are_equal(runs):
     assert float((tv_rois[:, 3:] - tv_rois[:, 1:3]).max()) > 2 * 28
     pairing, dist = pair_rows(bt_rois, tv_rois)
     assert dist == 0
-    assert rel_error(rec["bt_mask_out"], rec["tv_mask_out"][pairing]) < RTOL
+    tv_out = rec["tv_mask_out"][pairing]
+    # the R50 config computes only each RoI's own class in training (model.mask_target_class_only):
+    # those logits are torchvision's logits of that class
+    assert rec["bt"].roi_heads.mask_target_class_only
+    labels = rec["bt_mask_in"][1]
+    assert rec["bt_mask_out"].shape == tv_out.shape[:1] + tv_out.shape[2:]
+    assert rel_error(rec["bt_mask_out"], tv_out[torch.arange(len(labels)), labels]) < RTOL
     assert rel_error(rec["bt_losses"]["loss_mask"], rec["tv_losses"]["loss_mask"]) < RTOL

@@ -11,9 +11,9 @@ CONFIG = Config(
     model=ModelConfig(name="mask", norm="frozen_bn", frozen_stages=1,
                       rpn_pre_nms_top_n_train=2000, rpn_post_nms_top_n_train=2000,
                       roi_batch_per_image=512, roi_positive_fraction=0.25,
-                      mask_max_rois_per_image=128),
+                      mask_max_rois_per_image=128, mask_target_class_only=True),
     data=DataConfig(images_per_device=2, input_size=(800, 1344)),
-    train=TrainConfig(lr=0.02, lr_reference_batch=16, warmup_iters=500),
+    train=TrainConfig(lr=0.02, lr_reference_batch=16, warmup_iters=500, fused_sgd=True),
 )
 
 
@@ -40,5 +40,6 @@ def build_detector(cfg: Config):
         mask_head=MaskHead(in_channels=m.fpn_channels, conv_dim=m.mask_conv_dim, num_convs=4,
                            num_classes=m.num_classes),
         batch_per_image=m.roi_batch_per_image, positive_fraction=m.roi_positive_fraction, sync_free=m.sync_free,
-        mask_max_rois_per_image=m.mask_max_rois_per_image, mask_size=28)
+        mask_max_rois_per_image=m.mask_max_rois_per_image, mask_size=28,
+        mask_target_class_only=m.mask_target_class_only)
     return FasterRCNN(backbone=backbone, neck=neck, rpn=rpn, roi_heads=roi_heads)
