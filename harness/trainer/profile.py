@@ -17,7 +17,7 @@ on the modules that make it up (the device synchronised at each border):
   roi heads   two-stage: the box head (and mask head) on the pooled features
   roi rest    two-stage: RoI sampling, target building and the second-stage losses
   backward    loss.backward()
-  optimizer   SGD step and zero_grad
+  optimizer   SGD step and zero_grad (the trainer's: fused when train.fused_sgd; torchvision's: plain)
 
 It prints a table of the median milliseconds per phase over the measured steps, side by side.
 The steps are not the benchmark's figure (hooks and syncs add a little); they say where the
@@ -100,10 +100,12 @@ def torchvision_parts(model):
     return parts + [("head", model.head)], None
 
 
-def profile(model, parts, rest, step_batch, forward, steps, warmup, sync, lr=0.001):
-    """{phase: median ms per step} over `steps` measured steps of SGD on `model`."""
+def profile(model, parts, rest, step_batch, forward, steps, warmup, sync, lr=0.001, fused=False):
+    """{phase: median ms per step} over `steps` measured steps of SGD on `model` (`fused`:
+    torch's fused SGD kernel, as the trainer's train.fused_sgd)."""
     import torch
-    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=lr, momentum=0.9)
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=lr, momentum=0.9,
+                                **({"fused": True} if fused else {}))
     per_step = []
     for i in range(warmup + steps):
         clock = Clock(sync)
@@ -182,7 +184,8 @@ def run(args):
         trainer.train()
         parts, rest = trainer_parts(trainer)
         results["detbench-trainer"] = profile(trainer, parts, rest, source.batch,
-                                              lambda m, b: m(*b), args.steps, args.warmup, sync)
+                                              lambda m, b: m(*b), args.steps, args.warmup, sync,
+                                              fused=cfg.train.fused_sgd)
         if args.trainer_only or not standard:
             return results, standard
         tv = weights.reference_model(model_name)

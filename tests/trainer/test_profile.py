@@ -44,3 +44,18 @@ def test_a_bad_override_is_one_line(capsys):
     assert profile.main([config_path("faster_tiny"), "--set", "model.no_such_key=1"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_the_trainer_side_steps_with_the_trainer_s_optimizer(monkeypatch, capsys, fused):
+    import torch
+    seen = []
+
+    class Recording(torch.optim.SGD):
+        def __init__(self, params, **options):
+            seen.append(bool(options.get("fused")))
+            super().__init__(params, **options)
+    monkeypatch.setattr(torch.optim, "SGD", Recording)
+    argv = [config_path("retina_tiny"), "--set", "train.fused_sgd=%s" % str(fused).lower(), "--trainer-only"]
+    assert profile.main(argv + SMALL[2:]) == 0
+    assert seen == [fused]
