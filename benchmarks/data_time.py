@@ -33,10 +33,9 @@ sys.path.insert(0, ROOT)
 
 from benchmarks.convergence import model_list  # noqa: E402
 from harness import jsonlog  # noqa: E402
+from harness.frameworks.detbench_trainer import CONFIG_DIR, CONFIGS  # noqa: E402
 from harness.spec import datasets  # noqa: E402
 
-CONFIGS = {"retinanet": "retina_r50v1_fpn_1x.py", "faster_rcnn": "faster_r50v1_fpn_1x.py",
-           "mask_rcnn": "mask_r50v1_fpn_1x.py"}
 QUICKSTART = {"size": (256, 256), "batch": 2, "threads": 2, "iterations": 11, "warmup": 3}
 TARGET = 0.05
 
@@ -66,8 +65,7 @@ def train_cell(model, ann, images, args):
             "data.images_per_device": QUICKSTART["batch"], "data.input_size": "%dx%d" % (h, w),
             "data.source": "coco", "data.coco_json": ann, "data.coco_images": images,
             "data.workers": args.workers, "train.schedule": "constant"}
-    argv = [sys.executable, "-m", "harness.trainer.train", os.path.join(ROOT, "harness", "trainer", "configs",
-                                                                       CONFIGS[model])]
+    argv = [sys.executable, "-m", "harness.trainer.train", os.path.join(CONFIG_DIR, CONFIGS[model])]
     for key, value in sets.items():
         argv += ["--set", "%s=%s" % (key, value)]
     env = dict(os.environ, OMP_NUM_THREADS=str(QUICKSTART["threads"]), PYTHONUNBUFFERED="1",

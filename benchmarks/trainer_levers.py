@@ -42,10 +42,11 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from benchmarks.convergence import model_list  # noqa: E402
+from benchmarks.trainer_vs_rivals import ratio_ci  # noqa: E402
 from harness import jsonlog  # noqa: E402
+from harness.frameworks.detbench_trainer import CONFIG_DIR, CONFIGS  # noqa: E402
 
-CONFIGS = {"retinanet": "retina_r50v1_fpn_1x.py", "faster_rcnn": "faster_r50v1_fpn_1x.py",
-           "mask_rcnn": "mask_r50v1_fpn_1x.py"}
 ALL = frozenset(CONFIGS)
 LEVERS = {
     "fused_focal_loss": ("model.fused_focal_loss", frozenset({"retinanet"})),
@@ -85,8 +86,7 @@ def detbench(*args):
 
 def run_once(model, sets, args, data, weights):
     """Median seconds per measured iteration of one fresh trainer process."""
-    argv = [sys.executable, "-m", "harness.trainer.train", os.path.join(ROOT, "harness", "trainer", "configs",
-                                                                        CONFIGS[model])]
+    argv = [sys.executable, "-m", "harness.trainer.train", os.path.join(CONFIG_DIR, CONFIGS[model])]
     common = ["train.max_iter=%d" % (args.warmup + args.measure), "train.schedule=constant",
               "train.warmup_iters=0", "train.lr=0.000008", "data.images_per_device=2",
               "data.input_size=%s" % args.size, "data.source=coco",
@@ -162,7 +162,7 @@ def parts(repeats=15):
             F.binary_cross_entropy_with_logits(out, torch.zeros_like(out)).backward()
         return step
 
-    module = load_config_module(os.path.join(ROOT, "harness", "trainer", "configs", CONFIGS["mask_rcnn"]))
+    module = load_config_module(os.path.join(CONFIG_DIR, CONFIGS["mask_rcnn"]))
     model = module.build_detector(module.CONFIG)
     optimizers = {}
     for fused in (False, True):
@@ -198,14 +198,6 @@ def print_parts(threads):
         print("%-18s %9.1f %9.1f %9.1f" % (name, plain, lever, plain - lever))
 
 
-def ratio_ci(ours, base, resamples=4000, seed=0):
-    rng = random.Random(seed)
-    point = statistics.median(ours) / statistics.median(base)
-    draws = sorted(statistics.median(rng.choices(ours, k=len(ours))) /
-                   statistics.median(rng.choices(base, k=len(base))) for _ in range(resamples))
-    return point, draws[int(0.025 * resamples)], draws[int(0.975 * resamples) - 1]
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default="retinanet,faster_rcnn,mask_rcnn")
@@ -226,14 +218,11 @@ def main(argv=None):
         return 0
     if args.quick:
         args.size, args.rounds, args.warmup, args.measure, args.images = "128x128", 1, 1, 2, 8
-    models = [m for m in args.models.split(",") if m]
+    models = model_list(p, args.models, CONFIGS)
     chosen = [x for x in args.levers.split(",") if x]
-    for name in models:
-        if name not in CONFIGS:
-            raise SystemExit("unknown model %r (one of %s)" % (name, ", ".join(CONFIGS)))
     for name in chosen:
         if name not in LEVERS:
-            raise SystemExit("unknown lever %r (one of %s)" % (name, ", ".join(LEVERS)))
+            p.error("unknown lever %s (known: %s)" % (name, ", ".join(LEVERS)))
     work = args.work or tempfile.mkdtemp(prefix="trainer-levers-")
     data = os.path.join(work, "coco%s" % args.size)
     if not os.path.exists(os.path.join(data, "annotations", "instances_train.json")):
