@@ -20,7 +20,8 @@ samples a background thread writes to DIR/telemetry.jsonl: per-core CPU use, run
 memory and swap, the trial's process tree (its descendants and every process of its
 session, so loader workers and launcher children count): CPU, resident memory summed
 over the processes (RSS) and with shared pages counted once (PSS, where the kernel has
-smaps_rollup), all from /proc; and per-GPU use, clocks, temperature, power, throttle
+smaps_rollup; read less often than the rest when the tree is large, so that reading it
+takes at most 1% of the time), all from /proc; and per-GPU use, clocks, temperature, power, throttle
 reasons and the device memory the tree's processes hold (when pynvml imports and
 nvmlInit works). Where the host shows NVIDIA GPUs (/proc/driver/nvidia/gpus, /dev/nvidiaN)
 and NVML does not work, the summary says so in "gpu_telemetry_lost".
@@ -437,6 +438,11 @@ class Sampler(object):
     """
 
     SATURATED = 90.0    # mean per-core utilization (%) that counts as a saturated CPU
+    # PSS reads walk every page of every process in the tree, under the process's memory-map
+    # lock: about 55 ms for a 3 GB trainer, which would stall its allocations and take that
+    # much CPU from it every second. They are spaced so that they take at most this share of
+    # the wall time (RSS, which costs nothing to read, is still sampled every interval).
+    PSS_BUDGET = 0.01
 
     def __init__(self, path, interval, nvml, cores, nvml_error=None, devices=0):
         self.path, self.interval, self.nvml, self.cores = path, interval, nvml, cores
@@ -451,6 +457,8 @@ class Sampler(object):
         self.samples = 0
         self.cost_s = 0.0
         self.pss = os.path.exists("/proc/self/smaps_rollup")
+        self.pss_due = 0.0          # monotonic time of the next PSS read
+        self.pss_samples = 0
         self.tree_pids = set()
         self.proc_cache = {}
         self.ended_cpu = 0.0
@@ -550,11 +558,15 @@ class Sampler(object):
         s["tree_rss_mb"] = round(sum(p[2] for p in procs.values()) / 2.0 ** 20, 1)
         s["tree_procs"] = len(procs)
         s["tree_runnable"] = runnable_threads(sorted(procs))
-        if self.pss:
+        if self.pss and time.monotonic() >= self.pss_due:
+            t0, cpu0 = time.monotonic(), thread_cpu_s()
             pss = [pss_kb(pid) for pid in procs]
+            cost = max(time.monotonic() - t0, thread_cpu_s() - cpu0)
+            self.pss_due = t0 + cost / self.PSS_BUDGET
             if any(v is not None for v in pss):   # a process that ended meanwhile holds nothing
                 s["tree_pss_mb"] = round(sum(v for v in pss if v is not None) / 1024.0, 1)
                 self._add("tree_pss_mb", s["tree_pss_mb"])
+                self.pss_samples += 1
         self._add("tree_runnable", s["tree_runnable"])
         self._add("tree_rss_mb", s["tree_rss_mb"])
         self._add("tree_procs", s["tree_procs"])
@@ -618,6 +630,7 @@ class Sampler(object):
                "%d GPU(s) here, no NVML: %s" % (self.devices, self.nvml_error or "not loaded"),
                "memory_total_mb": meminfo().get("MemTotal", 0) // 1024,
                "sampler_cpu_s": round(self.cost_s, 4),
+               "pss_samples": self.pss_samples,
                "sampler_ms_per_sample": round(1000.0 * self.cost_s / self.samples, 3) if self.samples else None,
                "cpu_saturated_share": round(float(self.saturated) / self.samples, 3) if self.samples else None}
         for name, st in sorted(self.stats.items()):

@@ -91,15 +91,15 @@ def test_cell_limits_read_the_runs_figures_and_name_what_is_missing():
                        "detbench-trainer/retinanet/fp16/local/1/1": {"flops_per_image": 2e11},
                        "torchvision/retinanet/fp32/local/1/1": {"error": "no bundled x to count"}},
               "peak": {"precisions": {"fp32": {"peak_gflops": 200.0}, "bf16": {"skipped": "no bf16 kernels"}}}}
-    assert measured.cell_limits(cell_row(), bounds) == (2e11, 200.0, None)
-    flops, peak, why = measured.cell_limits(cell_row("detbench-trainer/retinanet/fp16/local/1/1", "fp16"), bounds)
+    assert measured.cell_limits(cell_row(), bounds) == (2e11, 200.0, None, None)
+    flops, peak, why, _ = measured.cell_limits(cell_row("detbench-trainer/retinanet/fp16/local/1/1", "fp16"), bounds)
     assert peak is None and "no measured fp16 peak" in why
-    flops, peak, why = measured.cell_limits(cell_row("torchvision/retinanet/fp32/local/1/1"), bounds)
+    flops, peak, why, _ = measured.cell_limits(cell_row("torchvision/retinanet/fp32/local/1/1"), bounds)
     assert flops is None and "no bundled x to count" in why
-    assert measured.cell_limits(cell_row("calibrate/retinanet/fp32/local/1/1"), bounds) == (None, None, None)
+    assert measured.cell_limits(cell_row("calibrate/retinanet/fp32/local/1/1"), bounds) == (None, None, None, None)
 
 
-def test_a_real_run_reports_achieved_tflops_and_the_share_of_peak(write_scenario, tmp_path):
+def test_a_real_run_reports_achieved_tflops_and_the_share_of_peak(write_scenario, tmp_path, monkeypatch):
     results = tmp_path / "results"
     out = CliRunner().invoke(main, ["run", "--scenario", str(write_scenario(TRAINER)), "--results", str(results)])
     assert out.exit_code == 0, out.output
@@ -121,6 +121,43 @@ def test_a_real_run_reports_achieved_tflops_and_the_share_of_peak(write_scenario
     assert cell["mfu"] == pytest.approx(tflops * 1000 / peak) and cell["peak_gflops"] == peak
     page = CliRunner().invoke(main, ["report", "--platform", "local", "--results", str(results), "--format", "html"])
     assert "% of peak</span>" in page.output
+
+    # the peak is measured again later, on a quieter machine, and comes out twice as high: reports
+    # of the run, which stored the lower one, use the higher ceiling and say so
+    of = bounds["peak_of"]
+    assert of["threads"] == "2" and of["fingerprint"]
+    higher = json.loads(limits.peak_path(of["fingerprint"], "2").read_text())
+    higher["precisions"]["fp32"]["peak_gflops"] = 2 * peak
+    monkeypatch.setenv("DETBENCH_CACHE", str(tmp_path / "cache"))      # not the real cache
+    cached = limits.peak_path(of["fingerprint"], "2")
+    cached.parent.mkdir(parents=True)
+    cached.write_text(json.dumps(higher))
+    doc = json.loads(CliRunner().invoke(main, ["report", "--platform", "local", "--results", str(results),
+                                               "--format", "json"]).output)
+    cell = next(c for c in doc["cells"] if c["framework"] == "detbench-trainer")
+    assert cell["peak_gflops"] == 2 * peak and cell["peak_stored_gflops"] == peak
+    assert cell["mfu"] == pytest.approx(tflops * 1000 / (2 * peak))
+    text = CliRunner().invoke(main, ["report", "--platform", "local", "--results", str(results)]).output
+    assert "The run stored a lower peak (%.0f GFLOP/s)" % peak in text
+
+
+def test_only_a_higher_peak_cached_for_the_same_machine_and_threads_replaces_the_stored_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("DETBENCH_CACHE", str(tmp_path))
+    bounds = {"work": {}, "peak": {"precisions": {"fp32": {"peak_gflops": 30.0}, "bf16": {"skipped": "no kernels"}}}}
+    assert limits.best_peak(bounds, "fp1-a", "2") is bounds            # nothing cached: as stored
+    path = limits.peak_path("fp1-a", "2")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"precisions": {"fp32": {"peak_gflops": 159.4}, "bf16": {"peak_gflops": 600.0}}}))
+    raised = limits.best_peak(bounds, "fp1-a", "2")
+    assert raised["peak"]["precisions"]["fp32"] == {"peak_gflops": 159.4, "stored_gflops": 30.0}
+    assert raised["peak"]["precisions"]["bf16"] == {"skipped": "no kernels"}   # the run had no figure to raise
+    assert bounds["peak"]["precisions"]["fp32"] == {"peak_gflops": 30.0}       # the stored limits untouched
+    assert limits.best_peak(bounds, "fp1-a", "4") is bounds            # other thread count
+    assert limits.best_peak(bounds, "fp1-b", "2") is bounds            # other machine
+    high = {"work": {}, "peak": {"precisions": {"fp32": {"peak_gflops": 200.0}}}}
+    assert limits.best_peak(high, "fp1-a", "2") is high                # a lower cached figure never lowers it
+    path.write_text("{not json")
+    assert limits.best_peak(bounds, "fp1-a", "2") is bounds
 
 
 def test_a_table_says_why_it_has_no_compute_figure():

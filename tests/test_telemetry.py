@@ -213,6 +213,33 @@ def test_the_tree_keeps_a_worker_whose_parent_died(tmp_path):
         assert 96 < t["tree_pss_mb"]["max"] <= t["tree_rss_mb"]["max"]
 
 
+def test_pss_reads_of_a_large_tree_are_spaced_to_one_percent_of_the_time(monkeypatch):
+    # smaps_rollup walks every page under the process's memory-map lock: ~55 ms for a 3 GB
+    # trainer. A read that costs 20 ms is not repeated for 2 s; RSS is still read every sample.
+    reads = []
+
+    def slow_pss(pid):
+        reads.append(pid)
+        time.sleep(0.02)
+        return 1024
+
+    monkeypatch.setattr(runner, "pss_kb", slow_pss)
+    sampler = runner.Sampler(os.devnull, 0.05, None, 2)
+    sampler.pss = True
+    sampler.pid = os.getpid()
+    sampler.prev = sampler._baseline()
+    samples = []
+    for _ in range(8):
+        samples.append(sampler.sample())
+        time.sleep(0.05)
+    assert len(reads) == 1 and sampler.pss_samples == 1
+    assert ["tree_pss_mb" in s for s in samples] == [True] + [False] * 7
+    assert all(s["tree_rss_mb"] > 0 for s in samples)
+    assert sampler.summary()["pss_samples"] == 1
+    sampler.pss_due = 0.0          # once the spacing has passed, the next sample reads it again
+    assert "tree_pss_mb" in sampler.sample()
+
+
 def test_device_memory_sums_the_trees_processes_on_every_gpu(tmp_path, monkeypatch):
     trial = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.run(['sleep', '20'])"],
                              start_new_session=True)

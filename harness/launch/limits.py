@@ -71,10 +71,14 @@ def threads_of(env):
     return str(value) if value else "default"
 
 
+def peak_path(fingerprint, threads):
+    return cache_root() / "limits" / ("peak-%s-t%s.json" % (fingerprint or "unknown", threads))
+
+
 def peak(fingerprint, env=None, refresh=False):
     """This host's measured peak (harness.trainer.peak's object) at the thread count `env` sets."""
     threads = threads_of(env)
-    path = cache_root() / "limits" / ("peak-%s-t%s.json" % (fingerprint or "unknown", threads))
+    path = peak_path(fingerprint, threads)
     if refresh and path.exists():
         path.unlink()
     extra = {} if threads == "default" else {"OMP_NUM_THREADS": threads}
@@ -118,6 +122,35 @@ def for_run(sc, cells, fingerprint, measure_peak=True):
         else:
             work[cell.key] = flops_per_image(cell.model, sc.input_size, sc.batch_per_gpu, opts)
     out = {"work": work}
-    out["peak"] = peak(fingerprint, sc.env) if measure_peak else {
-        "error": "trials ran on other machines (the peak of the submitting host says nothing of them)"}
+    if measure_peak:
+        out["peak"] = peak(fingerprint, sc.env)
+        out["peak_of"] = {"fingerprint": fingerprint, "threads": threads_of(sc.env)}
+    else:
+        out["peak"] = {"error": "trials ran on other machines (the peak of the submitting host says nothing of them)"}
     return out
+
+
+def best_peak(bounds, fingerprint, threads):
+    """A run's stored limits with each precision's peak raised to the figure cached here for
+    the same machine fingerprint and thread count, where that one is higher.
+
+    A peak is a ceiling, and a measurement can only come out low (a busy machine), never high:
+    the best figure measured for this kind of machine is the truer one. A raised precision keeps
+    what the run stored as "stored_gflops". Measures nothing; a cache it cannot read changes nothing."""
+    stored = (bounds or {}).get("peak")
+    if not isinstance(stored, dict) or not isinstance(stored.get("precisions"), dict) or not fingerprint:
+        return bounds
+    try:
+        cached = json.loads(peak_path(fingerprint, threads).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return bounds
+    better = {}
+    for precision, figures in stored["precisions"].items():
+        mine = figures.get("peak_gflops") if isinstance(figures, dict) else None
+        theirs = ((cached.get("precisions") or {}).get(precision) or {}).get("peak_gflops") \
+            if isinstance(cached, dict) else None
+        if isinstance(mine, (int, float)) and isinstance(theirs, (int, float)) and theirs > mine:
+            better[precision] = dict(figures, peak_gflops=theirs, stored_gflops=mine)
+    if not better:
+        return bounds
+    return dict(bounds, peak=dict(stored, precisions=dict(stored["precisions"], **better)))

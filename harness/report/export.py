@@ -22,6 +22,8 @@ CELL_COLUMNS = (
     # how close to the machine's limit: counted work per image, achieved TFLOP/s, the host's
     # measured peak at the cell's precision (GFLOP/s) and the achieved fraction of it
     "flops_per_image", "tflops", "peak_gflops", "mfu", "limit_note",
+    # the lower peak the run stored, where a higher one measured since on the same kind of machine replaced it
+    "peak_stored_gflops",
     # inference cells (batch_per_gpu is the batch size): medians over repeats, in ms
     "latency_avg_ms", "latency_p50_ms", "latency_percentiles_ms", "latency_batches", "pre_ms", "net_ms",
     "post_ms", "detections_per_image")
@@ -88,6 +90,7 @@ def cell_row(table, model, framework, entry):
             "work": d.work, "peak_rss_mb": d.peak_rss_mb, "peak_device_mb": d.peak_device_mb,
             "peak_mem_mb": d.peak_mem_mb, "flops_per_image": d.flops_per_image, "tflops": d.tflops,
             "peak_gflops": d.peak_gflops, "mfu": d.mfu, "limit_note": d.limit_note,
+            "peak_stored_gflops": d.peak_stored_gflops,
         })
     return {k: row.get(k) for k in CELL_COLUMNS}
 

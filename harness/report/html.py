@@ -86,7 +86,8 @@ def detail_text(entry, column=""):
         parts.append("work per iteration: %s" % work.row_text([d.work]))
     if d.mfu is not None:
         parts.append("compute %.3f TFLOP/s, %.1f%% of the host's %.0f GFLOP/s peak"
-                     % (d.tflops, 100 * d.mfu, d.peak_gflops))
+                     % (d.tflops, 100 * d.mfu, d.peak_gflops)
+                     + (" (measured since; the run stored %.0f)" % d.peak_stored_gflops if d.peak_stored_gflops else ""))
     elif d.limit_note:
         parts.append("no compute figure (%s)" % d.limit_note)
     for peak, what in ((d.peak_device_mb, "device"), (d.peak_rss_mb, "resident"), (d.peak_mem_mb, "logged")):

@@ -4,6 +4,7 @@ import dataclasses
 import json
 from collections import defaultdict
 
+from harness.launch import limits
 from harness.spec import catalog, platforms
 from harness.spec.scenario import Cell
 from harness import frameworks
@@ -32,30 +33,46 @@ def cell_entries(rows, ci=True):
 
 
 def run_limits(run):
-    """The run's stored limits (harness.launch.limits.for_run), {} where it has none."""
+    """The run's stored limits (harness.launch.limits.for_run), {} where it has none, with each
+    precision's peak raised to a higher one measured since on the same kind of machine
+    (limits.best_peak)."""
     text = run["limits_json"] if "limits_json" in run.keys() else None
     value = _loads(text)
-    return value if isinstance(value, dict) else {}
+    if not isinstance(value, dict):
+        return {}
+    of = value.get("peak_of")
+    if isinstance(of, dict):
+        fingerprint, threads = of.get("fingerprint"), of.get("threads")
+    else:   # stored before runs named the peak's machine: the run's host and its scenario's threads
+        host = _loads(run["host_json"] if "host_json" in run.keys() else None)
+        scenario = _loads(run["scenario_json"] if "scenario_json" in run.keys() else None)
+        fingerprint = host.get("fingerprint") if isinstance(host, dict) else None
+        env = scenario.get("env") if isinstance(scenario, dict) else None
+        value_threads = env.get("OMP_NUM_THREADS") if isinstance(env, dict) else None
+        threads = str(value_threads) if value_threads else "default"
+    return limits.best_peak(value, fingerprint, threads)
 
 
 def cell_limits(cell, bounds):
-    """(flops per image, peak GFLOP/s at the cell's precision, why one is missing) from a run's limits."""
+    """(flops per image, peak GFLOP/s at the cell's precision, why one is missing, the lower peak
+    the run stored where a higher one replaced it) from a run's limits."""
     if not bounds:
-        return None, None, None
+        return None, None, None, None
     work = (bounds.get("work") or {}).get(cell["cell_key"])
     if work is None:
-        return None, None, None      # a cell with no arithmetic to count (the calibration workload)
+        return None, None, None, None      # a cell with no arithmetic to count (the calibration workload)
     flops = work.get("flops_per_image") if isinstance(work, dict) else None
     peak = bounds.get("peak") or {}
     figures = (peak.get("precisions") or {}).get(cell["precision"]) or {}
     gflops = figures.get("peak_gflops")
+    stored = figures.get("stored_gflops")
     why = None
     if flops is None:
         why = "work not counted: %s" % (work.get("error") if isinstance(work, dict) else "?")
     elif gflops is None:
         why = "no measured %s peak: %s" % (cell["precision"], peak.get("error") or figures.get("skipped")
                                           or "this host's peak has no %s figure" % cell["precision"])
-    return flops, gflops, why
+    return flops, gflops, why, stored
 
 
 def nominal_window(scenario_json):
@@ -115,14 +132,15 @@ def entry_for(cell, trials, ci=True, window=None, bounds=None):
     raised += telemetry.cell_flags([t["telemetry_json"] for t in done], [t["fingerprint"] for t in done])
     variants = _distinct(_loads(t["settings_json"]) or {} for t in done)
     windows = _distinct(tuple(w) for w in (_loads(t["window_json"]) for t in done) if isinstance(w, list))
-    flops, peak, why = cell_limits(cell, bounds)
+    flops, peak, why, stored_peak = cell_limits(cell, bounds)
     detail = Detail(n=s.n, median=s.throughput, failed=len(failed), minimum=s.minimum, maximum=s.maximum, iqr=s.iqr,
                     ci=(s.ci_low, s.ci_high) if ci else None, cv=s.cv, observed=s.observed, outliers=s.outliers,
                     settings=variants[0], settings_variants=tuple(variants),
                     kinds=tuple(_distinct(t["figure_kind"] for t in done)), windows=tuple(windows),
                     nominal_window=window, work=cell_work(done), peak_rss_mb=_peak(done, "peak_rss_mb"),
                     peak_device_mb=_peak(done, "peak_device_mb"), peak_mem_mb=_peak(done, "peak_mem_mb"),
-                    run_id=cell["run_id"], flops_per_image=flops, peak_gflops=peak, limit_note=why)
+                    run_id=cell["run_id"], flops_per_image=flops, peak_gflops=peak, limit_note=why,
+                    peak_stored_gflops=stored_peak)
     return Entry(throughput=s.throughput, iteration_ms=s.iteration_ms, data_ms=s.data_ms, flags=raised,
                  detail=detail)
 
@@ -264,6 +282,12 @@ def compute_lines(cells, columns, models, precision):
         lines.append("Peak: %s GFLOP/s, this host's best %s matrix product or convolution (`detbench platform "
                      "peak`); work per image counted once on the bundled model (torch's FLOP counter)."
                      % (" / ".join("%.0f" % p for p in sorted(peaks)), catalog.precision_title(precision)))
+        lowered = sorted({d.peak_stored_gflops for e in cells.values() for d in [e.detail if e else None]
+                          if d is not None and d.mfu is not None and d.peak_stored_gflops})
+        if lowered:
+            lines.append("The run stored a lower peak (%s GFLOP/s), measured when the machine was busier; the "
+                         "higher one measured since on this kind of machine, at the same thread count, is used."
+                         % " / ".join("%.0f" % p for p in lowered))
         if any(e is not None and e.detail and e.detail.mfu is not None and e.detail.mfu > 1
                for e in cells.values()):
             lines.append("A share above 100% means the peak was measured low (on a busy machine, or cached from "

@@ -44,6 +44,7 @@ class Detail:
     flops_per_image: Optional[float] = None      # counted work of one image's training step
     peak_gflops: Optional[float] = None          # the host's measured peak at the cell's precision
     limit_note: Optional[str] = None             # why either is missing
+    peak_stored_gflops: Optional[float] = None   # the lower peak the run stored, where a later one replaced it
 
     @property
     def tflops(self):
