@@ -58,7 +58,10 @@ def scenario(args, work, frameworks):
     size = [int(v) for v in args.size.split("x")]
     doc["name"] = "trainer-vs-rivals"
     doc["matrix"].update(framework=list(frameworks), model=list(args.models), precision=list(args.precisions))
-    doc["exclude"] = [e for e in doc.get("exclude", []) if e["framework"] in frameworks]
+    axes = {"framework": frameworks, "model": args.models, "precision": args.precisions}
+    # only the exclusions that still match a cell (a scenario refuses one that matches none)
+    doc["exclude"] = [e for e in doc.get("exclude", [])
+                      if all(e[k] in axes[k] for k in axes if k in e)]
     doc.update(input_size=size, warmup=args.warmup, measure=args.measure, repeats=args.repeats)
     data = os.path.join(work, "coco")
     doc["data"] = {"annotations": os.path.join(data, "annotations", "instances_train.json"),

@@ -26,6 +26,7 @@ file: zero weights, and the prior bias for RetinaNet's classifier. Mapping back 
 same values, so a made file survives any round trip unchanged.
 """
 import math
+import os
 import re
 
 FORMAT = "detbench-weights"
@@ -215,8 +216,11 @@ def read(path, model):
     except FileNotFoundError:
         raise WeightsError("%s: no such weights file" % path) from None
     except Exception as exc:        # not a torch file, damaged archive, unpicklable content
-        raise WeightsError("%s: not a detbench weights file (%s)" % (path, str(exc).splitlines()[0][:200])) \
-            from None
+        said = str(exc).strip().splitlines()
+        why = said[0][:200] if said else type(exc).__name__      # an empty file: a bare EOFError
+        if os.path.isfile(path) and os.path.getsize(path) == 0:
+            why = "the file is empty"
+        raise WeightsError("%s: not a detbench weights file (%s)" % (path, why)) from None
     return unpack(obj, path, model)
 
 

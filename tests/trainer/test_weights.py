@@ -227,6 +227,10 @@ def test_a_file_that_is_not_a_weights_file_is_refused(tmp_path):
     torch.save({"conv.weight": torch.zeros(1)}, str(plain))
     with pytest.raises(WeightsError, match="plain.pt: not a detbench weights file"):
         weights.check(str(plain), "retinanet")
+    empty = tmp_path / "empty.pt"           # torch's EOFError says nothing: the line says what it is
+    empty.write_bytes(b"")
+    with pytest.raises(WeightsError, match=r"empty.pt: not a detbench weights file \(the file is empty\)"):
+        weights.check(str(empty), "retinanet")
 
 
 def test_weights_make_refuses_an_unknown_model_and_an_unwritable_path(tmp_path):

@@ -1,0 +1,30 @@
+"""benchmarks/trainer_vs_rivals.py writes a scenario detbench accepts for any choice of models,
+precisions and frameworks (the run itself is the benchmark's, not the suite's)."""
+import argparse
+
+import pytest
+import yaml
+
+from benchmarks import trainer_vs_rivals
+from harness import launch
+
+
+@pytest.mark.parametrize("frameworks, precisions", [
+    (("detbench-trainer", "torchvision", "mmdetection"), ["fp32", "bf16"]),
+    (("detbench-trainer", "torchvision", "mmdetection"), ["fp32"]),     # a CPU without bf16 kernels
+    (("detbench-trainer", "torchvision"), ["bf16"]),
+])
+def test_the_written_scenario_loads_with_only_the_exclusions_that_still_match(tmp_path, frameworks, precisions):
+    args = argparse.Namespace(models=["retinanet", "mask_rcnn"], precisions=precisions, size="320x320",
+                              warmup=2, measure=8, repeats=5)
+    doc, _ = trainer_vs_rivals.scenario(args, str(tmp_path), frameworks)
+    (tmp_path / "coco" / "annotations").mkdir(parents=True)     # what the benchmark makes before it runs
+    (tmp_path / "coco" / "images").mkdir()
+    (tmp_path / "coco" / "annotations" / "instances_train.json").write_text("{}")
+    assert sorted(doc.pop("weights")) == sorted(args.models)   # made by `detbench weights make`, checked elsewhere
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    sc = launch.load_scenario(path)
+    assert sc.repeats == 5 and list(sc.input_size) == [320, 320]
+    kept = [(e["framework"], e.get("precision")) for e in doc["exclude"]]
+    assert kept == ([("mmdetection", "bf16")] if "mmdetection" in frameworks and "bf16" in precisions else [])
