@@ -20,13 +20,16 @@ lever that saves tens of milliseconds. --parts (also printed before the iteratio
 times only what each lever replaces, both ways alternated in one process at the model's
 320x320 shapes: forward and backward of the focal loss on RetinaNet's 19,206 anchors x 80
 classes, of the first tower convs on the five levels, of the mask predictor on 128 RoIs, and
-one SGD step over the R50 Mask R-CNN's trained parameters.
+one SGD step over the R50 Mask R-CNN's trained parameters, and RoIAlign (torchvision's kernel
+against the sparse products) of the box head's 1024 RoIs at 7x7 and the mask head's 128 at
+14x14 on P2-P5.
 
 Levers (docs/methodology.md, "Speed levers of the bundled trainer"); "plain" switches every
 lever that applies off, whatever the R50 config's default:
   fused_focal_loss   model.fused_focal_loss           RetinaNet
   merge_first_convs  model.retina_merge_first_convs   RetinaNet
   mask_class_only    model.mask_target_class_only     Mask R-CNN
+  sparse_roi_align   model.roi_align=sparse           Faster and Mask R-CNN (off: torchvision)
   fused_sgd          train.fused_sgd                  all
   channels_last      train.channels_last              all
 """
@@ -52,9 +55,12 @@ LEVERS = {
     "fused_focal_loss": ("model.fused_focal_loss", frozenset({"retinanet"})),
     "merge_first_convs": ("model.retina_merge_first_convs", frozenset({"retinanet"})),
     "mask_class_only": ("model.mask_target_class_only", frozenset({"mask_rcnn"})),
+    "sparse_roi_align": ("model.roi_align", frozenset({"faster_rcnn", "mask_rcnn"})),
     "fused_sgd": ("train.fused_sgd", ALL),
     "channels_last": ("train.channels_last", ALL),
 }
+# (off, on) of the keys that are not booleans
+VALUES = {"model.roi_align": ("torchvision", "sparse")}
 # "together" is every chosen lever of the model except channels_last, which is measured alone
 ALL_EXCEPT = ("channels_last",)
 
@@ -64,10 +70,10 @@ def variants(model, chosen):
     off, whatever the config's defaults), each lever alone, and all of them but channels_last
     together where two or more apply."""
     keys = {name: key for name, (key, models) in LEVERS.items() if model in models}
-    plain = {key: "false" for key in keys.values()}
+    plain = {key: VALUES.get(key, ("false", "true"))[0] for key in keys.values()}
 
     def switched(*names):
-        sets = dict(plain, **{keys[n]: "true" for n in names})
+        sets = dict(plain, **{keys[n]: VALUES.get(keys[n], ("false", "true"))[1] for n in names})
         return ["%s=%s" % kv for kv in sorted(sets.items())]
     out = {"plain": switched()}
     for name in chosen:
@@ -175,8 +181,26 @@ def parts(repeats=15):
     def sgd(fused):
         return optimizers[fused].step
 
+    from harness.trainer.roi import MultiLevelRoIAlign
+    levels = [torch.randn(2, 256, n, n, generator=gen, requires_grad=True) for n in (80, 40, 20, 10)]
+
+    def roi_align(count, size):
+        """(plain, sparse) steps pooling the same `count` boxes at size x size."""
+        xy = torch.rand(count, 2, generator=gen) * 280
+        wh = torch.rand(count, 2, generator=gen) * 150 + 8
+        rois = torch.cat([torch.randint(0, 2, (count, 1), generator=gen).float(), xy, (xy + wh).clamp(max=320)], 1)
+
+        def step_with(sparse):
+            pool = MultiLevelRoIAlign(output_size=size, sampling_ratio=2, sparse=sparse)
+
+            def step():
+                pool(levels, rois).sum().backward()
+            return step
+        return step_with(False), step_with(True)
+
     cases = {"focal loss": (focal_plain, focal_fused), "first tower convs": (towers(False), towers(True)),
-             "mask predictor": (mask(False), mask(True)), "SGD step": (sgd(False), sgd(True))}
+             "mask predictor": (mask(False), mask(True)), "SGD step": (sgd(False), sgd(True)),
+             "box RoIAlign": roi_align(1024, 7), "mask RoIAlign": roi_align(128, 14)}
     out = {}
     for name, pair in cases.items():
         spent = ([], [])

@@ -158,6 +158,17 @@ def test_only_a_higher_peak_cached_for_the_same_machine_and_threads_replaces_the
     assert limits.best_peak(high, "fp1-a", "2") is high                # a lower cached figure never lowers it
     path.write_text("{not json")
     assert limits.best_peak(bounds, "fp1-a", "2") is bounds
+    # an unset OMP_NUM_THREADS is cached as "default"; where that measurement ran torch at the
+    # run's thread count, it is the same ceiling
+    ran = {"work": {}, "peak": {"threads": 2, "precisions": {"fp32": {"peak_gflops": 30.0}}}}
+    limits.peak_path("fp1-a", "default").write_text(json.dumps(
+        {"threads": 2, "precisions": {"fp32": {"peak_gflops": 159.4}}}))
+    limits.peak_path("fp1-a", "4").write_text(json.dumps(
+        {"threads": 4, "precisions": {"fp32": {"peak_gflops": 300.0}}}))
+    assert limits.best_peak(ran, "fp1-a", "2")["peak"]["precisions"]["fp32"] == {
+        "peak_gflops": 159.4, "stored_gflops": 30.0}
+    four = {"work": {}, "peak": {"threads": 4, "precisions": {"fp32": {"peak_gflops": 30.0}}}}
+    assert limits.best_peak(four, "fp1-a", "4")["peak"]["precisions"]["fp32"]["peak_gflops"] == 300.0
 
 
 def test_a_table_says_why_it_has_no_compute_figure():

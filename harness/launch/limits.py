@@ -130,8 +130,31 @@ def for_run(sc, cells, fingerprint, measure_peak=True):
     return out
 
 
+def _cached_peaks(fingerprint, threads, torch_threads):
+    """The peaks cached here for this machine fingerprint that ran at the same thread count:
+    the one cached under `threads` (the env's setting), and any other whose measurement ran
+    torch at `torch_threads` threads (an unset OMP_NUM_THREADS is the core count)."""
+    folder = cache_root() / "limits"
+    try:
+        names = sorted(p.name for p in folder.glob("peak-%s-t*.json" % fingerprint))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        try:
+            value = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(value, dict):
+            continue
+        same_key = name == peak_path(fingerprint, threads).name
+        if same_key or (torch_threads is not None and value.get("threads") == torch_threads):
+            out.append(value)
+    return out
+
+
 def best_peak(bounds, fingerprint, threads):
-    """A run's stored limits with each precision's peak raised to the figure cached here for
+    """A run's stored limits with each precision's peak raised to the best figure cached here for
     the same machine fingerprint and thread count, where that one is higher.
 
     A peak is a ceiling, and a measurement can only come out low (a busy machine), never high:
@@ -140,16 +163,14 @@ def best_peak(bounds, fingerprint, threads):
     stored = (bounds or {}).get("peak")
     if not isinstance(stored, dict) or not isinstance(stored.get("precisions"), dict) or not fingerprint:
         return bounds
-    try:
-        cached = json.loads(peak_path(fingerprint, threads).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return bounds
+    cached = _cached_peaks(fingerprint, threads, stored.get("threads"))
     better = {}
     for precision, figures in stored["precisions"].items():
         mine = figures.get("peak_gflops") if isinstance(figures, dict) else None
-        theirs = ((cached.get("precisions") or {}).get(precision) or {}).get("peak_gflops") \
-            if isinstance(cached, dict) else None
-        if isinstance(mine, (int, float)) and isinstance(theirs, (int, float)) and theirs > mine:
+        found = [((c.get("precisions") or {}).get(precision) or {}).get("peak_gflops") for c in cached]
+        found = [v for v in found if isinstance(v, (int, float))]
+        theirs = max(found) if found else None
+        if isinstance(mine, (int, float)) and theirs is not None and theirs > mine:
             better[precision] = dict(figures, peak_gflops=theirs, stored_gflops=mine)
     if not better:
         return bounds

@@ -24,6 +24,7 @@ NORMS = ("frozen_bn", "gn", "syncbn", "bn")
 SOURCES = ("synthetic", "coco")
 CANVASES = ("fixed", "batch")
 MODELS = ("retina", "faster", "mask")
+ROI_ALIGNS = ("torchvision", "sparse", "auto")
 
 
 def _check_choice(section, name, value, choices):
@@ -70,6 +71,9 @@ class ModelConfig:
     retina_merge_first_convs: bool = False  # both towers' first conv as one 256->512 conv
     fused_focal_loss: bool = False          # focal.py: one autograd function, sync-free
     mask_target_class_only: bool = False   # training mask logits of each RoI's class only
+    # RoIAlign of the box and mask heads: torchvision's kernel, or roi.py's sparse matrix products
+    # (the same values; on the CPU a tenth of the kernel's backward); auto: sparse on the CPU
+    roi_align: str = "torchvision"
     # initial weights (pretrained.py); empty: the trainer's own initialisation
     backbone_weights: str = ""          # ImageNet ResNet state_dict, torchvision's layout
     weights: str = ""                   # a whole detector (the same as train.py --weights)
@@ -88,6 +92,10 @@ class ModelConfig:
                      "rpn_post_nms_top_n_train", "rpn_batch_per_image", "roi_batch_per_image",
                      "fc_dim", "mask_max_rois_per_image", "base_width", "sync_free_nms_passes"):
             _check_min("model", name, getattr(self, name), 1)
+        _check_choice("model", "roi_align", self.roi_align, ROI_ALIGNS)
+        if self.roi_align == "sparse" and self.roi_align_sampling_ratio < 1:
+            raise ConfigError("model.roi_align=sparse needs model.roi_align_sampling_ratio >= 1: with adaptive "
+                              "sampling (0) each box has its own number of samples")
         if self.backbone_weights and self.weights:
             raise ConfigError("model.backbone_weights and model.weights are both set: model.weights "
                               "replaces every tensor, set one of them")
@@ -152,6 +160,7 @@ class TrainConfig:
     channels_last: bool = False
     compile_backbone: bool = False
     fused_sgd: bool = False             # torch's fused SGD kernel (one pass over all parameters)
+    cuda_graph: bool = False            # graphs.py: forward and backward captured once, replayed (one GPU)
     checkpoint_backbone: bool = False
     tf32: bool = False
     device: str = "auto"                # auto | cpu | cuda
@@ -267,3 +276,14 @@ def load_config_module(path):
     if not isinstance(module.CONFIG, Config):
         raise ConfigError(f"config {path} does not build: CONFIG is not a trainer Config")
     return module
+
+
+def resolve_for_device(cfg, device_kind):
+    """The config with its device-dependent choices made for `device_kind` ("cpu" or "cuda"):
+    model.roi_align=auto becomes sparse on the CPU (with a fixed sampling ratio) and
+    torchvision's kernel elsewhere, so that what ran is what the run's META line says."""
+    m = cfg.model
+    if m.roi_align != "auto":
+        return cfg
+    sparse = device_kind == "cpu" and m.roi_align_sampling_ratio >= 1
+    return dataclasses.replace(cfg, model=dataclasses.replace(m, roi_align="sparse" if sparse else "torchvision"))

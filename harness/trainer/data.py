@@ -235,6 +235,8 @@ class CocoBatches:
         std = torch.tensor(_STD, device=device).view(1, 3, 1, 1)
         self.scale, self.shift = 1.0 / std, -mean / std
         self.pixels = [0, 0]
+        # the most crowd regions of one image (their padded slot in a captured step, graphs.py)
+        self.max_crowd = max([len(r.get("crowd") or ()) for r in records] + [0]) if dataset.with_crowd else 0
 
     def _to_device(self, batch):
         pixels = batch.pop("pixels").tolist()

@@ -18,7 +18,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from harness import jsonlog
 
-from . import checkpoint, dist, schedule
+from . import checkpoint, dist, graphs, schedule
 
 
 class NonFiniteLoss(RuntimeError):
@@ -120,6 +120,10 @@ def train(model, batches, cfg, device, world, out=None, resume=None, resume_path
     is_logger = dist.rank() == 0
     images_per_iter = cfg.data.images_per_device * world
     cuda = device.type == "cuda"
+    # the command line refuses train.cuda_graph off a GPU; on the CPU (tests) the same
+    # static-input step runs without capture
+    graphed = graphs.GraphedStep(model, optimizer, scaler, t.precision, device, graphs.target_slots(cfg, batches),
+                                 capture=cuda) if t.cuda_graph else None
     source = iter(batches)
     waited = spent = 0.0            # data and iteration time after the run's first iteration
     prev_end = time.perf_counter()
@@ -134,16 +138,18 @@ def train(model, batches, cfg, device, world, out=None, resume=None, resume_path
         lr = lr_at(it, base_lr, t, steps)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        with autocast_for(t.precision, device):
-            losses = model(images, targets)
-        total = sum(losses.values())
-        optimizer.zero_grad(set_to_none=True)
+        if graphed is None:
+            with autocast_for(t.precision, device):
+                losses = model(images, targets)
+            total = sum(losses.values())
+            optimizer.zero_grad(set_to_none=True)
+            (scaler.scale(total) if scaler is not None else total).backward()
+        else:
+            losses, total = graphed(images, targets)
         if scaler is not None:
-            scaler.scale(total).backward()
             scaler.step(optimizer)
             scaler.update()
         else:
-            total.backward()
             optimizer.step()
         values = torch.stack([total.detach().float()] + [v.detach().float() for v in losses.values()])
         values = dist.global_mean(values).tolist()

@@ -9,7 +9,7 @@ import sys
 
 from harness import jsonlog
 
-from .config import ConfigError, apply_overrides, load_config_module
+from .config import ConfigError, apply_overrides, load_config_module, resolve_for_device
 
 
 def parse_args(argv):
@@ -46,7 +46,7 @@ def settings(cfg, device, world):
         "lr": t.lr * d.images_per_device * world / t.lr_reference_batch,
         "warmup_iters": t.warmup_iters, "warmup_factor": t.warmup_factor,
         "schedule": t.schedule, "steps": list(resolved_steps(t)), "gamma": t.gamma,
-        "checkpoint_every": t.checkpoint_every, "fused_sgd": t.fused_sgd,
+        "checkpoint_every": t.checkpoint_every, "fused_sgd": t.fused_sgd, "cuda_graph": t.cuda_graph,
     }
     if m.name in ("faster", "mask"):
         out.update(rpn_pre_nms_top_n_train=m.rpn_pre_nms_top_n_train,
@@ -56,7 +56,7 @@ def settings(cfg, device, world):
                    roi_batch_per_image=m.roi_batch_per_image,
                    roi_positive_fraction=m.roi_positive_fraction,
                    roi_align_sampling_ratio=m.roi_align_sampling_ratio,
-                   roi_align_aligned=m.roi_align_aligned)
+                   roi_align_aligned=m.roi_align_aligned, roi_align=m.roi_align)
     if m.name == "mask":
         out["mask_max_rois_per_image"] = m.mask_max_rois_per_image
         out["mask_target_class_only"] = m.mask_target_class_only
@@ -151,6 +151,7 @@ def run(argv):
 
     from . import checkpoint, data, dist, engine
     kind = resolve_device(cfg)
+    cfg = resolve_for_device(cfg, kind)
     # process-level settings (allocator, threads) come from the environment the scenario gives
     # every framework alike; the trainer adds none of its own
     threads = check_threads(cfg.train.threads, os.environ.get("OMP_NUM_THREADS"))
@@ -163,6 +164,10 @@ def run(argv):
         torch.backends.cudnn.benchmark = True
     device, _, world = dist.setup(kind)
     try:
+        from .graphs import refusal
+        problem = refusal(cfg, kind, world)
+        if problem:
+            raise ConfigError(problem)
         resume = checkpoint.load(args.resume, cfg, world) if args.resume else None
         if cfg.train.checkpoint_every:
             checkpoint.prepare_dir(cfg.train.checkpoint_dir)

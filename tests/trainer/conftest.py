@@ -44,6 +44,19 @@ def train_inprocess(capsys):
     return run
 
 
+def record_losses(model):
+    """Wrap `model.forward` so that each call's losses are appended, as floats, to the list returned."""
+    recorded = []
+    real_forward = model.forward
+
+    def forward(images, targets):
+        losses = real_forward(images, targets)
+        recorded.append({k: float(v.detach()) for k, v in losses.items()})
+        return losses
+    model.forward = forward
+    return recorded
+
+
 def env_for_subprocess():
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")

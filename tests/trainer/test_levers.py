@@ -5,6 +5,7 @@ the same seeded model and batches, trains to the same losses within rounding.
   model.retina_merge_first_convs  both RetinaNet towers' first conv as one convolution
   model.mask_target_class_only    mask logits of each RoI's own class only
   train.fused_sgd                 torch's fused SGD kernel
+  model.roi_align=sparse          RoIAlign as sparse matrix products (auto: on the CPU)
 """
 import pytest
 
@@ -91,6 +92,94 @@ def assert_same_losses(plain, lever, rel=1e-4):
             assert b[name] == pytest.approx(a[name], rel=rel, abs=1e-6), (it, name, a[name], b[name])
 
 
+def pyramid_and_boxes(seed=1, count=60):
+    """Four levels of a 128x192 canvas, and boxes on every level: inside, on the canvas's edges,
+    past them, and under one feature pixel."""
+    gen = torch.Generator().manual_seed(seed)
+    size = (128, 192)
+    feats = [torch.randn(2, 8, size[0] // s, size[1] // s, generator=gen, requires_grad=True) for s in (4, 8, 16, 32)]
+    xy = torch.rand(count, 2, generator=gen) * torch.tensor([size[1], size[0]])
+    boxes = torch.cat([xy, xy + torch.rand(count, 2, generator=gen) * 160 + 1], dim=1)
+    boxes[: count // 2, 0::2] = boxes[: count // 2, 0::2].clamp(0, size[1])
+    boxes[: count // 2, 1::2] = boxes[: count // 2, 1::2].clamp(0, size[0])
+    boxes[:8] = torch.tensor([[0.0, 0.0, 192, 128], [150.0, 100.0, 192, 128], [0.0, 90.0, 12.0, 128],
+                              [180.0, 0.0, 192, 9.0], [-20.0, -20.0, 10.0, 10.0], [190.0, 120.0, 260.0, 200.0],
+                              [50.0, 50.0, 50.5, 50.2], [191.5, 127.5, 191.9, 127.9]])
+    rois = torch.cat([torch.randint(0, 2, (count, 1), generator=gen).float(), boxes], dim=1)
+    return feats, rois
+
+
+@pytest.mark.parametrize("aligned", [False, True])
+@pytest.mark.parametrize("ratio", [1, 2, 3])
+def test_sparse_roi_align_and_its_gradient_are_torchvision_s(aligned, ratio):
+    from harness.trainer.roi import MultiLevelRoIAlign
+    feats, rois = pyramid_and_boxes()
+    results = []
+    for sparse in (False, True):
+        pool = MultiLevelRoIAlign(output_size=7, sampling_ratio=ratio, aligned=aligned, canonical_size=56,
+                                  sparse=sparse)
+        assert sorted(set(pool.levels(rois[:, 1:]).tolist())) == [0, 1, 2, 3]
+        out = pool(feats, rois)
+        weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(2))
+        results.append((out.detach(), torch.autograd.grad((out * weight).sum(), feats)))
+    (plain, plain_grads), (sparse, sparse_grads) = results
+    # the same samples and weights, summed in another order: float32 rounding apart
+    torch.testing.assert_close(sparse, plain, rtol=0, atol=5e-6)
+    for a, b in zip(sparse_grads, plain_grads):
+        torch.testing.assert_close(a, b, rtol=0, atol=5e-6)
+
+
+def test_sparse_roi_align_of_no_boxes_is_empty_with_zero_gradients():
+    from harness.trainer.roi import MultiLevelRoIAlign
+    feats, rois = pyramid_and_boxes()
+    out = MultiLevelRoIAlign(output_size=7, sparse=True)(feats, rois[:0])
+    assert tuple(out.shape) == (0, 8, 7, 7)
+    grads = torch.autograd.grad(out.sum(), feats, allow_unused=True)
+    assert all(g is None or not g.any() for g in grads)
+
+
+def test_roi_align_auto_is_sparse_on_the_cpu_and_torchvision_s_kernel_elsewhere():
+    from harness.trainer.config import ConfigError, resolve_for_device
+    _, cfg = built("faster_tiny")
+    assert cfg.model.roi_align == "auto"
+    assert resolve_for_device(cfg, "cpu").model.roi_align == "sparse"
+    assert resolve_for_device(cfg, "cuda").model.roi_align == "torchvision"
+    _, adaptive = built("faster_tiny", "model.roi_align_sampling_ratio=0")
+    assert resolve_for_device(adaptive, "cpu").model.roi_align == "torchvision"
+    with pytest.raises(ConfigError, match="model.roi_align=sparse needs model.roi_align_sampling_ratio >= 1"):
+        built("faster_tiny", "model.roi_align=sparse", "model.roi_align_sampling_ratio=0")
+    model, _ = built("mask_tiny", "model.roi_align=sparse")
+    assert model.roi_heads.box_extractor.sparse and model.roi_heads.mask_extractor.sparse
+
+
+def test_the_trainer_s_meta_line_names_the_roi_align_that_ran(train_inprocess):
+    rc, iters, metas, _ = train_inprocess("faster_tiny", "train.device=cpu", "train.max_iter=1")
+    assert rc == 0 and metas[0]["roi_align"] == "sparse"
+
+
+@pytest.mark.parametrize("config", ["faster_tiny", "mask_tiny"])
+def test_a_sparse_roi_align_step_asks_the_host_nothing(config):
+    module = load_config_module(config_path(config))
+    cfg = apply_overrides(module.CONFIG, ["model.sync_free=true", "model.roi_align=sparse", "train.device=cpu"])
+    torch.manual_seed(0)
+    model = module.build_detector(cfg).train()
+    from harness.trainer import data as trainer_data
+    images, targets = next(iter(trainer_data.build_batches(cfg, torch.device("cpu"), 0, 1)))
+    recorder = OpRecorder()
+    with recorder:
+        sum(model(images, targets).values()).backward()
+    assert recorder.syncing == set()
+
+
+@pytest.mark.parametrize("config,lever", [
+    ("faster_tiny", "model.roi_align"),
+    ("mask_tiny", "model.roi_align"),
+])
+def test_sparse_roi_align_trains_to_the_plain_trainer_s_losses(config, lever):
+    plain = step_losses(config, False, extra=[lever + "=torchvision"])
+    assert_same_losses(plain, step_losses(config, False, extra=[lever + "=sparse"]))
+
+
 @pytest.mark.parametrize("config,lever", [
     ("retina_tiny", "model.fused_focal_loss"),
     ("retina_tiny", "model.retina_merge_first_convs"),
@@ -124,6 +213,7 @@ def test_the_r50_configs_switch_on_the_levers_that_pay_on_the_cpu():
     assert retina.fused_focal_loss and not retina.head.merge_first
     assert mask.roi_heads.mask_target_class_only
     assert retina_cfg.train.fused_sgd and mask_cfg.train.fused_sgd
+    assert mask_cfg.model.roi_align == "auto"      # sparse on the CPU: a tenth of the kernel's backward
 
 
 def test_the_target_class_mask_logits_are_the_full_head_s():

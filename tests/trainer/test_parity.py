@@ -34,7 +34,7 @@ from torchvision.ops import box_iou, sigmoid_focal_loss  # noqa: E402
 from harness.rivals import torchvision_driver  # noqa: E402
 from harness.trainer import assign, rcnn, rpn, weights  # noqa: E402
 from harness.trainer.anchors import AnchorGenerator  # noqa: E402
-from harness.trainer.config import load_config_module  # noqa: E402
+from harness.trainer.config import load_config_module, resolve_for_device  # noqa: E402
 from harness.trainer.data import SyntheticBatches  # noqa: E402
 from harness.trainer.masks import per_image_targets  # noqa: E402
 
@@ -142,9 +142,10 @@ def build_pair(model, path):
     tv = torchvision_driver.build_model(args, *SIZE)
     weights.load_into(tv, path, model, "torchvision")
     module = load_config_module(config_path(CONFIGS[model]))
-    bt = module.build_detector(module.CONFIG)
+    cfg = resolve_for_device(module.CONFIG, "cpu")       # as the trainer runs here: the CPU levers on
+    bt = module.build_detector(cfg)
     weights.load_into(bt, path, model, "detbench-trainer")
-    return tv.train(), bt.train(), module.CONFIG
+    return tv.train(), bt.train(), cfg
 
 
 def make_batch(cfg, masks):

@@ -14,7 +14,7 @@ torchvision = pytest.importorskip("torchvision", reason="the trainer needs torch
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torchvision.ops import batched_nms  # noqa: E402
 
-from conftest import config_path  # noqa: E402
+from conftest import config_path, record_losses  # noqa: E402
 from harness.trainer import data as trainer_data  # noqa: E402
 from harness.trainer.config import apply_overrides, load_config_module  # noqa: E402
 from harness.trainer.nms import greedy_keep  # noqa: E402
@@ -134,14 +134,7 @@ def step_losses(config, sync_free, iterations=3, extra=()):
     device = torch.device("cpu")
     model = engine.prepare_model(model, cfg, device, 1)
     batches = trainer_data.build_batches(cfg, device, 0, 1)
-    recorded = []
-    real_forward = model.forward
-
-    def forward(images, targets):
-        losses = real_forward(images, targets)
-        recorded.append({k: float(v.detach()) for k, v in losses.items()})
-        return losses
-    model.forward = forward
+    recorded = record_losses(model)
     torch.manual_seed(0)
     engine.train(model, batches, cfg, device, 1, out=open("/dev/null", "w"))
     return recorded

@@ -10,7 +10,7 @@ from harness.trainer.rpn import RPN, RPNHead
 CONFIG = Config(
     model=ModelConfig(name="faster", norm="frozen_bn", frozen_stages=1,
                       rpn_pre_nms_top_n_train=2000, rpn_post_nms_top_n_train=2000,
-                      roi_batch_per_image=512, roi_positive_fraction=0.25),
+                      roi_batch_per_image=512, roi_positive_fraction=0.25, roi_align="auto"),
     data=DataConfig(images_per_device=2, input_size=(800, 1344)),
     train=TrainConfig(lr=0.02, lr_reference_batch=16, warmup_iters=500, fused_sgd=True),
 )
@@ -30,7 +30,8 @@ def build_detector(cfg: Config):
     roi_heads = RoIHeads(
         box_extractor=MultiLevelRoIAlign(output_size=7, strides=(4, 8, 16, 32),
                                          sampling_ratio=m.roi_align_sampling_ratio,
-                                         aligned=m.roi_align_aligned, sync_free=m.sync_free),
+                                         aligned=m.roi_align_aligned, sync_free=m.sync_free,
+                                         sparse=m.roi_align == "sparse"),
         box_head=TwoFCHead(in_channels=m.fpn_channels, pool_size=7, fc_dim=m.fc_dim,
                            num_classes=m.num_classes),
         batch_per_image=m.roi_batch_per_image, positive_fraction=m.roi_positive_fraction, sync_free=m.sync_free)
