@@ -29,7 +29,7 @@ import statistics
 import sys
 import time
 
-from .config import ConfigError, apply_overrides, load_config_module
+from .config import ConfigError, apply_overrides, load_config_module, resolve_for_device
 from .weights import TRAINER_MODELS
 
 PHASES = ("data", "transform", "backbone", "fpn", "rpn", "head", "anchors+loss", "roi ops", "roi heads",
@@ -164,7 +164,7 @@ def run(args):
     from .data import SyntheticBatches
     from .masks import per_image_targets
     module = load_config_module(args.config)
-    cfg = apply_overrides(module.CONFIG, args.overrides)
+    cfg = resolve_for_device(apply_overrides(module.CONFIG, args.overrides), "cpu")   # as the trainer runs here
     model_name = TRAINER_MODELS.get(cfg.model.name)
     if model_name is None:
         raise ConfigError("no profile for model %r" % cfg.model.name)
