@@ -108,17 +108,20 @@ def test_a_real_run_reports_achieved_tflops_and_the_share_of_peak(write_scenario
     work = bounds["work"]["detbench-trainer/retinanet/fp32/local/1/1"]
     assert work["flops_per_image"] > 0 and "calibrate/retinanet/fp32/local/1/1" not in bounds["work"]
     peak = bounds["peak"]["precisions"]["fp32"]["peak_gflops"]
+    # the report's ceiling: the stored peak, or a higher one cached here for this machine and thread count
+    used = limits.best_peak(bounds, bounds["peak_of"]["fingerprint"], "2")["peak"]["precisions"]["fp32"]["peak_gflops"]
+    assert used >= peak
     [(throughput,)] = rows(results, "SELECT throughput FROM trials WHERE cell_key LIKE 'detbench-trainer/%'")
     report = CliRunner().invoke(main, ["report", "--platform", "local", "--results", str(results)])
     assert report.exit_code == 0, report.output
     tflops = throughput * work["flops_per_image"] / 1e12
     line = next(l for l in report.output.splitlines() if l.startswith("Compute, RetinaNet"))
     assert line.startswith("Compute, RetinaNet (calibrate | detbench-trainer (PyTorch)): - | %.3f TFLOP/s (%.0f%%)"
-                           % (tflops, 100 * tflops * 1000 / peak)), line
+                           % (tflops, 100 * tflops * 1000 / used)), line
     doc = json.loads(CliRunner().invoke(main, ["report", "--platform", "local", "--results", str(results),
                                                "--format", "json"]).output)
     cell = next(c for c in doc["cells"] if c["framework"] == "detbench-trainer")
-    assert cell["mfu"] == pytest.approx(tflops * 1000 / peak) and cell["peak_gflops"] == peak
+    assert cell["mfu"] == pytest.approx(tflops * 1000 / used) and cell["peak_gflops"] == used
     page = CliRunner().invoke(main, ["report", "--platform", "local", "--results", str(results), "--format", "html"])
     assert "% of peak</span>" in page.output
 

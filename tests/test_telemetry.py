@@ -232,7 +232,8 @@ def test_pss_reads_of_a_large_tree_are_spaced_to_one_percent_of_the_time(monkeyp
     for _ in range(8):
         samples.append(sampler.sample())
         time.sleep(0.05)
-    assert len(reads) == 1 and sampler.pss_samples == 1
+    # one read per process of the tree (this process's session may hold others), all in the first sample
+    assert sampler.pss_samples == 1 and len(reads) == len(set(reads)) >= 1
     assert ["tree_pss_mb" in s for s in samples] == [True] + [False] * 7
     assert all(s["tree_rss_mb"] > 0 for s in samples)
     assert sampler.summary()["pss_samples"] == 1
