@@ -43,11 +43,13 @@ def lr_at(iteration, base_lr, t, steps=None):
     return base_lr * schedule.lr_factor(iteration, t, steps)
 
 
-def autocast_for(precision, device):
+def autocast_for(precision, device, cache=True):
+    """The precision's autocast context (nothing for fp32). cache=False turns off autocast's
+    cache of cast weights, which a captured CUDA graph must not keep (graphs.py)."""
     if precision == "fp32":
         return contextlib.nullcontext()
     dtype = torch.float16 if precision == "fp16" else torch.bfloat16
-    return torch.autocast(device_type=device.type, dtype=dtype)
+    return torch.autocast(device_type=device.type, dtype=dtype, cache_enabled=cache)
 
 
 def peak_mem_mb(device):
@@ -122,8 +124,8 @@ def train(model, batches, cfg, device, world, out=None, resume=None, resume_path
     cuda = device.type == "cuda"
     # the command line refuses train.cuda_graph off a GPU; on the CPU (tests) the same
     # static-input step runs without capture
-    graphed = graphs.GraphedStep(model, optimizer, scaler, t.precision, device, graphs.target_slots(cfg, batches),
-                                 capture=cuda) if t.cuda_graph else None
+    graphed = graphs.GraphedStep(model, optimizer, scaler, lambda: autocast_for(t.precision, device, cache=False),
+                                 device, graphs.target_slots(cfg, batches), capture=cuda) if t.cuda_graph else None
     source = iter(batches)
     waited = spent = 0.0            # data and iteration time after the run's first iteration
     prev_end = time.perf_counter()

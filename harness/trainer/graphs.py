@@ -25,8 +25,6 @@ On the CPU the command line refuses the option. `capture=False` runs the same st
 step without a graph: the tests use it to check that padding to slots and adding into
 preallocated gradients give the plain step's losses. The capture itself needs a GPU.
 """
-import contextlib
-
 import torch
 import torch.nn.functional as F
 
@@ -119,9 +117,11 @@ class GraphedStep:
     after WARMUP eager steps. Calling it leaves the step's gradients in each parameter's .grad
     and returns ({name: loss}, total)."""
 
-    def __init__(self, model, optimizer, scaler, precision, device, slots, capture=True):
+    def __init__(self, model, optimizer, scaler, autocast, device, slots, capture=True):
+        """autocast: makes the step's autocast context, with its weight cache off (a graph
+        must not keep casts made during the capture)."""
         self.model, self.optimizer, self.scaler = model, optimizer, scaler
-        self.precision, self.device, self.slots = precision, device, slots
+        self.autocast, self.device, self.slots = autocast, device, slots
         self.capture = capture
         self.params = [p for group in optimizer.param_groups for p in group["params"]]
         self.steps = 0
@@ -146,20 +146,13 @@ class GraphedStep:
             self.outputs = self._forward_backward(*self.inputs)
         return self.outputs
 
-    def _autocast(self):
-        if self.precision == "fp32":
-            return contextlib.nullcontext()
-        dtype = torch.float16 if self.precision == "fp16" else torch.bfloat16
-        # the autocast weight cache would keep casts made during the capture: graphs need it off
-        return torch.autocast(device_type=self.device.type, dtype=dtype, cache_enabled=False)
-
     def _forward_backward(self, images, targets):
         for p in self.params:       # gradients stay where they are: zeroed, then added into
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
             else:
                 p.grad.zero_()
-        with self._autocast():
+        with self.autocast():
             losses = self.model(images, targets)
         total = sum(losses.values())
         (self.scaler.scale(total) if self.scaler is not None else total).backward()

@@ -105,11 +105,11 @@ class MultiLevelRoIAlign(nn.Module):
 
 def _bilinear_1d(pos, length):
     """torchvision's RoIAlign bilinear rule along one axis: (low, high, weight of low, weight of
-    high, inside) for sample positions `pos` on an axis of `length` pixels (a tensor)."""
+    high, inside) for sample positions `pos` [K, n] on axes of `length` [K, 1] pixels."""
     inside = (pos >= -1.0) & (pos <= length)
     pos = pos.clamp(min=0.0)
     low = pos.floor()
-    last = (length - 1).expand_as(low) if torch.is_tensor(length) else torch.full_like(low, length - 1)
+    last = (length - 1).expand_as(low)
     at_end = low >= last
     low = torch.where(at_end, last, low)
     high = torch.where(at_end, last, low + 1)

@@ -126,7 +126,8 @@ def test_the_gradient_tensors_never_move():
     module, cfg, model = build("retina_tiny", ["train.cuda_graph=true"])
     device = torch.device("cpu")
     optimizer, _ = engine.make_optimizer(model, cfg, 1)
-    step = graphs.GraphedStep(model, optimizer, None, "fp32", device, graphs.target_slots(cfg, None), capture=False)
+    step = graphs.GraphedStep(model, optimizer, None, lambda: engine.autocast_for("fp32", device, cache=False),
+                              device, graphs.target_slots(cfg, None), capture=False)
     batches = iter(trainer_data.build_batches(cfg, device, 0, 1))
     places = []
     for _ in range(graphs.WARMUP + 3):
