@@ -181,9 +181,21 @@ def gpu_devices():
     return 0
 
 
+# Instruction-set extensions that change how fast the same code runs (x86, then Arm). A CPU
+# records the ones it has, as its "isa"; harness/spec/fingerprint.py hashes them.
+CPU_FEATURES = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512dq", "avx512bw",
+                "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
+                "amx_int8", "asimd", "asimdhp", "asimddp", "sve", "sve2", "bf16", "i8mm", "sme")
+# which /proc/cpuinfo field gives the CPU's identity, on x86 and on Arm
+CPU_ID_FIELDS = (("vendor", ("vendor_id", "CPU implementer")), ("family", ("cpu family", "CPU architecture")),
+                 ("model_number", ("model", "CPU part")), ("stepping", ("stepping", "CPU revision")))
+
+
 def cpu_facts(cpuinfo):
-    """Model, sockets, physical cores and hardware threads from /proc/cpuinfo text."""
-    model, sockets, cores, threads = None, set(), set(), 0
+    """Model, sockets, physical cores and hardware threads from /proc/cpuinfo text; where it lists
+    processors also their identity (vendor, family, model number, stepping) and `isa`, the
+    CPU_FEATURES every processor has."""
+    model, sockets, cores, threads, ident, flags = None, set(), set(), 0, {}, None
     for block in cpuinfo.split("\n\n"):
         fields = {}
         for line in block.splitlines():
@@ -197,11 +209,22 @@ def cpu_facts(cpuinfo):
         socket_id = fields.get("physical id", "0")
         sockets.add(socket_id)
         cores.add((socket_id, fields.get("core id", "t%d" % threads)))
+        for name, keys in CPU_ID_FIELDS:
+            found = [fields[k] for k in keys if k in fields]
+            if found and name not in ident:
+                ident[name] = found[0]
+        listed = fields.get("flags", fields.get("Features"))
+        if listed is not None:
+            flags = set(listed.split()) if flags is None else flags & set(listed.split())
     if not threads:
         import platform
         return {"model": platform.processor() or platform.machine(), "sockets": 1,
                 "cores": os.cpu_count(), "threads": os.cpu_count()}
-    return {"model": model, "sockets": max(1, len(sockets)), "cores": len(cores), "threads": threads}
+    facts = {"model": model, "sockets": max(1, len(sockets)), "cores": len(cores), "threads": threads}
+    facts.update(ident)
+    if flags is not None:       # no flags line: the instruction set is unknown, not empty
+        facts["isa"] = [f for f in CPU_FEATURES if f in flags]
+    return facts
 
 
 def meminfo():
@@ -244,7 +267,11 @@ def gpu_facts(nvml):
     buses = {}
     for i, h in enumerate(handles):
         gpu = {"index": i, "name": text(nvml.nvmlDeviceGetName(h)),
-               "memory_mb": int(nvml.nvmlDeviceGetMemoryInfo(h).total // 2 ** 20)}
+               "memory_mb": int(nvml.nvmlDeviceGetMemoryInfo(h).total // 2 ** 20), "compute_capability": None}
+        try:
+            gpu["compute_capability"] = "%d.%d" % tuple(nvml.nvmlDeviceGetCudaComputeCapability(h))
+        except Exception:   # an NVML too old to say: the fingerprint records it as unknown
+            pass
         try:
             gpu["bus_id"] = text(nvml.nvmlDeviceGetPciInfo(h).busId)
             buses[_bus(gpu["bus_id"])] = i

@@ -4,8 +4,9 @@ FAKE_PYNVML is the text of a small module with pynvml's function names. Tests ei
 it into a module object and put that in sys.modules (in-process), or write it out as
 pynvml.py on PYTHONPATH (runner.py in a subprocess, also under Python 3.6). Its knobs are
 module variables: NAMES (one per GPU), MEMORY_MB, REASONS (throttle bit mask), FAIL_INIT,
-NVLINK_PAIRS ({(a, b): links}), LEVELS ({(a, b): topology level}) and PROCESSES
-({gpu index: [(pid, MiB in use), ...]}, what nvmlDeviceGetComputeRunningProcesses lists).
+NVLINK_PAIRS ({(a, b): links}), LEVELS ({(a, b): topology level}), PROCESSES
+({gpu index: [(pid, MiB in use), ...]}, what nvmlDeviceGetComputeRunningProcesses lists) and
+COMPUTE_CAPABILITY ((major, minor) of every GPU; None: an NVML too old to have the call).
 """
 
 FAKE_PYNVML = '''
@@ -18,6 +19,7 @@ FAIL_INIT = False
 NVLINK_PAIRS = {}
 LEVELS = {}
 PROCESSES = {}
+COMPUTE_CAPABILITY = (9, 0)
 
 
 class NVMLError(Exception):
@@ -58,6 +60,12 @@ def nvmlDeviceGetName(h):
 
 def nvmlDeviceGetMemoryInfo(h):
     return _Obj(total=MEMORY_MB * 2 ** 20, used=(1000 + h) * 2 ** 20, free=0)
+
+
+def nvmlDeviceGetCudaComputeCapability(h):
+    if COMPUTE_CAPABILITY is None:
+        raise NVMLError("Function Not Found")
+    return COMPUTE_CAPABILITY
 
 
 def nvmlDeviceGetPciInfo(h):

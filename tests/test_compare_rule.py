@@ -125,7 +125,10 @@ def test_other_hardware_is_not_comparable_but_another_kernel_is():
     other_os["os"] = "Linux 6.8"
     result = compare.compare(side(BASE), side(BASE, "r2", host=other_os), RULE)
     assert result.cells[0].verdict == compare.UNCHANGED
-    assert result.notes == ["host differs (not blocking): os 'Linux 6.1' -> 'Linux 6.8'"]
+    assert result.notes == [
+        "neither run's host record lists the CPU's instruction set: the same CPU model name can hide "
+        "different instruction sets; save a new baseline to have it checked",
+        "host differs (not blocking): os 'Linux 6.1' -> 'Linux 6.8'"]
 
 
 def test_the_observed_estimator_is_judged_when_asked():
@@ -220,7 +223,9 @@ def test_with_host_facts_the_fingerprinted_facts_decide():
 
 
 def test_a_slower_calibration_sentinel_points_at_the_machine():
-    base = side(BASE)
+    facts = {"cpu": {"model": "Xeon", "sockets": 1, "cores": 2, "threads": 2, "isa": ["avx2", "fma"]},
+             "numa_nodes": 1, "memory_mb": 24105, "os": {"kernel": "6.1.0"}, "gpus": []}
+    base = side(BASE, host=dict(HOST, facts=facts))      # a host record that lists its instruction set
     base["cells"]["detbench-trainer/retinanet/fp32/local/1/1"] = copy.deepcopy(base["cells"][KEY])
     cand = copy.deepcopy(base)
     cand["run"]["id"] = "r2"

@@ -52,7 +52,14 @@ def test_platform_detect_prints_this_host():
     assert "%d threads" % facts["cpu"]["threads"] in out.output
     assert "not P2: cpu.model" in out.output or "matches:     P2" in out.output
     as_json = json.loads(invoke("platform", "detect", "--json").output)
-    assert as_json["facts"]["cpu"] == facts["cpu"] and as_json["fingerprint"].startswith("fp1-")
+    assert as_json["facts"]["cpu"] == facts["cpu"]
+    assert as_json["fingerprint"].startswith("fp2-" if "isa" in facts["cpu"] else "fp1-")
+    isa_line = next(line for line in out.output.splitlines() if line.startswith("isa:"))
+    if "isa" in facts["cpu"]:        # the extensions the fingerprint hashes, as /proc/cpuinfo lists them
+        assert isa_line.split()[1:] == as_json["fingerprinted"]["isa"]
+        assert ("avx2" in isa_line.split()) == ("avx2" in open("/proc/cpuinfo").read().split())
+    else:
+        assert "unknown" in isa_line
     assert set(as_json["differences"]) | set(as_json["matches"]) == set(platforms.known_names()) - {platforms.LOCAL}
 
 

@@ -6,7 +6,10 @@ test on the per-repeat throughputs gives p < alpha. Inference cells can be judge
 latency figure instead (`metric`: "mean" or a percentile such as "p95"), where higher is
 worse: a regression is then a median latency at least `threshold` above the baseline's. One of the two alone is a "possible
 regression": reported, never failing. An improvement is the mirror image. Cells whose
-settings or host hardware differ are "not comparable" and name the keys that differ.
+settings or host hardware differ are "not comparable" and name the keys that differ; a
+changed instruction set names each extension that changed ("avx512_bf16: baseline no,
+candidate yes"), and a host record that lists no instruction set (an fp1 fingerprint) is
+never taken for the same machine as one that does.
 """
 import re
 from dataclasses import dataclass, field
@@ -204,6 +207,7 @@ def compare(baseline, candidate, rule=Rule()):
     keys = sorted(set(baseline["cells"]) | set(candidate["cells"]))
     cells = [compare_cell(k, baseline["cells"].get(k), candidate["cells"].get(k), rule, hard) for k in keys]
     notes = list(baseline.get("notes", [])) + list(candidate.get("notes", []))
+    notes += host_notes(baseline.get("host", {}), candidate.get("host", {}), hard)
     notes += ["host differs (not blocking): %s" % "; ".join(soft)] if soft else []
     moved = [c.key for c in cells if c.key.startswith(SENTINEL + "/") and c.verdict in (REGRESSION, POSSIBLE)
              and not c.ignored]          # a sentinel slowed on purpose (its iteration_ms) says nothing
@@ -243,25 +247,51 @@ def _get(tree, dotted):
 def host_diff(a, b):
     """(blocking differences, other differences) between two runs' host records.
 
-    Where both record the raw host facts, the blocking keys are exactly those the machine
-    fingerprint hashes (harness/spec/fingerprint.py: CPU, NUMA, memory, kernel, GPUs, driver,
-    links); older records fall back to the platform fields in HOST_KEYS.
+    Where both record the raw host facts, the blocking differences are those of the facts the
+    machine fingerprint hashes (harness/spec/fingerprint.py: CPU and its instruction set, NUMA,
+    memory, kernel, GPUs, driver, links), each instruction-set extension named with both sides;
+    a record that lists no instruction set against one that does is a difference of its own
+    (an fp1 fingerprint cannot show the same CPU). Older records without facts fall back to
+    the platform fields in HOST_KEYS.
     """
     if not a or not b:
         return [], []
-    if isinstance(a.get("facts"), dict) and isinstance(b.get("facts"), dict):
-        from harness.spec.fingerprint import stable_facts
+    from harness.spec import fingerprint
 
-        fa, fb = stable_facts(a["facts"]), stable_facts(b["facts"])
-        hard = ["%s %r -> %r" % (k, fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb))
-                if fa.get(k) != fb.get(k)]
+    fa, fb = a.get("facts"), b.get("facts")
+    if isinstance(fa, dict) and isinstance(fb, dict):
+        hard = fingerprint.differences(fa, fb)
     else:
         hard = ["%s %r -> %r" % (k, _get(a, k), _get(b, k)) for k in HOST_KEYS if _get(a, k) != _get(b, k)]
+        listed = [isinstance(f, dict) and fingerprint.records_isa(f) for f in (fa, fb)]
+        if any(listed):
+            hard.append("the %s's host record %s" % ("candidate" if listed[0] else "baseline", fingerprint.NO_ISA))
     soft = ["%s %r -> %r" % (k, _get(a, k), _get(b, k)) for k in HOST_NOTE_KEYS if _get(a, k) != _get(b, k)]
     for name, host in (("baseline", a), ("candidate", b)):
         if host.get("forced"):
             soft.append("the %s run was forced on a host that is not %s" % (name, ", ".join(sorted(host["forced"]))))
     return hard, soft
+
+
+def host_notes(a, b, hard):
+    """The comparison's notes on its two machines: that they differ (with both fingerprints), or
+    that neither record can show which instruction set its CPU had."""
+    if not a or not b:
+        return []
+    from harness.spec import fingerprint
+
+    prints = [h.get("fingerprint") or "no fingerprint" for h in (a, b)]
+    if hard:
+        unproven = all(fingerprint.NO_ISA in line for line in hard)
+        return ["not comparable: the runs %s (baseline %s, candidate %s), so no cell's speed is judged" % (
+            ("may not have run on the same kind of machine" if unproven else "ran on different machines",)
+            + tuple(prints))]
+    if not any(isinstance(h.get("facts"), dict) and fingerprint.records_isa(h["facts"]) for h in (a, b)):
+        known = sorted({h["fingerprint"] for h in (a, b) if h.get("fingerprint")})
+        return ["neither run's host record lists the CPU's instruction set%s: the same CPU model name can "
+                "hide different instruction sets; save a new baseline to have it checked"
+                % (" (%s)" % ", ".join(known) if known else "")]
+    return []
 
 
 # ------------------------------------------------------------------ rendering

@@ -2,7 +2,7 @@
 import json
 
 from harness.spec import platforms
-from harness.spec.fingerprint import fingerprint, stable_facts
+from harness.spec.fingerprint import CPU_ID, NO_ISA, fingerprint, isa_split, stable_facts
 
 
 def describe(facts=None):
@@ -32,6 +32,7 @@ def render_text(facts=None):
         "cpu:         %s; %s, %s, %s; %s available to jobs here" % (
             cpu["model"], _plural(cpu["sockets"], "socket"), _plural(cpu["cores"], "core"),
             _plural(cpu["threads"], "thread"), f.get("cores_available")),
+    ] + cpu_lines(f) + [
         "numa nodes:  %d" % f["numa_nodes"],
         "memory:      %.1f GiB" % (f["memory_mb"] / 1024.0),
         "os:          %s, %s kernel %s (%s)" % (f["os"].get("distro") or "?", f["os"]["system"],
@@ -41,8 +42,9 @@ def render_text(facts=None):
         lines.append("gpus:        %d, driver %s, CUDA %s" % (len(f["gpus"]), f.get("gpu_driver") or "?",
                                                             f.get("cuda_driver") or "?"))
         for g in f["gpus"]:
-            lines.append("  GPU%d       %s, %.1f GiB%s" % (g["index"], g["name"], g["memory_mb"] / 1024.0,
-                                                        ", bus " + g["bus_id"] if g.get("bus_id") else ""))
+            lines.append("  GPU%d       %s, %.1f GiB, compute capability %s%s" % (
+                g["index"], g["name"], g["memory_mb"] / 1024.0, g.get("compute_capability") or "unknown",
+                ", bus " + g["bus_id"] if g.get("bus_id") else ""))
         if f.get("gpu_links"):
             lines.append("interconnect: %s" % d["topology"])
             lines += ["  " + row for row in link_matrix(len(f["gpus"]), f["gpu_links"])]
@@ -53,6 +55,19 @@ def render_text(facts=None):
     for name, diffs in d["differences"].items():
         lines.append("  not %s: %s" % (name, "; ".join(diffs)))
     return "\n".join(lines) + "\n"
+
+
+def cpu_lines(facts):
+    """The CPU's identity and the instruction-set extensions the fingerprint hashes, as text lines."""
+    cpu = facts.get("cpu") or {}
+    ident = [(k.replace("_number", ""), cpu.get(k)) for k in CPU_ID if cpu.get(k) is not None]
+    lines = ["cpu id:      %s" % ", ".join("%s %s" % kv for kv in ident)] if ident else []
+    split = isa_split(facts)
+    if split is None:
+        return lines + ["isa:         unknown (/proc/cpuinfo lists no flags): the fingerprint " + NO_ISA]
+    have, lack = split
+    return lines + ["isa:         %s" % (" ".join(have) or "none of the extensions the fingerprint checks"),
+                    "  without    %s" % (" ".join(lack) or "-")]
 
 
 SHORT = {"same-board": "BRD", "pcie-switch": "PIX", "pcie-switches": "PXB", "host-bridge": "PHB",
