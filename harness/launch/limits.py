@@ -1,15 +1,21 @@
 """How close to the machine's limit a cell ran: the host's measured compute peak per precision
-and each cell's counted work per image, stored with a run (runs.limits_json).
+and each cell's counted work, stored with a run (runs.limits_json).
 
 Both are measured once and cached under the detbench cache folder: the peak per machine
-fingerprint and thread count (`python -m harness.trainer.peak`, a short GEMM and convolution
-microbenchmark), the work per (model, input size, batch, model options) (`python -m
-harness.trainer.flops`, torch's FLOP counter over one training step of the bundled model,
-which the parity tests show is the rivals' architecture; for inference cells its test-time
-forward). Both run as subprocesses of this
-Python, which needs the `trainer` extra; without it, or where a count fails, the run stores
-why instead and its reports say so. The calibration workload does no arithmetic: its cells get
-no figure.
+fingerprint and thread count (`python -m harness.trainer.peak`, the matrix products and
+convolutions the detectors run, each timed several times, the best kept), the work per
+(model, input size, batch, model options) (`python -m harness.trainer.flops`, torch's FLOP
+counter over the bundled model, which the parity tests show is the rivals' architecture).
+In training the work is a model of the step: a fixed part per batch (backbone, FPN, RPN or
+RetinaNet heads) and a part per unit of each logged work count (box head per sampled RoI,
+mask head per mask RoI); the report multiplies it out with the counts each cell's own trials
+logged (harness.measure.work.iteration_flops). Each framework's cell is counted with the
+frozen stages its settings declare (the trainer's with its own `model.*` options). For
+inference cells the work is the test-time forward of a synthetic batch, per image.
+
+Both run as subprocesses of this Python, which needs the `trainer` extra; without it, or where
+a count fails, the run stores why instead and its reports say so. The calibration workload
+does no arithmetic: its cells get no figure.
 """
 import hashlib
 import json
@@ -19,19 +25,25 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness import frameworks
 from harness.launch.envs import cache_root
+from harness.spec import scenario
 
 NO_WORK = ("calibrate",)                 # frameworks whose cells do no arithmetic worth counting
 CONFIGS = {"retinanet": "retina_r50v1_fpn_1x.py", "faster_rcnn": "faster_r50v1_fpn_1x.py",
            "mask_rcnn": "mask_r50v1_fpn_1x.py"}
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "trainer" / "configs"
 TIMEOUT_S = 900
+PEAK_METHOD = 2     # harness.trainer.peak's METHOD: what a cached peak must have been measured by
 
 
-def _cached(path, compute):
-    """The JSON object stored at `path`, else compute() stored there atomically (when it has no error)."""
+def _cached(path, compute, current=lambda value: True):
+    """The JSON object stored at `path` where current(it), else compute() stored there atomically
+    (when it has no error)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(value, dict) and current(value):
+            return value
     except (OSError, ValueError):
         pass
     value = compute()
@@ -57,6 +69,7 @@ def _module(args, env=None):
     if proc.returncode != 0:
         said = [line for line in proc.stderr.splitlines() if line.strip()]
         why = said[-1] if said else "exit code %d" % proc.returncode
+        why = why[len("error: "):] if why.startswith("error: ") else why
         if "No module named 'torch'" in proc.stderr:
             why = "torch is not installed here (pip install -e .[trainer])"
         return {"error": why[:300]}
@@ -82,23 +95,27 @@ def peak(fingerprint, env=None, refresh=False):
     if refresh and path.exists():
         path.unlink()
     extra = {} if threads == "default" else {"OMP_NUM_THREADS": threads}
-    return _cached(path, lambda: _module(["harness.trainer.peak"], extra))
+    # a figure cached by an older method (one timed call per shape) is measured again
+    return _cached(path, lambda: _module(["harness.trainer.peak"], extra),
+                   current=lambda value: value.get("method") == PEAK_METHOD)
+
+
+WORK_MODEL = 2      # cached work of version 1 was one figure per image, counted on a synthetic batch
 
 
 def work_key(model, input_size, batch, options, mode="train"):
-    text = json.dumps([model, list(input_size), batch, sorted(options.items())] + ([mode] if mode != "train" else []),
-                      sort_keys=True)
+    text = json.dumps([WORK_MODEL, model, list(input_size), batch, sorted(options.items()), mode], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def flops_per_image(model, input_size, batch, options=None, mode="train"):
-    """{"flops_per_image": F, ...} of one training step (or, mode "inference", of the test-time
-    forward) of `model` (bundled config plus its model.* `options`) at this input size and batch,
-    or {"error": why}."""
+def counted_work(model, input_size, batch, options=None, mode="train"):
+    """harness.trainer.flops's object for `model` (bundled config plus its model.* `options`) at
+    this input size and batch per device: in training the work model of one step ({"fixed_flops",
+    "unit_flops", ...}), in inference {"flops_per_image"} of the test-time forward; or {"error": why}."""
     options = {k: v for k, v in (options or {}).items() if k.startswith("model.")}
     if model not in CONFIGS:
         return {"error": "no bundled %s to count" % model}
-    path = cache_root() / "limits" / ("flops-%s.json" % work_key(model, input_size, batch, options, mode))
+    path = cache_root() / "limits" / ("work-%s.json" % work_key(model, input_size, batch, options, mode))
     sets = ["data.input_size=%dx%d" % tuple(input_size), "data.images_per_device=%d" % batch,
             "data.source=synthetic", "train.device=cpu"]
     sets += ["%s=%s" % (k, str(v).lower() if isinstance(v, bool) else v) for k, v in sorted(options.items())]
@@ -108,19 +125,51 @@ def flops_per_image(model, input_size, batch, options=None, mode="train"):
     return _cached(path, lambda: _module(args, {"OMP_NUM_THREADS": "2"}))
 
 
+# model.* options of the bundled trainer that change no counted work: levers that compute the same
+# work another way (harness.trainer.flops.COUNTED_FORM), settings that change only the logged
+# counts, the norms (no matrix work) and the starting weights. Cells that differ only in these
+# share one count.
+UNCOUNTED = ("model.roi_align", "model.mask_target_class_only", "model.sync_free", "model.sync_free_nms_passes",
+             "model.fused_focal_loss", "model.retina_merge_first_convs", "model.rpn_pre_nms_top_n_train",
+             "model.rpn_post_nms_top_n_train", "model.rpn_nms_thresh", "model.rpn_batch_per_image",
+             "model.rpn_positive_fraction", "model.roi_batch_per_image", "model.roi_positive_fraction",
+             "model.mask_max_rois_per_image", "model.roi_align_sampling_ratio", "model.roi_align_aligned",
+             "model.norm", "model.weights", "model.backbone_weights")
+
+
+def cell_options(sc, cell):
+    """The model.* settings a cell's work is counted with: the bundled trainer's own model.*
+    options that change the work, and for every framework the frozen stages its settings
+    declare (frozen stages compute no weight gradients); the rest is the bundled architecture,
+    which the rivals' cells train too."""
+    opts = {}
+    if cell.framework == "detbench-trainer":
+        opts = {k: v for k, v in sc.framework_options(cell.framework).items()
+                if k.startswith("model.") and k not in UNCOUNTED}
+    fw = frameworks.FRAMEWORKS.get(cell.framework)
+    try:
+        declared = fw.trial_settings(scenario.context(sc, cell)) if fw is not None else {}
+    except Exception:   # an adapter that cannot say: the bundled model's own setting stands
+        declared = {}
+    frozen = declared.get("frozen_stages") if isinstance(declared, dict) else None
+    if isinstance(frozen, int) and not isinstance(frozen, bool):
+        opts["model.frozen_stages"] = min(max(frozen, 0), 4)   # -1 (nothing frozen) is the bundled 0
+    return opts
+
+
 def for_run(sc, cells, fingerprint, measure_peak=True):
-    """The limits a run stores: {"peak": ..., "work": {cell key: {"flops_per_image"} or {"error"}}},
-    or None when no cell does arithmetic worth counting (calibration runs)."""
+    """The limits a run stores: {"peak": ..., "work": {cell key: work model, or {"error"}}}, or
+    None when no cell does arithmetic worth counting (calibration runs)."""
     counted = [c for c in cells if c.framework not in NO_WORK]
     if not counted:
         return None
     work = {}
     for cell in counted:
-        opts = sc.framework_options(cell.framework) if cell.framework == "detbench-trainer" else {}
+        opts = cell_options(sc, cell)
         if sc.inference:
-            work[cell.key] = flops_per_image(cell.model, sc.input_size, cell.batch, opts, mode="inference")
+            work[cell.key] = counted_work(cell.model, sc.input_size, cell.batch, opts, mode="inference")
         else:
-            work[cell.key] = flops_per_image(cell.model, sc.input_size, sc.batch_per_gpu, opts)
+            work[cell.key] = counted_work(cell.model, sc.input_size, sc.batch_per_gpu, opts)
     out = {"work": work}
     if measure_peak:
         out["peak"] = peak(fingerprint, sc.env)

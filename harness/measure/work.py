@@ -5,6 +5,9 @@ do different work: more proposals kept, more RoIs sampled, more positives for th
 head. A framework that can prints one line per iteration (harness.jsonlog.work_line);
 a trial's figure is the mean of each count over the measured window, and the report
 flags a row whose frameworks differ in any count (harness.measure.flags, unequal-work).
+
+The same means give each cell its counted work (`iteration_flops`): the fixed part of its
+work model plus each count times the FLOPs one unit of it costs (harness.launch.limits).
 """
 import json
 import math
@@ -92,6 +95,24 @@ def window_means(path, first, last):
         if values:
             means[key] = sum(values) / len(values)
     return means or None
+
+
+def iteration_flops(model, counts):
+    """(FLOPs of one iteration on one device, None), or (None, why), from a cell's stored work
+    model (harness.trainer.flops: {"fixed_flops", "unit_flops", "images_per_device"}) and the
+    mean work counts its trials logged (rank 0's batch, which is what the model was counted
+    for). A count whose unit costs nothing need not be logged; one that costs work must be."""
+    if not isinstance(model, dict) or _count(model.get("fixed_flops")) is None:
+        return None, "no work model to count with"
+    units = model.get("unit_flops") or {}
+    if not isinstance(units, dict) or any(_count(v) is None for v in units.values()):
+        return None, "a damaged work model"
+    counts = counts or {}
+    missing = [k for k in sorted(units) if units[k] and _count(counts.get(k)) is None]
+    if missing:
+        return None, "the trials logged no %s (DETBENCH_WORK), which the work depends on" % " or ".join(
+            LABELS.get(k, k) for k in missing)
+    return model["fixed_flops"] + sum(cost * counts[k] for k, cost in units.items() if cost), None
 
 
 def median(values):
