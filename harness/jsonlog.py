@@ -4,14 +4,19 @@ One JSON object per line behind a fixed prefix, so it can share stdout with anyt
 else a workload prints. Standard library only: workloads import it without the harness.
 
 The WORK line says how much detection work one iteration did (proposals kept, RoIs
-sampled, ...), so that frameworks can be shown to do the same work. The rival drivers
-in harness/rivals/ run in their own envs and write the same line themselves.
+sampled, ...), so that frameworks can be shown to do the same work. The SETTINGS line says,
+once before the first iteration, the normalized settings a program really trains with (read
+from its framework's own objects, in the keys of harness/rivals/settings.py) and how it
+implements the parts that decide its speed. The rival drivers in harness/rivals/ run in their
+own envs and write the same lines themselves.
 """
 import json
 
 ITER_PREFIX = "DETBENCH_ITER "
 META_PREFIX = "DETBENCH_META "
 WORK_PREFIX = "DETBENCH_WORK "   # work done in one iteration: {"iteration": N, "proposals": P, ...}
+# the settings a training program runs with: {"settings": {...}, "implementation": {...}}
+SETTINGS_PREFIX = "DETBENCH_SETTINGS "
 # the parts of one inference batch: {"iteration": N, "pre_s": .., "net_s": .., "post_s": .., "detections": D}
 PHASES_PREFIX = "DETBENCH_PHASES "
 
@@ -84,3 +89,24 @@ def work_line(iteration, **counts):
 def meta_line(settings):
     """Return one META line: the normalized settings a workload actually ran with."""
     return META_PREFIX + json.dumps(settings, sort_keys=True, separators=(",", ":"))
+
+
+# keys of a SETTINGS object
+SETTINGS = "settings"              # {normalized key: value}, the keys of harness/rivals/settings.py
+IMPLEMENTATION = "implementation"  # {part: how it runs}, one of IMPLEMENTATION_PARTS each; not compared
+IMPLEMENTATION_PARTS = (
+    "roi_align",     # the RoIAlign that ran: a kernel (whose) or the bundled trainer's sparse products
+    "batch_norm",    # how the backbone's norms run: frozen and folded into the convolutions, or modules
+    "optimizer",     # the optimizer and its update path: fused kernel, foreach, per-parameter loop
+    "mask_logits",   # Mask R-CNN: logits computed for the target class only, or for all classes
+)
+
+
+def settings_line(settings, implementation):
+    """Return one SETTINGS line (without the newline)."""
+    unknown = sorted(set(implementation) - set(IMPLEMENTATION_PARTS))
+    if unknown:
+        raise ValueError("unknown implementation parts %s (known: %s)"
+                         % (", ".join(unknown), ", ".join(IMPLEMENTATION_PARTS)))
+    return SETTINGS_PREFIX + json.dumps({SETTINGS: settings, IMPLEMENTATION: implementation},
+                                        sort_keys=True, separators=(",", ":"))

@@ -104,7 +104,8 @@ def test_the_store_writes_every_field_of_a_result_and_reads_it_back_column_for_c
     columns = result.columns()
     assert set(row.keys()) - set(columns) == {"id", "run_id", "seq", "cell_key", "repeat", "started", "argv_json"}
     assert {c: row[c] for c in columns} == columns
-    assert row["settings_json"] == '{"devices": 1, "input_size": [800, 1333]}'
+    # the log prints no DETBENCH_SETTINGS line: the declared settings, marked as such
+    assert row["settings_json"] == '{"devices": 1, "input_size": [800, 1333], "settings_source": "declared"}'
     assert json.loads(row["window_json"]) == [WARMUP + 1, WARMUP + MEASURE]
     assert json.loads(row["work_json"]) == {"proposals": 100 + (WARMUP + 1 + WARMUP + MEASURE) / 2}
     assert json.loads(row["telemetry_json"]) == summary(tree_rss_mb=2500.0) and row["peak_rss_mb"] == 2500.0

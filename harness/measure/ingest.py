@@ -4,16 +4,26 @@ This is the one place the launch side (runner.py's files) meets the analysis sid
 a trial can be re-analysed from its folder at any time without running it again.
 """
 import collections
+import json
 import os
 
+from harness import jsonlog
 from harness.measure import latency, scrapers, stats, work
 from harness.spec.fingerprint import fingerprint
 from harness.launch.trialfiles import read_trial_json
 from harness.measure.records import IterationRecord
 from harness.measure.result import TrialResult
-from harness.measure.scrapers.common import read_lines
+from harness.measure.scrapers.common import clean_line, read_blocks, read_lines
 
 TAIL_LINES = 5
+
+# where a trial's stored settings came from (a key of trials.settings_json): the DETBENCH_SETTINGS
+# line its log printed, or, where the log has none, its adapter's settings(); that key, the line's
+# implementation and a damaged line's description are not settings, and no report compares them
+SOURCE = "settings_source"
+LOGGED, DECLARED = "logged", "declared"
+PROBLEM = "settings_problem"
+NOT_SETTINGS = (SOURCE, jsonlog.IMPLEMENTATION, PROBLEM)
 
 
 def read_times(trial_dir):
@@ -60,6 +70,67 @@ def failure_reason(record, trial_dir):
     return None
 
 
+def logged_settings(log_path):
+    """(settings, implementation, problem) of the first DETBENCH_SETTINGS line of a log:
+    (None, None, None) where it has none or cannot be read, (None, None, "line N: ...") where
+    the line is damaged. Streamed: only lines that hold the prefix are decoded."""
+    prefix, lines = jsonlog.SETTINGS_PREFIX.encode(), 0
+    try:
+        for block, end in read_blocks(log_path):
+            at = block.find(prefix, 0, end)
+            while at >= 0:
+                start = block.rfind(b"\n", 0, at) + 1
+                stop = block.find(b"\n", at, end)
+                stop = end if stop < 0 else stop
+                number = lines + block.count(b"\n", 0, start) + 1
+                at = block.find(prefix, stop, end)
+                try:
+                    text = clean_line(block[start:stop])
+                except Exception:   # a rank prefix int() refuses: not rank 0's line
+                    continue
+                found = text.find(jsonlog.SETTINGS_PREFIX) if text else -1
+                if found < 0:
+                    continue   # another rank's line
+                return _settings_object(text[found + len(jsonlog.SETTINGS_PREFIX):], number)
+            lines += block.count(b"\n", 0, end)
+    except OSError:
+        pass
+    return None, None, None
+
+
+def _settings_object(text, number):
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        return None, None, "log.txt line %d: the %sline is not JSON" % (number, jsonlog.SETTINGS_PREFIX)
+    settings = obj.get(jsonlog.SETTINGS) if isinstance(obj, dict) else None
+    implementation = obj.get(jsonlog.IMPLEMENTATION, {}) if isinstance(obj, dict) else None
+    if not isinstance(settings, dict) or not isinstance(implementation, dict) or not all(
+            k in jsonlog.IMPLEMENTATION_PARTS and isinstance(v, str) for k, v in implementation.items()):
+        return None, None, ("log.txt line %d: the %sline is not {%r: {...}, %r: {part: text}}"
+                            % (number, jsonlog.SETTINGS_PREFIX, jsonlog.SETTINGS, jsonlog.IMPLEMENTATION))
+    if any(k in NOT_SETTINGS for k in settings):
+        return None, None, "log.txt line %d: the settings hold a key reserved for the store (%s)" % (
+            number, ", ".join(sorted(k for k in settings if k in NOT_SETTINGS)))
+    return settings, implementation, None
+
+
+def trial_settings(log_path, declared):
+    """A trial's settings as stored: the log's DETBENCH_SETTINGS line (the settings the framework
+    really ran with, and its implementation) where it has one, else the adapter's declared
+    settings; marked with their SOURCE. None where the declared settings are None (a log made
+    elsewhere: what it ran with is not known, and its lines are not taken for it)."""
+    if declared is None:
+        return None
+    settings, implementation, problem = logged_settings(log_path)
+    if settings is not None:
+        return dict(settings, **{SOURCE: LOGGED, jsonlog.IMPLEMENTATION: implementation})
+    out = dict(declared, **{SOURCE: DECLARED})
+    if problem:
+        out[PROBLEM] = problem
+    return out
+
+
 def _number(value, default=None):
     """value when it is a real, finite number (not a bool), else default: trial.json may be damaged."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
@@ -71,7 +142,8 @@ def _number(value, default=None):
 def analyse(trial_dir, scraper_name, warmup, measure, images_per_iteration, scrape_options=None,
             settings=None, percentiles=None):
     """The TrialResult of a finished trial's folder. scrape_options go to the scraper;
-    settings are the trial's normalized settings (None where they are not known). With
+    settings are the trial's normalized settings as its adapter declares them (None where they
+    are not known), replaced by those its log's DETBENCH_SETTINGS line gives (trial_settings). With
     `percentiles` it is an inference trial: its records are batches, and its latency figures
     (harness.measure.latency) come from the same window as its throughput."""
     record = read_trial_json(trial_dir)
@@ -116,7 +188,7 @@ def analyse(trial_dir, scraper_name, warmup, measure, images_per_iteration, scra
         exit_code=_number(record.get("exit_code")) if record else None,
         records=len(records), scrape_errors=len(errors), peak_mem_mb=max(mems) if mems else None,
         fingerprint=_fingerprint(record), telemetry=summary if isinstance(summary, dict) and summary else None,
-        work=means or None, settings=settings, iterations=iterations, latency=lat,
+        work=means or None, settings=trial_settings(log_path, settings), iterations=iterations, latency=lat,
         **figures, **memory_peaks(summary))
 
 

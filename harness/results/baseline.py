@@ -11,6 +11,10 @@ into the same plain dict ("a side"), so `detbench compare` takes either.
      "cells": {"<cell key>": {"settings": {...}, "images_per_iteration": 2,
                               "throughput": [...], "observed": [...], "failed": 0}}}
 
+The host record keeps the facts its fingerprint was made from, so a file saved before the
+fingerprint recorded the instruction set (an "fp1-" one) still loads, and `compare` says that
+it cannot be shown to be the candidate's machine instead of judging its speeds.
+
 An inference cell also carries "latency_ms": {"mean": [...], "p50": [...], "p95": [...], ...}:
 each repeat's latency average and percentiles in ms, what `detbench compare --metric p95` judges.
 """
@@ -82,7 +86,10 @@ def cell_settings(scenario, cell, done_trials):
     settings = {}
     for t in done_trials:
         if t["settings_json"]:
-            settings = json.loads(t["settings_json"])
+            # where the settings came from and how the framework implements its parts are not
+            # settings: a changed implementation is the speed-up or slow-down the gate is for
+            from harness.measure.ingest import NOT_SETTINGS
+            settings = {k: v for k, v in json.loads(t["settings_json"]).items() if k not in NOT_SETTINGS}
             break
     framework = cell["framework"]
     settings.update({

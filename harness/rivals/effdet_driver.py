@@ -23,16 +23,24 @@ with each value of this iteration and, in parentheses, the mean since the first 
 AverageMeter). An iteration's time runs from the end of the previous iteration to the end of
 this one (the previous line's printing included, the device synchronised), its data time is
 the wait for the batch. After it one ``DETBENCH_WORK {json}`` line gives the iteration's
-positive anchors, summed over the batch's images.
+positive anchors, summed over the batch's images. Before the first iteration one
+``DETBENCH_SETTINGS {json}`` line gives the settings read from effdet's config, the built
+bench, the optimizer and the loader (asrun.py).
 """
 import argparse
 import json
+import os
 import random
 import sys
 import time
 
 import numpy as np
 import torch
+
+try:
+    from harness.rivals import asrun            # imported from the harness (tests)
+except ImportError:
+    import asrun                                # run as a script in the framework's pinned env
 
 MODELS = ("efficientdet_d0",)
 NUM_CLASSES = 80               # classes drawn for synthetic boxes (1-based, as COCO's category ids)
@@ -178,6 +186,49 @@ def make_loader(args, config, n_images):
                                        drop_last=True)
 
 
+def _anchor_sizes(config):
+    """effdet's anchor sizes per level: anchor_scale x stride x 2^(octave / num_scales)."""
+    return [[config.anchor_scale * 2 ** level * 2 ** (octave / config.num_scales)
+             for octave in range(config.num_scales)] for level in range(config.min_level, config.max_level + 1)]
+
+
+def _anchor_ratios(config):
+    """Height / width of each of effdet's aspect ratios: a pair is (x, y) factors, a number r is
+    x = sqrt(r), y = 1 / sqrt(r)."""
+    return [a[1] / a[0] if hasattr(a, "__len__") else 1.0 / a for a in config.aspect_ratios]
+
+
+def as_run(args, bench, optimizer, loader, amp_dtype, version):
+    """(settings, implementation) of the SETTINGS line, read from effdet's config of the built bench,
+    its loss, the optimizer and the loader (`loader` is the Normalized wrapper)."""
+    config, inner = bench.config, loader.loader
+    loss = getattr(bench, "loss_fn", config)
+    backbone = bench.model.backbone
+    stages = ([[backbone.conv_stem, backbone.bn1]] + list(backbone.blocks)
+              if hasattr(backbone, "conv_stem") and hasattr(backbone, "blocks") else [backbone])
+    norm, norm_impl = asrun.norm(backbone.modules())
+    transforms = getattr(getattr(inner.dataset, "transform", None), "transforms", ())
+    flip = any(type(t).__name__ == "RandomFlip" and (t.horizontal or t.vertical) and t.prob > 0 for t in transforms)
+    settings = {
+        "images_per_device": inner.batch_size, "devices": 1, "input_size": [int(v) for v in config.image_size],
+        "precision": asrun.precision(amp_dtype),
+        "data": "synthetic" if isinstance(inner.dataset, Synthetic) else "coco",
+        "frozen_stages": asrun.frozen_stages(stages), "norm": norm, "loader_workers": inner.num_workers,
+        "flip": flip, "threads": torch.get_num_threads(),
+        "init": "file:" + os.path.basename(args.weights) if args.weights else "random",
+        "momentum": asrun.momentum(optimizer), "weight_decay": asrun.weight_decay(optimizer),
+        "box_loss": "huber(delta %g) x %g" % (float(loss.delta), float(loss.box_loss_weight)),
+        "cls_loss": asrun.focal(loss.alpha, loss.gamma) + (
+            ", label smoothing %g" % float(loss.label_smoothing) if getattr(loss, "label_smoothing", 0) else ""),
+        "anchors": asrun.anchors(_anchor_sizes(config), _anchor_ratios(config)),
+        "trainer": "effdet %s library" % version,
+    }
+    # the driver keeps its rate constant (no warmup); its sampler draws at random
+    settings.update(asrun.rival_settings.schedule(optimizer.defaults["lr"], 0, 1.0,
+                                                  isinstance(inner.sampler, torch.utils.data.RandomSampler)))
+    return settings, {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer)}
+
+
 def line(batch_idx, total, batch, loss, batch_time, data_time, lr):
     """train.py's training line, value by value."""
     last_idx = max(total - 1, 1)
@@ -209,6 +260,7 @@ def main(argv=None):
           "data %s" % (effdet_version, timm.__version__, torch.__version__, args.model, device, args.batch_size,
                        args.size[0], args.size[1], torch.get_num_threads(), args.lr, args.workers,
                        "synthetic" if args.data == "synthetic" else "coco"), flush=True)
+    print(asrun.line(*as_run(args, bench, optimizer, loader, amp_dtype, effdet_version)), flush=True)
     batch_time, data_time, losses = Meter(), Meter(), Meter()
     total = len(loader)
     end = time.perf_counter()         # the first iteration's time starts here, with the loader

@@ -15,8 +15,9 @@ IterBasedTrainLoop otherwise sleeps 2 s each time the dataset wraps), BN frozen 
 (requires_grad=False, norm_eval=True, frozen_stages=1), the scenario's RPN proposal counts
 (default 2000 per level before NMS, 2000 per image after), RoIAlign with sampling_ratio 2 and
 aligned=False, smooth L1 (beta 1/9) box losses, and RPN low-quality matches at any IoU. Its
-hooks (mmdet_hooks.py) make data_time the wait for the batch only and print one
-DETBENCH_WORK line per iteration.
+hooks (mmdet_hooks.py) make data_time the wait for the batch only, print one
+DETBENCH_WORK line per iteration and, before the first, the DETBENCH_SETTINGS line read from
+the merged config and the built model.
 """
 import argparse
 import importlib.util
@@ -150,7 +151,7 @@ def write_config(args, path):
         f.write(text)
 
 
-WEIGHTS_HOOK = "DetbenchWeightsHook"
+WEIGHTS_HOOK = mmdet_hooks.WEIGHTS_HOOK
 
 
 def register_weights_hook():

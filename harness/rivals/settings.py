@@ -36,6 +36,19 @@ of a table reports it):
   warmup                   "linear from F over N iterations", or "none"
   shuffle                  images reshuffled each pass (true) or taken in the file's order (false),
                            so that frameworks see the same images at the same iteration
+
+Reported only in the DETBENCH_SETTINGS line a framework prints (asrun.py), read from its objects:
+
+  momentum                 SGD momentum
+  weight_decay             a number where every trained parameter has it, else
+                           "<decay>, none on biases and norms"
+  cls_loss                 classification losses, e.g. "rpn bce, rcnn ce", "focal(alpha 0.25, gamma 2)"
+  anchors                  "sizes 32, 64, ...; ratios 0.5, 1, 2": sizes per pyramid level ('/' between
+                           the sizes of one level) and aspect ratios (height / width)
+  mask_head                "4 conv 256, 14x14 RoIs to 28x28 masks" (Mask R-CNN)
+
+A trial's settings come from that line where its log has one, else from its adapter's
+settings() (what the adapter asked for); the store marks which (harness/measure/ingest.py).
 """
 import os
 
@@ -106,11 +119,16 @@ def detection(ctx, *, rpn_pre_nms_train, rpn_post_nms_train, rpn_batch_per_image
            "roi_align_sampling_ratio": int(roi_align_sampling_ratio),
            "roi_align_aligned": bool(roi_align_aligned), "box_loss": box_loss}
     if ctx.model == "mask_rcnn":
-        # the mask head trains on positive RoIs, which the sampler caps at batch x fraction
-        cap = int(roi_batch_per_image * roi_positive_fraction)
-        out["mask_rois_per_image_max"] = cap if mask_rois_per_image_max is None else min(
-            cap, int(mask_rois_per_image_max))   # None: no cap of its own
+        out["mask_rois_per_image_max"] = mask_rois_cap(roi_batch_per_image, roi_positive_fraction,
+                                                       mask_rois_per_image_max)
     return out
+
+
+def mask_rois_cap(roi_batch_per_image, roi_positive_fraction, own_cap=None):
+    """The most RoIs per image a mask head trains on: the positive RoIs, which the sampler caps at
+    batch x fraction, and the framework's own cap where it has one (None: none of its own)."""
+    cap = int(roi_batch_per_image * roi_positive_fraction)
+    return cap if own_cap is None else min(cap, int(own_cap))
 
 
 # the test-time settings of the R50-FPN recipes that every inference driver is set to alike

@@ -18,6 +18,9 @@ from a file of `detbench weights make` instead of torchvision's random initialis
 is built the way the reference recipe trains it from ImageNet weights (FrozenBatchNorm,
 conv1 and layer1 frozen: trainable_backbone_layers=3); ``--norm bn --trainable-layers 5``
 gives torchvision's own from-scratch default instead.
+Before the first iteration one ``DETBENCH_SETTINGS {json}`` line gives the settings read from
+the built model, optimizer and loader (asrun.py), and how RoIAlign, the norms, the optimizer
+step and the mask logits run.
 """
 import argparse
 import datetime
@@ -36,9 +39,10 @@ from torchvision.ops import misc as misc_nn_ops
 from torchvision.ops.feature_pyramid_network import LastLevelP6P7
 
 try:
-    from harness.rivals import weights_map      # imported from the harness (tests, weights make)
+    from harness.rivals import asrun, weights_map   # imported from the harness (tests, weights make)
 except ImportError:
-    import weights_map                          # run as a script in the framework's pinned env
+    import asrun                                # run as a script in the framework's pinned env
+    import weights_map
 
 MODELS = {"retinanet": "retinanet_resnet50_fpn", "faster_rcnn": "fasterrcnn_resnet50_fpn",
           "mask_rcnn": "maskrcnn_resnet50_fpn"}
@@ -262,6 +266,70 @@ class _CountingMatcher:
         return getattr(self.matcher, name)
 
 
+# what torchvision's code fixes rather than a module attribute: smooth L1 with beta 1/9 in the RPN
+# (rpn.py compute_loss) and the box head (roi_heads.py fastrcnn_loss), BCE objectness and
+# cross-entropy classes, RetinaNet's sigmoid focal loss at its defaults (retinanet.py), and
+# MultiScaleRoIAlign calling roi_align with aligned=False
+TWO_STAGE_BETA = 1.0 / 9
+RETINANET_FOCAL = (0.25, 2.0)
+POOLER_ALIGNED = False
+
+
+def as_run(args, model, optimizer, loader, amp_dtype, device):
+    """(settings, implementation) of the SETTINGS line, read from torchvision's built model, the
+    optimizer and the data loader: what this run really trains with, in asrun's words."""
+    height, width = (int(v) for v in args.input_size.lower().split("x"))
+    with torch.random.fork_rng(devices=[]):   # the transform's size draw must not move the run's RNG
+        resized, _ = model.transform.resize(torch.zeros(3, height, width), None)
+    body = model.backbone.body
+    stages = [[body.conv1, body.bn1]] + [getattr(body, "layer%d" % i) for i in range(1, 5)]
+    norm, norm_impl = asrun.norm(body.modules())
+    dataset = loader.dataset
+    flipped = isinstance(dataset, Flipped)
+    inner = dataset.inner if flipped else dataset
+    settings = {
+        "images_per_device": loader.batch_size, "devices": 1, "input_size": list(resized.shape[-2:]),
+        "precision": asrun.precision(amp_dtype, device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32),
+        "data": "synthetic" if isinstance(inner, Synthetic) else "coco",
+        "frozen_stages": asrun.frozen_stages(stages), "norm": norm, "loader_workers": loader.num_workers,
+        "flip": flipped, "threads": torch.get_num_threads(),
+        "init": "file:" + os.path.basename(args.weights) if args.weights else "random",
+        "momentum": asrun.momentum(optimizer), "weight_decay": asrun.weight_decay(optimizer),
+    }
+    settings.update(asrun.rival_settings.schedule(
+        optimizer.defaults["lr"], args.warmup_iters, args.warmup_factor,
+        isinstance(loader.sampler, torch.utils.data.RandomSampler)))
+    implementation = {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer)}
+    if isinstance(model, RetinaNet):
+        extra = model.backbone.fpn.extra_blocks
+        settings.update(box_loss=model.head.regression_head._loss_type, cls_loss=asrun.focal(*RETINANET_FOCAL),
+                        extra_levels_from="p5" if getattr(extra, "use_P5", False) else "c5",
+                        anchors=asrun.anchors(model.anchor_generator.sizes, model.anchor_generator.aspect_ratios))
+        return settings, implementation
+    rpn, heads = model.rpn, model.roi_heads
+    pool = heads.box_roi_pool
+    beta = asrun.smooth_l1(TWO_STAGE_BETA)
+    settings.update(
+        rpn_pre_nms_train=int(rpn._pre_nms_top_n["training"]), rpn_post_nms_train=int(rpn._post_nms_top_n["training"]),
+        rpn_batch_per_image=int(rpn.fg_bg_sampler.batch_size_per_image),
+        rpn_positive_fraction=float(rpn.fg_bg_sampler.positive_fraction),
+        roi_batch_per_image=int(heads.fg_bg_sampler.batch_size_per_image),
+        roi_positive_fraction=float(heads.fg_bg_sampler.positive_fraction),
+        roi_align_sampling_ratio=int(pool.sampling_ratio), roi_align_aligned=getattr(pool, "aligned", POOLER_ALIGNED),
+        box_loss=asrun.two_stage_box_loss(beta, beta), cls_loss=asrun.TWO_STAGE_CLS_LOSS,
+        anchors=asrun.anchors(rpn.anchor_generator.sizes, rpn.anchor_generator.aspect_ratios))
+    implementation["roi_align"] = asrun.ROI_ALIGN_TORCHVISION
+    if heads.has_mask():
+        convs = [m for m in heads.mask_head.modules() if isinstance(m, torch.nn.Conv2d)]
+        roi_size = heads.mask_roi_pool.output_size[0]
+        upsample = heads.mask_predictor.conv5_mask.stride[0]
+        settings["mask_rois_per_image_max"] = asrun.rival_settings.mask_rois_cap(
+            settings["roi_batch_per_image"], settings["roi_positive_fraction"])   # no cap of its own
+        settings["mask_head"] = asrun.mask_head(len(convs), convs[-1].out_channels, roi_size, roi_size * upsample)
+        implementation["mask_logits"] = "all %d classes" % heads.mask_predictor.mask_fcn_logits.out_channels
+    return settings, implementation
+
+
 def lr_at(iteration, args):
     """The learning rate of 0-based `iteration`: linear warmup from warmup_factor * lr."""
     if iteration >= args.warmup_iters:
@@ -329,6 +397,7 @@ def main(argv=None):
               height, width, args.norm, args.trainable_layers, torch.get_num_threads(),
               args.rpn_pre_nms_train, args.rpn_post_nms_train, args.lr, args.warmup_iters, args.shuffle),
           flush=True)
+    print(asrun.line(*as_run(args, model, optimizer, loader, amp_dtype, device)), flush=True)
     work = WorkCounter(model)
     history = {}
     start = end = time.perf_counter()   # the first iteration's time starts here, with the loader

@@ -1,0 +1,73 @@
+"""The trainer's DETBENCH_SETTINGS line: the settings it trains with, in the rivals' keys, read
+from its resolved config, the detector it built and the optimizer its engine makes."""
+import json
+
+import pytest
+
+from harness import jsonlog
+from harness.frameworks import FRAMEWORKS
+from harness.frameworks.base import TrialContext
+from harness.rivals import asrun
+from tests.trainer.conftest import config_path
+
+torch = pytest.importorskip("torch")
+
+TRAINER = FRAMEWORKS["detbench-trainer"]
+
+
+def settings_lines(capsys, config, *sets):
+    from harness.trainer import train
+    args = [config_path(config), "--set", "train.device=cpu", "--set", "train.max_iter=1"]
+    for s in sets:
+        args += ["--set", s]
+    capsys.readouterr()
+    assert train.main(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    found = [i for i, line in enumerate(out) if line.startswith(jsonlog.SETTINGS_PREFIX)]
+    first_iter = min(i for i, line in enumerate(out) if line.startswith(jsonlog.ITER_PREFIX))
+    assert len(found) == 1 and found[0] < first_iter, out
+    return json.loads(out[found[0]][len(jsonlog.SETTINGS_PREFIX):])
+
+
+def test_the_line_follows_what_the_trainer_built_not_its_adapter(capsys):
+    obj = settings_lines(capsys, "mask_tiny", "model.rpn_pre_nms_top_n_train=300", "train.weight_decay=0.001",
+                         "model.roi_align=torchvision", "train.fused_sgd=false", "model.mask_target_class_only=false",
+                         "model.frozen_stages=2", "data.images_per_device=1", "train.momentum=0.8")
+    s, impl = obj["settings"], obj["implementation"]
+    assert s["rpn_pre_nms_train"] == 300 and s["rpn_post_nms_train"] == 100 and s["images_per_device"] == 1
+    assert s["frozen_stages"] == 2 and s["momentum"] == 0.8
+    assert s["weight_decay"] == "0.001, none on biases and norms"
+    assert s["mask_rois_per_image_max"] == 16 and s["mask_head"] == "4 conv 32, 14x14 RoIs to 28x28 masks"
+    assert impl == {"roi_align": asrun.ROI_ALIGN_TORCHVISION, "batch_norm": "frozen, folded into the convolutions",
+                    "optimizer": "SGD, per-parameter loop", "mask_logits": "all 5 classes"}
+
+
+def test_the_line_names_the_levers_that_ran(capsys):
+    obj = settings_lines(capsys, "mask_tiny", "model.roi_align=sparse", "model.mask_target_class_only=true",
+                         "model.norm=gn")
+    impl = obj["implementation"]
+    assert impl["roi_align"] == asrun.ROI_ALIGN_SPARSE and impl["mask_logits"] == "target class only"
+    assert obj["settings"]["norm"] == "gn" and impl["batch_norm"] == "trained GroupNorm"
+    retina = settings_lines(capsys, "retina_tiny")
+    assert retina["settings"]["cls_loss"] == "focal(alpha 0.25, gamma 2)"
+    assert "roi_align" not in retina["implementation"]
+
+
+@pytest.mark.parametrize("model", ["retinanet", "faster_rcnn", "mask_rcnn"])
+def test_the_r50_configs_run_the_settings_their_adapter_declares(model):
+    """The full configs as the adapter's command sets them (built, not trained)."""
+    from harness.trainer import engine
+    from harness.trainer.config import apply_overrides, load_config_module, resolve_for_device
+    c = TrialContext(framework=TRAINER.name, model=model, precision="fp32", gpus=1, nodes=1, batch_per_gpu=2,
+                     input_size=(128, 160), iterations=3, data=None, env={"OMP_NUM_THREADS": "2"})
+    argv = TRAINER.command(c)
+    sets = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
+    module = load_config_module(argv[argv.index("harness.trainer.train") + 1])
+    cfg = resolve_for_device(apply_overrides(module.CONFIG, sets), "cpu")
+    net = module.build_detector(cfg).train()
+    settings, implementation = asrun.trainer(cfg, net, 1, engine.make_optimizer(net, cfg, 1)[0], 2)
+    declared = TRAINER.settings(c)
+    assert {k: settings.get(k, "(missing)") for k in declared} == declared
+    assert implementation["batch_norm"] == "frozen, folded into the convolutions"
+    if model != "retinanet":
+        assert implementation["roi_align"] == asrun.ROI_ALIGN_SPARSE     # auto on the CPU
