@@ -1,11 +1,14 @@
 """A benchmark run: plan the trials of a scenario, execute them, resume what was left.
 
-Repeats are interleaved across cells (A1 B1 C1 A2 B2 C2 ...) so that drift and heat do
-not favour whichever cell runs first; each trial is a fresh process. Every finished
+Repeats are interleaved across cells in rounds (round 1 holds repeat 1 of every cell, round 2
+repeat 2, ...) so that drift and heat do not favour whichever cell runs first, and within each
+round the cells run in an order drawn from the run's order seed (B1 C1 A1, A2 C2 B2, ...) so that
+no cell always takes the same place; each trial is a fresh process. Every finished
 trial is committed to the store before the next one starts, so an interrupted or killed
 run loses at most the trial in flight, and `--resume RUN_ID` runs exactly what is left.
 """
 import json
+import random
 import signal
 import sys
 from dataclasses import dataclass
@@ -28,16 +31,34 @@ class PlannedTrial:
     argv: List[str]
 
 
-def schedule(sc, planned_cells, backend="local"):
-    """Trials in run order: repeat 1 of every cell, then repeat 2 of every cell, ..."""
+ORDER_SEEDS = 2 ** 31   # a drawn order seed is below this: short enough to copy into a scenario
+
+
+def order_seed(sc):
+    """The seed of a run's trial order: the scenario's `order: {seed: N}`, else a fresh one."""
+    if sc.order.seed is not None:
+        return sc.order.seed
+    return random.SystemRandom().randrange(ORDER_SEEDS)
+
+
+def order_record(sc, seed):
+    """What the store keeps of a run's order (runs.order_json)."""
+    return {"seed": seed, "drawn": sc.order.seed is None}
+
+
+def schedule(sc, planned_cells, backend="local", seed=None):
+    """Trials in run order: round 1 holds repeat 1 of every cell, round 2 repeat 2, ...; within
+    each round the cells run in the order scenario.round_orders draws from `seed` (default
+    order_seed(sc))."""
+    seed = order_seed(sc) if seed is None else seed
     runnable = [p.cell for p in planned_cells if p.excluded is None]
     launcher = launch.launcher(backend)
     pythons = launcher.pythons(sc, sorted({c.framework for c in runnable}))
     argvs = {c: frameworks.FRAMEWORKS[c.framework].argv(
         scenario_mod.context(sc, c, pythons[c.framework], launcher.rendezvous)) for c in runnable}
     trials = []
-    for repeat in range(1, sc.repeats + 1):
-        for cell in runnable:
+    for repeat, order in enumerate(scenario_mod.round_orders(runnable, sc.repeats, seed), 1):
+        for cell in order:
             trials.append(PlannedTrial(len(trials) + 1, cell, repeat, argvs[cell]))
     return trials
 
@@ -65,12 +86,14 @@ def start(scenario_path, results_dir, backend=None, dry_run=False, out=None, for
     if not runnable:
         raise UserError("%s: no cell of this scenario can be measured on this host (%s)"
                         % (scenario_path, next(p.excluded for p in planned_cells if p.excluded)))
-    trials = schedule(sc, planned_cells, backend)
+    seed = order_seed(sc)
+    trials = schedule(sc, planned_cells, backend, seed)
     # trials that run on other machines: their trial.json host facts and fingerprint tell
     host = platforms.host_record([c.platform for c in runnable] if launcher.runs_here else [],
                                  force=force or dry_run)
     if dry_run:
-        out.write("# %s: %d cells, %d trials, backend %s\n" % (sc.name, len(planned_cells), len(trials), backend))
+        out.write("# %s: %d cells, %d trials, backend %s, order seed %d\n"
+                  % (sc.name, len(planned_cells), len(trials), backend, seed))
         for name, diffs in sorted(host.get("forced", {}).items()):
             out.write("# this host is not %s: %s (a real run needs --force)\n" % (name, "; ".join(diffs)))
         for p in planned_cells:
@@ -91,8 +114,10 @@ def start(scenario_path, results_dir, backend=None, dry_run=False, out=None, for
     run_id = new_run_id()
     store.create_run(run_id, sc.name, str(scenario_path), sc.model_dump_json(), backend, host,
                      cell_rows(sc, planned_cells),
-                     [(t.seq, t.cell.key, t.repeat, t.argv) for t in trials], limits=bounds)
-    out.write("run %s: %d trials of %s on backend %s -> %s\n" % (run_id, len(trials), sc.name, backend, results_dir))
+                     [(t.seq, t.cell.key, t.repeat, t.argv) for t in trials], limits=bounds,
+                     order=order_record(sc, seed))
+    out.write("run %s: %d trials of %s on backend %s, order seed %d -> %s\n"
+              % (run_id, len(trials), sc.name, backend, seed, results_dir))
     for p in planned_cells:
         if p.excluded and p.excluded.startswith(hostcpu.THIS_HOST):
             out.write("# NA %s: %s\n" % (p.cell.key, p.excluded))

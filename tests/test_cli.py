@@ -46,7 +46,7 @@ def test_dry_run_prints_interleaved_trials_and_writes_nothing(write_scenario, tm
     out = invoke("run", "--scenario", str(scenario), "--dry-run", "--results", str(results))
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
-    assert lines[0] == "# dry: 2 cells, 2 trials, backend local"
+    assert re.fullmatch(r"# dry: 2 cells, 2 trials, backend local, order seed \d+", lines[0]), lines[0]
     assert lines[1] == "# NA calibrate/faster_rcnn/fp32/local/1/1: just because"
     assert lines[2].startswith("1 calibrate/retinanet/fp32/local/1/1 repeat 1: ")
     assert lines[3].startswith("2 calibrate/retinanet/fp32/local/1/1 repeat 2: ")

@@ -17,6 +17,8 @@ TEXTS = {
                           "saturated cores",
     "memory-pressure": "memory pressure: the machine swapped or ran below 5% available memory during a repeat",
     "mixed-hosts": "the repeats ran on machines with different fingerprints",
+    "place-effect": "place effect: where a trial ran within its round moved the figures of this run by more "
+                    "than its cells' own spread, wider than 95% of reshuffled orders would (the run's place check)",
 }
 
 
@@ -43,6 +45,13 @@ def test_figure_work_and_host_rules():
         True, True, False, False]
     assert flags.unequal_work([{"proposals": 100.0}, {"proposals": 104.0}]) == [False, False]
     assert flags.mixed_hosts(["a", "b"]) and not flags.mixed_hosts(["a", "a", None])
+
+
+def test_a_place_effect_needs_three_rounds_a_span_past_the_cells_spread_and_a_rare_order():
+    assert flags.place_effect(span=0.09, cell_spread=0.02, p=0.01, rounds=3)
+    assert not flags.place_effect(span=0.09, cell_spread=0.02, p=0.01, rounds=2)      # too few rounds
+    assert not flags.place_effect(span=0.02, cell_spread=0.03, p=0.01, rounds=5)      # within the cells' spread
+    assert not flags.place_effect(span=0.09, cell_spread=0.02, p=0.05, rounds=5)      # as wide as chance gives
 
 
 def test_the_telemetry_flags_are_judged_on_one_summary():

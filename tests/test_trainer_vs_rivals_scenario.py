@@ -9,22 +9,24 @@ from benchmarks import trainer_vs_rivals
 from harness import launch
 
 
-@pytest.mark.parametrize("frameworks, precisions", [
-    (("detbench-trainer", "torchvision", "mmdetection"), ["fp32", "bf16"]),
-    (("detbench-trainer", "torchvision", "mmdetection"), ["fp32"]),     # a CPU without bf16 kernels
-    (("detbench-trainer", "torchvision"), ["bf16"]),
+@pytest.mark.parametrize("frameworks, precisions, size", [
+    (("detbench-trainer", "torchvision", "mmdetection"), ["fp32", "bf16"], "320x320"),
+    (("detbench-trainer", "torchvision", "mmdetection"), ["fp32"], "512x512"),     # a CPU without bf16 kernels
+    (("detbench-trainer", "torchvision"), ["bf16"], "320x320"),
 ])
-def test_the_written_scenario_loads_with_only_the_exclusions_that_still_match(tmp_path, frameworks, precisions):
-    args = argparse.Namespace(models=["retinanet", "mask_rcnn"], precisions=precisions, size="320x320",
+def test_the_written_scenario_loads_with_only_the_exclusions_that_still_match(tmp_path, frameworks, precisions,
+                                                                              size):
+    args = argparse.Namespace(models=["retinanet", "mask_rcnn"], precisions=precisions,
                               warmup=2, measure=8, repeats=5)
-    doc, _ = trainer_vs_rivals.scenario(args, str(tmp_path), frameworks)
-    (tmp_path / "coco" / "annotations").mkdir(parents=True)     # what the benchmark makes before it runs
-    (tmp_path / "coco" / "images").mkdir()
-    (tmp_path / "coco" / "annotations" / "instances_train.json").write_text("{}")
+    doc, data = trainer_vs_rivals.scenario(args, str(tmp_path), frameworks, size)
+    assert data == str(tmp_path / ("coco-" + size))     # one generated set per size
+    (tmp_path / ("coco-" + size) / "annotations").mkdir(parents=True)     # what the benchmark makes before it runs
+    (tmp_path / ("coco-" + size) / "images").mkdir()
+    (tmp_path / ("coco-" + size) / "annotations" / "instances_train.json").write_text("{}")
     assert sorted(doc.pop("weights")) == sorted(args.models)   # made by `detbench weights make`, checked elsewhere
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     sc = launch.load_scenario(path)
-    assert sc.repeats == 5 and list(sc.input_size) == [320, 320]
+    assert sc.repeats == 5 and list(sc.input_size) == [int(v) for v in size.split("x")]
     kept = [(e["framework"], e.get("precision")) for e in doc["exclude"]]
     assert kept == ([("mmdetection", "bf16")] if "mmdetection" in frameworks and "bf16" in precisions else [])

@@ -13,7 +13,8 @@ function next to its flag, over what the flag is judged on:
   memory-pressure; a cell
   gets one when any of its finished trials has it, since one throttled repeat is enough
   to distrust the spread (harness.measure.telemetry);
-- the fingerprints of a cell's repeats: mixed-hosts.
+- the fingerprints of a cell's repeats: mixed-hosts;
+- a run's place check (harness.measure.place): place-effect, raised on every cell of the run.
 
 FLAGS lists them, name -> Flag, in the order a cell names them.
 """
@@ -73,7 +74,7 @@ def estimators_disagree(reported, observed):
 # ------------------------------------------------------------------ how exact the figure is
 
 WINDOW_APPROXIMATE = "window-approximate"
-EXACT_KINDS = (records.EXACT, records.EXACT_CUMULATIVE)
+EXACT_KINDS = (records.EXACT, records.EXACT_CUMULATIVE, records.WINDOW_MEANS_FIGURE)
 
 
 def window_approximate(trials):
@@ -210,6 +211,23 @@ def mixed_hosts(fingerprints):
     return len({f for f in fingerprints if f}) > 1
 
 
+# ------------------------------------------------------------------ where a trial ran within its round
+# place-effect: a run of at least PLACE_ROUNDS rounds (each in its own shuffled order) whose
+# places' levels span more than its cells' own spread once each trial is divided by its place's
+# level, and wider than all but PLACE_P of the orders a reshuffle within each round gives
+# (harness.measure.place): where a trial ran moved the figures more than the cells differ in
+# themselves, and more than chance would.
+
+PLACE_EFFECT = "place-effect"
+PLACE_ROUNDS = 3
+PLACE_P = 0.05
+
+
+def place_effect(span, cell_spread, p, rounds):
+    """span and cell_spread as fractions, p the share of reshuffled orders spanning as wide."""
+    return rounds >= PLACE_ROUNDS and span > cell_spread and p < PLACE_P
+
+
 # ------------------------------------------------------------------ the list
 
 FLAGS = {f.name: f for f in (
@@ -235,6 +253,9 @@ FLAGS = {f.name: f for f in (
     Flag(MEMORY_PRESSURE, "memory pressure: the machine swapped or ran below %s available memory during a "
          "repeat" % _percent(LOW_MEMORY), memory_pressure),
     Flag(MIXED_HOSTS, "the repeats ran on machines with different fingerprints", mixed_hosts),
+    Flag(PLACE_EFFECT, "place effect: where a trial ran within its round moved the figures of this run by more "
+         "than its cells' own spread, wider than %s of reshuffled orders would (the run's place check)"
+         % _percent(1 - PLACE_P), place_effect),
 )}
 
 # the flags judged on one trial's telemetry summary, in FLAGS order

@@ -87,7 +87,8 @@ def detail_text(entry, column=""):
     if d.mfu is not None:
         parts.append("compute %.3f TFLOP/s, %.1f%% of the host's %.0f GFLOP/s peak"
                      % (d.tflops, 100 * d.mfu, d.peak_gflops)
-                     + (" (measured since; the run stored %.0f)" % d.peak_stored_gflops if d.peak_stored_gflops else ""))
+                     + (" (measured since; the run stored %.0f, against which the share is %.1f%%)"
+                        % (d.peak_stored_gflops, 100 * d.mfu_stored) if d.mfu_stored is not None else ""))
     elif d.limit_note:
         parts.append("no compute figure (%s)" % d.limit_note)
     for peak, what in ((d.peak_device_mb, "device"), (d.peak_rss_mb, "resident"), (d.peak_mem_mb, "logged")):

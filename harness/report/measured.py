@@ -8,16 +8,21 @@ from harness.launch import limits
 from harness.spec import catalog, platforms
 from harness.spec.scenario import Cell
 from harness import frameworks
-from harness.measure import flags, stats, telemetry, work
+from harness.measure import flags, place, stats, telemetry, work
+from harness.measure.ingest import DECLARED, NOT_SETTINGS, PROBLEM, SOURCE
+from harness.jsonlog import IMPLEMENTATION
 from harness.report import figures
 from harness.report.model import ITERATION, THROUGHPUT, Column, Detail, Entry, Table, batch_note
 
 
-def cell_entries(rows, ci=True):
+def cell_entries(rows, ci=True, places=None):
     """{cell key: (cell row, Entry)} for the training cells of these rows, run by run.
 
-    ci=False leaves Detail.ci None (no bootstrap): for outputs that do not show it.
+    ci=False leaves Detail.ci None (no bootstrap): for outputs that do not show it. places: the
+    runs' place checks (place_checks; made here when not given): a run flagged for a place effect
+    flags every cell of it.
     """
+    places = place_checks(rows) if places is None else places
     by_run = defaultdict(list)
     for c in rows.cells:
         by_run[c["run_id"]].append(c)
@@ -28,8 +33,53 @@ def cell_entries(rows, ci=True):
         for c in run_cells:
             if Cell.from_key(c["cell_key"]).batch:
                 continue   # an inference cell: harness.report.inference tables it
-            out[c["cell_key"]] = (c, entry_for(c, rows.cell_trials(c), ci, window, bounds))
+            entry = entry_for(c, rows.cell_trials(c), ci, window, bounds)
+            if entry.detail is not None and _imported(rows.runs[rid]):
+                entry = dataclasses.replace(entry, detail=dataclasses.replace(entry.detail, imported=True))
+            check = places.get(rid, (None, None))[0]
+            if check is not None and check.flagged and entry.detail is not None:
+                entry = dataclasses.replace(entry, flags=entry.flags + [flags.PLACE_EFFECT])
+            out[c["cell_key"]] = (c, entry)
     return out
+
+
+def _imported(run):
+    """Whether a run row is one `detbench import` made (its cells' figures come from logs made elsewhere)."""
+    return "origin" in run.keys() and run["origin"] == "imported"
+
+
+def place_checks(rows):
+    """{run id: (its place check or None, the line the tables of its cells print or None)} for the
+    runs of these rows (harness.measure.place): a run stored before shuffled orders, with rounds
+    enough to check, gets the line saying why it cannot be checked."""
+    out = {}
+    for rid, run in rows.runs.items():
+        keys = run.keys()
+        if "origin" in keys and run["origin"] == "imported":
+            continue
+        trials = [t for (r, _), ts in rows.trials.items() if r == rid for t in ts]
+        order = _loads(run["order_json"] if "order_json" in keys else None)
+        if not isinstance(order, dict) or not isinstance(order.get("seed"), int):
+            got = place.grid(trials)
+            if got is not None and got[0].shape[0] >= flags.PLACE_ROUNDS and got[0].shape[1] >= 2:
+                out[rid] = (None, "Place in the round, run %s: not checked; its rounds ran cell by cell in a fixed "
+                                  "order (stored before shuffled orders), so a place effect is part of each cell's "
+                                  "figure." % rid)
+            continue
+        check = place.check(trials, order["seed"])
+        out[rid] = (check, None if check is None else place_line(rid, order, check))
+    return out
+
+
+def place_line(rid, order, check):
+    """The line under a table for one run's place check."""
+    return ("Place in the round, run %s (order seed %d, %d rounds of %d trials): each finished trial's images/s "
+            "over its cell's geometric mean, median by place 1-%d: %s; the places' levels span %.1f%%, the cells' "
+            "own spread is %.1f%%, and %d of %d reshuffled orders span as wide: %s." % (
+                rid, order["seed"], check.rounds, check.places, check.places,
+                " | ".join("-" if m is None else "%.3f" % m for m in check.medians),
+                100 * check.span, 100 * check.cell_spread, check.wider, check.draws,
+                "a place effect (%s)" % flags.PLACE_EFFECT if check.flagged else "no place effect"))
 
 
 def run_limits(run):
@@ -53,26 +103,41 @@ def run_limits(run):
     return limits.best_peak(value, fingerprint, threads)
 
 
-def cell_limits(cell, bounds):
-    """(flops per image, peak GFLOP/s at the cell's precision, why one is missing, the lower peak
-    the run stored where a higher one replaced it) from a run's limits."""
+def cell_limits(cell, bounds, counts=None):
+    """The Detail fields of a cell's compute figure from its run's limits and `counts`, the work
+    per iteration its trials logged (cell_work): flops_per_iteration and flops_per_image (the
+    cell's work model multiplied out with its counts, harness.measure.work.iteration_flops; a run
+    stored before work models has one figure per image, counted on a synthetic batch, used as
+    stored), work_basis, peak_gflops at the cell's precision, peak_stored_gflops (the lower one
+    the run stored where a higher one replaced it) and limit_note (why a figure is missing).
+    {} for a cell with nothing to count (the calibration workload) or a run without limits."""
     if not bounds:
-        return None, None, None, None
-    work = (bounds.get("work") or {}).get(cell["cell_key"])
-    if work is None:
-        return None, None, None, None      # a cell with no arithmetic to count (the calibration workload)
-    flops = work.get("flops_per_image") if isinstance(work, dict) else None
+        return {}
+    model = (bounds.get("work") or {}).get(cell["cell_key"])
+    if model is None:
+        return {}      # a cell with no arithmetic to count (the calibration workload)
+    out, why = {}, None
+    if isinstance(model, dict) and "fixed_flops" in model:
+        per_iteration, why = work.iteration_flops(model, counts)
+        images = model.get("images_per_device")
+        if per_iteration is not None and isinstance(images, int) and images > 0:
+            out = {"flops_per_iteration": per_iteration, "flops_per_image": per_iteration / images,
+                   "work_basis": "logged"}
+        elif per_iteration is not None:
+            why = "a damaged work model"
+        why = why and "work not counted: %s" % why
+    elif isinstance(model, dict) and isinstance(model.get("flops_per_image"), (int, float)):
+        out = {"flops_per_image": model["flops_per_image"], "work_basis": "synthetic"}
+    else:
+        why = "work not counted: %s" % (model.get("error") if isinstance(model, dict) else "?")
     peak = bounds.get("peak") or {}
     figures = (peak.get("precisions") or {}).get(cell["precision"]) or {}
-    gflops = figures.get("peak_gflops")
-    stored = figures.get("stored_gflops")
-    why = None
-    if flops is None:
-        why = "work not counted: %s" % (work.get("error") if isinstance(work, dict) else "?")
-    elif gflops is None:
+    out.update(peak_gflops=figures.get("peak_gflops"), peak_stored_gflops=figures.get("stored_gflops"))
+    if why is None and out["peak_gflops"] is None:
         why = "no measured %s peak: %s" % (cell["precision"], peak.get("error") or figures.get("skipped")
                                           or "this host's peak has no %s figure" % cell["precision"])
-    return flops, gflops, why, stored
+    out["limit_note"] = why
+    return out
 
 
 def nominal_window(scenario_json):
@@ -109,6 +174,14 @@ def cell_work(done):
     return {k: work.median([w[k] for w in works if k in w]) for k in keys} or None
 
 
+def _devices_of(cell):
+    """Devices a cell ran on (its ranks); 1 where its row does not say."""
+    try:
+        return max(int(cell["gpus"]) * int(cell["nodes"]), 1)
+    except (KeyError, IndexError, TypeError, ValueError):
+        return 1
+
+
 def _peak(done, column):
     values = [t[column] for t in done if t[column]]
     return max(values) if values else None
@@ -132,15 +205,14 @@ def entry_for(cell, trials, ci=True, window=None, bounds=None):
     raised += telemetry.cell_flags([t["telemetry_json"] for t in done], [t["fingerprint"] for t in done])
     variants = _distinct(_loads(t["settings_json"]) or {} for t in done)
     windows = _distinct(tuple(w) for w in (_loads(t["window_json"]) for t in done) if isinstance(w, list))
-    flops, peak, why, stored_peak = cell_limits(cell, bounds)
+    counts = cell_work(done)
     detail = Detail(n=s.n, median=s.throughput, failed=len(failed), minimum=s.minimum, maximum=s.maximum, iqr=s.iqr,
                     ci=(s.ci_low, s.ci_high) if ci else None, cv=s.cv, observed=s.observed, outliers=s.outliers,
                     settings=variants[0], settings_variants=tuple(variants),
                     kinds=tuple(_distinct(t["figure_kind"] for t in done)), windows=tuple(windows),
-                    nominal_window=window, work=cell_work(done), peak_rss_mb=_peak(done, "peak_rss_mb"),
+                    nominal_window=window, work=counts, peak_rss_mb=_peak(done, "peak_rss_mb"),
                     peak_device_mb=_peak(done, "peak_device_mb"), peak_mem_mb=_peak(done, "peak_mem_mb"),
-                    run_id=cell["run_id"], flops_per_image=flops, peak_gflops=peak, limit_note=why,
-                    peak_stored_gflops=stored_peak)
+                    run_id=cell["run_id"], devices=_devices_of(cell), **cell_limits(cell, bounds, counts))
     return Entry(throughput=s.throughput, iteration_ms=s.iteration_ms, data_ms=s.data_ms, flags=raised,
                  detail=detail)
 
@@ -163,7 +235,8 @@ def tables(rows, ci=True):
     """One throughput table per platform x precision x GPUs x nodes (plus the single-card form).
 
     The two forms of a single-device group share their columns, rows and entries."""
-    entries = cell_entries(rows, ci)
+    places = place_checks(rows)
+    entries = cell_entries(rows, ci, places)
     groups = defaultdict(dict)
     for key, (cell, entry) in entries.items():
         gk = (cell["platform"], cell["precision"], cell["gpus"], cell["nodes"], cell["batch_per_gpu"])
@@ -181,8 +254,11 @@ def tables(rows, ci=True):
         notes = ["Measured: %s; %s." % (batch_note(gpus, nodes, batch), "median of %s repeat%s" % (
             "/".join(map(str, reps)), "" if reps == [1] else "s") if reps else "no finished repeats")]
         notes += differing_settings(cells, models)
+        notes += declared_lines(cells, models)
+        notes += implementation_lines(cells, columns, models)
         notes += work_lines(cells, columns, models)
         notes += compute_lines(cells, columns, models, prec)
+        notes += [places[r][1] for r in sorted({e.detail.run_id for e in done}) if places.get(r, (None, None))[1]]
         cells = work_flags(cells, columns, models)
         kinds = figures.table_line(columns, cells, models)
         notes += kinds
@@ -235,7 +311,8 @@ def differing_settings(cells, models):
                   for (m, fw), e in sorted(cells.items()) if m == model and e.detail and e.detail.settings}
         if not per_fw:
             continue
-        keys = sorted(set.intersection(*(set().union(*variants) for variants in per_fw.values())))
+        keys = sorted(set.intersection(*(set().union(*variants) for variants in per_fw.values()))
+                      - set(NOT_SETTINGS))   # where they came from and how they ran: not settings
         for k in keys:
             values = {fw: _distinct(json.dumps(v.get(k), sort_keys=True) for v in variants)
                       for fw, variants in per_fw.items()}
@@ -244,6 +321,43 @@ def differing_settings(cells, models):
                     catalog.model_title(model), k, ", ".join(
                         "%s %s" % (fw, " / ".join(vs) + (" across repeats" if len(vs) > 1 else ""))
                         for fw, vs in sorted(values.items()))))
+    return lines
+
+
+# an implementation part's words in the report, in the order the line gives them
+IMPLEMENTATION_WORDS = (("roi_align", "RoIAlign"), ("batch_norm", "BN"), ("optimizer", "optimizer"),
+                        ("mask_logits", "mask logits"))
+
+
+def implementation_lines(cells, columns, models):
+    """Per model row, how each column's framework ran the parts that decide its speed, from the
+    implementation its DETBENCH_SETTINGS line gave ('-' where its log has no such line)."""
+    lines = []
+    for model in models:
+        texts = []
+        for col in columns:
+            e = cells.get((model, col.key))
+            impl = (e.detail.settings or {}).get(IMPLEMENTATION) if e is not None and e.detail else None
+            texts.append("; ".join("%s %s" % (word, impl[key]) for key, word in IMPLEMENTATION_WORDS
+                                   if isinstance(impl, dict) and impl.get(key)) or "-")
+        if any(t != "-" for t in texts):
+            lines.append("Implementation, %s (%s): %s." % (
+                catalog.model_title(model), " | ".join(c.title for c in columns), " | ".join(texts)))
+    return lines
+
+
+def declared_lines(cells, models):
+    """Per model row, the frameworks whose compared settings are what their adapter declares,
+    not what ran: their logs print no DETBENCH_SETTINGS line (or a damaged one, named)."""
+    lines = []
+    for model in models:
+        declared = {fw: e.detail.settings for (m, fw), e in sorted(cells.items())
+                    if m == model and e.detail and (e.detail.settings or {}).get(SOURCE) == DECLARED}
+        if declared:
+            problems = ["%s %s" % (fw, s[PROBLEM]) for fw, s in sorted(declared.items()) if s.get(PROBLEM)]
+            lines.append("Settings as declared, not as run, %s: %s (no usable DETBENCH_SETTINGS line in the log%s)." % (
+                catalog.model_title(model), ", ".join(sorted(declared)),
+                "; " + "; ".join(problems) if problems else ""))
     return lines
 
 
@@ -264,36 +378,61 @@ def work_lines(cells, columns, models):
 
 
 def compute_lines(cells, columns, models, precision):
-    """Per model row, each column's achieved TFLOP/s and share of the host's measured peak (MFU);
-    one line saying why where no cell of the table has the figures."""
-    lines, why, peaks = [], None, set()
+    """Per model row, each column's achieved TFLOP/s and share of the host's measured peak (MFU),
+    what the peak and the work are; where a higher peak replaced the one the run stored, the
+    shares against the stored one, and whether that changes what the report says. One line
+    saying why where no cell of the table has the figures."""
+    lines, why, peaks, stored = [], None, set(), []
+    synthetic, logged = [], False
     for model in models:
         row = [cells.get((model, col.key)) for col in columns]
         details = [e.detail if e is not None and e.detail else None for e in row]
         if not any(d is not None and d.mfu is not None for d in details):
             why = why or next((d.limit_note for d in details if d is not None and d.limit_note), None)
             continue
-        peaks.update(d.peak_gflops for d in details if d is not None and d.mfu is not None)
-        texts = ["%.3f TFLOP/s (%.0f%%)" % (d.tflops, 100 * d.mfu) if d is not None and d.mfu is not None
-                 else "-" for d in details]
+        shown = [d if d is not None and d.mfu is not None else None for d in details]
+        peaks.update(d.peak_gflops for d in shown if d is not None)
+        texts = ["%.3f TFLOP/s (%.0f%%)" % (d.tflops, 100 * d.mfu) if d is not None else "-" for d in shown]
+        title = catalog.model_title(model)
         lines.append("Compute, %s (%s): %s, in parentheses the share of the peak." % (
-            catalog.model_title(model), " | ".join(c.title for c in columns), " | ".join(texts)))
-    if lines:
-        lines.append("Peak: %s GFLOP/s, this host's best %s matrix product or convolution (`detbench platform "
-                     "peak`); work per image counted once on the bundled model (torch's FLOP counter)."
-                     % (" / ".join("%.0f" % p for p in sorted(peaks)), catalog.precision_title(precision)))
-        lowered = sorted({d.peak_stored_gflops for e in cells.values() for d in [e.detail if e else None]
-                          if d is not None and d.mfu is not None and d.peak_stored_gflops})
-        if lowered:
-            lines.append("The run stored a lower peak (%s GFLOP/s), measured when the machine was busier; the "
-                         "higher one measured since on this kind of machine, at the same thread count, is used."
-                         % " / ".join("%.0f" % p for p in lowered))
-        if any(e is not None and e.detail and e.detail.mfu is not None and e.detail.mfu > 1
-               for e in cells.values()):
-            lines.append("A share above 100% means the peak was measured low (on a busy machine, or cached from "
-                         "one): measure it again on a quiet one with `detbench platform peak --refresh`.")
-    elif why:
-        lines.append("No compute figures: %s." % why)
+            title, " | ".join(c.title for c in columns), " | ".join(texts)))
+        synthetic += ["%s %s" % (col.title, title) for col, d in zip(columns, shown)
+                      if d is not None and d.work_basis == "synthetic"]
+        logged = logged or any(d is not None and d.work_basis == "logged" for d in shown)
+        if any(d is not None and d.mfu_stored is not None for d in shown):
+            stored.append((title, [(col.title, d) for col, d in zip(columns, shown)]))
+    if not lines:
+        return ["No compute figures: %s." % why] if why else []
+    lines.append("Peak: %s GFLOP/s, this host's best %s matrix product or convolution of the detectors' shapes, "
+                 "each timed at least 5 times (`detbench platform peak`)."
+                 % (" / ".join("%.0f" % p for p in sorted(peaks)), catalog.precision_title(precision)))
+    if logged:
+        lines.append("Work per iteration: each column's own, the bundled model's fixed part at this input size "
+                     "(backbone, FPN, RPN or RetinaNet heads) plus the box head per sampled RoI and the mask head "
+                     "per mask RoI (its own class's logits) times the counts that column's trials logged; matrix "
+                     "products and convolutions, forward and backward (torch's FLOP counter).")
+    if synthetic:
+        lines.append("Work of %s: one figure per image counted on a synthetic batch (the run was stored before "
+                     "work was counted from each framework's logged counts)." % ", ".join(synthetic))
+    if stored:
+        lowered = sorted({d.peak_stored_gflops for _, row in stored for _, d in row if d is not None
+                          and d.mfu_stored is not None})
+        lines.append("The run stored a lower peak (%s GFLOP/s), measured when the machine was busier; the higher "
+                     "one measured since on this kind of machine, at the same thread count, is used. Against the "
+                     "stored one the shares read: %s." % (" / ".join("%.0f" % p for p in lowered), "; ".join(
+                         "%s %s" % (title, " | ".join("%.0f%%" % (100 * d.mfu_stored) if d is not None
+                                                      and d.mfu_stored is not None else "-" for _, d in row))
+                         for title, row in stored)))
+        flips = ["%s %s (%.0f%% against the stored peak, %.0f%% against the one used)"
+                 % (col, title, 100 * d.mfu_stored, 100 * d.mfu) for title, row in stored for col, d in row
+                 if d is not None and d.mfu_stored is not None and (d.mfu_stored > 1) != (d.mfu > 1)]
+        if flips:
+            lines.append("Which peak is used changes what this report says of %s: a share above 100%% says the "
+                         "peak was measured low, and only one of the two peaks gives one." % "; ".join(flips))
+    if any(e is not None and e.detail and e.detail.mfu is not None and e.detail.mfu > 1
+           for e in cells.values()):
+        lines.append("A share above 100% means the peak was measured low (on a busy machine, or cached from "
+                     "one): measure it again on a quiet one with `detbench platform peak --refresh`.")
     return lines
 
 

@@ -45,19 +45,32 @@ class Detail:
     peak_gflops: Optional[float] = None          # the host's measured peak at the cell's precision
     limit_note: Optional[str] = None             # why either is missing
     peak_stored_gflops: Optional[float] = None   # the lower peak the run stored, where a later one replaced it
+    flops_per_iteration: Optional[float] = None  # one device's counted work per iteration, from its logged counts
+    work_basis: Optional[str] = None             # "logged" counts, or "synthetic" (a run stored before work models)
+    devices: int = 1                             # devices the cell ran on: the peak is per device
+    imported: bool = False                       # its figures come from logs `detbench import` brought in
 
     @property
     def tflops(self):
-        """Achieved TFLOP/s: the cell's images/s (median) times its work per image."""
+        """Achieved TFLOP/s: the cell's images/s (median) times its work per image, which is its
+        work per iteration over its measured iteration time."""
         if self.flops_per_image is None or self.median is None:
             return None
         return self.median * self.flops_per_image / 1e12
 
+    def _share(self, peak_gflops):
+        tf = self.tflops
+        return None if tf is None or not peak_gflops else tf * 1000.0 / (peak_gflops * max(self.devices, 1))
+
     @property
     def mfu(self):
         """The fraction of the host's peak the cell achieved (model FLOPs utilisation)."""
-        tf = self.tflops
-        return None if tf is None or not self.peak_gflops else tf * 1000.0 / self.peak_gflops
+        return self._share(self.peak_gflops)
+
+    @property
+    def mfu_stored(self):
+        """The share against the lower peak the run stored, where a higher one replaced it."""
+        return self._share(self.peak_stored_gflops) if self.peak_stored_gflops else None
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,11 @@ and peak_device_mb (memory measured one way for every framework). Schema 3 added
 trial, latency_json: an inference trial's latency mean and percentiles over its measured
 batches, and the mean time of each of its phases; per run, limits_json: the machine's measured
 compute peak per precision and each cell's counted work per image (harness.launch.limits),
-from which reports give achieved TFLOP/s and the fraction of peak. An older store gains the newer columns,
-empty, the first time this version opens it.
+from which reports give achieved TFLOP/s and the fraction of peak. Schema 4 added, per run,
+order_json: how the trials of each round were ordered ({"seed": N, "drawn": bool}: shuffled from that
+seed, drawn by `detbench run` where the scenario gave none; empty for a run stored before, whose
+rounds ran cell by cell in a fixed order). An older store gains the newer columns, empty, the first
+time this version opens it.
 """
 import json
 import sqlite3
@@ -28,7 +31,7 @@ from pathlib import Path
 from harness.spec import names
 from harness.errors import ResultsWriteError, UserError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 APPLICATION = "detbench"
 DB_NAME = "detbench.sqlite"
 
@@ -36,7 +39,8 @@ SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE runs (
     id TEXT PRIMARY KEY, scenario TEXT NOT NULL, scenario_path TEXT, scenario_json TEXT NOT NULL,
-    backend TEXT NOT NULL, created REAL NOT NULL, host_json TEXT, origin TEXT, limits_json TEXT);
+    backend TEXT NOT NULL, created REAL NOT NULL, host_json TEXT, origin TEXT, limits_json TEXT,
+    order_json TEXT);
 CREATE TABLE cells (
     run_id TEXT NOT NULL REFERENCES runs(id), cell_key TEXT NOT NULL,
     framework TEXT NOT NULL, model TEXT NOT NULL, precision TEXT NOT NULL, platform TEXT NOT NULL,
@@ -67,6 +71,7 @@ UPGRADES = {
     2: (("runs", "origin TEXT"), ("trials", "figure_kind TEXT"), ("trials", "window_json TEXT"),
         ("trials", "work_json TEXT"), ("trials", "peak_rss_mb REAL"), ("trials", "peak_device_mb REAL")),
     3: (("trials", "latency_json TEXT"), ("runs", "limits_json TEXT")),
+    4: (("runs", "order_json TEXT"),),
 }
 
 
@@ -156,14 +161,17 @@ class Store:
 
     # -------------------------------------------------------------- writing
     def create_run(self, run_id, scenario_name, scenario_path, scenario_json, backend, host,
-                   cells, trials, origin="measured", limits=None):
+                   cells, trials, origin="measured", limits=None, order=None):
         """cells: dicts with cell columns; trials: (seq, cell_key, repeat, argv) in run order;
-        limits: the machine's peak and the cells' work per image (harness.launch.limits), or None."""
+        limits: the machine's peak and the cells' work per image (harness.launch.limits), or None;
+        order: how each round's trials were ordered ({"seed": N, "drawn": bool}), or None."""
         with self.transaction() as db:
-            db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            db.execute("INSERT INTO runs (id, scenario, scenario_path, scenario_json, backend, created, host_json,"
+                       " origin, limits_json, order_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (run_id, scenario_name, scenario_path, scenario_json, backend, time.time(),
                         json.dumps(host, sort_keys=True), origin,
-                        None if limits is None else json.dumps(limits, sort_keys=True)))
+                        None if limits is None else json.dumps(limits, sort_keys=True),
+                        None if order is None else json.dumps(order, sort_keys=True)))
             db.executemany(
                 "INSERT INTO cells VALUES (:run_id, :cell_key, :framework, :model, :precision, :platform,"
                 " :gpus, :nodes, :batch_per_gpu, :images_per_iteration, :excluded)",

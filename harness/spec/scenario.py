@@ -12,6 +12,7 @@ import functools
 import itertools
 import math
 import os
+import random
 import re
 import sys
 from dataclasses import dataclass
@@ -120,6 +121,13 @@ def batches_needed(percentile):
     return math.ceil(round(100.0 / (100.0 - percentile), 9))
 
 
+class Order(Strict):
+    """The order of the trials within each round: shuffled, every round drawing its own order from
+    one random stream seeded with `seed` (left out, `detbench run` draws a seed and stores it with
+    the run); `--resume` keeps the order stored."""
+    seed: Optional[int] = Field(default=None, ge=0, le=2 ** 63 - 1)
+
+
 class Scenario(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     description: str = ""
@@ -139,6 +147,7 @@ class Scenario(Strict):
     repeats: int = Field(default=7, ge=1, le=MAX_REPEATS)
     timeout_s: float = Field(default=3600.0, gt=0)
     seed: int = 0
+    order: Order = Order()
     env: Dict[str, str] = {}
     weights: Dict[str, str] = {}     # model -> initial weights file every framework of its cells loads
     extra_args: Dict[str, List[str]] = {}
@@ -431,6 +440,18 @@ def plan(scenario):
             cell = Cell(*combo, batch)
             reason = next((rule.reason for rule in scenario.exclude if rule.matches(cell)), None)
             out.append(PlannedCell(cell, reason))
+    return out
+
+
+def round_orders(cells, rounds, seed):
+    """The cells in the order each round runs them: `rounds` lists, each a permutation of `cells`
+    drawn in turn from one random stream seeded with `seed` (the same seed, the same orders)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(rounds):
+        order = list(cells)
+        rng.shuffle(order)
+        out.append(order)
     return out
 
 
