@@ -118,6 +118,8 @@ def start(scenario_path, results_dir, backend=None, dry_run=False, out=None, for
                      order=order_record(sc, seed))
     out.write("run %s: %d trials of %s on backend %s, order seed %d -> %s\n"
               % (run_id, len(trials), sc.name, backend, seed, results_dir))
+    for line in limits.unmeasured(bounds):
+        out.write("# %s\n" % line)
     for p in planned_cells:
         if p.excluded and p.excluded.startswith(hostcpu.THIS_HOST):
             out.write("# NA %s: %s\n" % (p.cell.key, p.excluded))

@@ -183,6 +183,18 @@ def test_calibration_runs_store_no_limits_and_inference_says_why(write_scenario)
     assert limits.for_run(sc, [p.cell for p in scenario.plan(sc)], "fp1-x") is None
 
 
+def test_a_run_says_before_its_trials_which_compute_figures_it_could_not_get():
+    bounds = {"peak": {"error": "torch is not installed"},
+              "work": {"detbench-trainer/retinanet/fp32/local/1/1": {"error": "no bundled model"},
+                       "detbench-trainer/faster_rcnn/fp32/local/1/1": MASK_WORK}}
+    lines = limits.unmeasured(bounds)
+    assert lines == ["no compute peak for this run (no share of peak in its reports): torch is not installed",
+                     "no counted work for detbench-trainer/retinanet/fp32/local/1/1 (no share of peak for it): "
+                     "no bundled model"]
+    assert limits.unmeasured({"peak": {"fp32": {"gflops": 100.0}}, "work": {"k": MASK_WORK}}) == []
+    assert limits.unmeasured(None) == []
+
+
 def cell_row(key="detbench-trainer/mask_rcnn/fp32/local/1/1", precision="fp32"):
     return {"cell_key": key, "precision": precision}
 

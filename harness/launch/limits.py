@@ -179,6 +179,20 @@ def for_run(sc, cells, fingerprint, measure_peak=True):
     return out
 
 
+def unmeasured(bounds):
+    """One line for each compute figure a run could not get (its peak, a cell's work), said before
+    its trials run: their reports show no share of peak for it, and nothing else changes."""
+    bounds = bounds or {}
+    lines = []
+    peak_value = bounds.get("peak") or {}
+    if "error" in peak_value:
+        lines.append("no compute peak for this run (no share of peak in its reports): %s" % peak_value["error"])
+    for key, value in sorted((bounds.get("work") or {}).items()):
+        if "error" in (value or {}):
+            lines.append("no counted work for %s (no share of peak for it): %s" % (key, value["error"]))
+    return lines
+
+
 def _cached_peaks(fingerprint, threads, torch_threads):
     """The peaks cached here for this machine fingerprint that ran at the same thread count:
     the one cached under `threads` (the env's setting), and any other whose measurement ran
