@@ -162,7 +162,11 @@ class TrainConfig:
     fused_sgd: bool = False             # torch's fused SGD kernel (one pass over all parameters)
     cuda_graph: bool = False            # graphs.py: forward and backward captured once, replayed (one GPU)
     checkpoint_backbone: bool = False
-    tf32: bool = False
+    tf32: bool = False                  # TensorFloat-32 matrix products (CUDA, compute capability 8.0+)
+    # bf16 on a CPU without bf16 kernels runs torch's emulation, tens of times slower: refused
+    # unless this is set, which only the test suite does (tiny shapes, never timed); the META
+    # line names it and says whether the run emulated (emulated_bf16)
+    allow_emulated_bf16: bool = False
     device: str = "auto"                # auto | cpu | cuda
     threads: int = 0                    # torch intra-op threads, 0 leaves the default
     schedule: str = "step"              # step | cosine | constant (schedule.py), after warmup

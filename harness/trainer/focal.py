@@ -74,6 +74,9 @@ def focal_loss_sum(logits, pos_class, weight, alpha=0.25, gamma=2.0):
     if alpha < 0:
         raise ValueError("focal_loss_sum needs alpha >= 0")
     c = logits.shape[-1]
-    logits = logits.reshape(-1, c)
-    return _FocalLossSum.apply(logits, pos_class.reshape(-1), weight.reshape(-1).to(logits.dtype),
-                               float(alpha), float(gamma))
+    # float32 with autocast off, whatever the step's precision: the loss sums N x C terms, and
+    # the gradient reaches half-precision logits through the cast, in their own dtype
+    logits = logits.reshape(-1, c).float()
+    with torch.autocast(device_type=logits.device.type, enabled=False):
+        return _FocalLossSum.apply(logits, pos_class.reshape(-1), weight.reshape(-1).float(),
+                                   float(alpha), float(gamma))

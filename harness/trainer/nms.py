@@ -35,9 +35,12 @@ def greedy_keep(boxes, scores, valid, thresh, passes):
         hits = torch.bmm(kept[:, None, :].to(torch.float32), weights)[:, 0]
         return sorted_valid & (hits == 0)
 
-    for _ in range(passes):
-        keep = settle(keep)
-    unconverged = (settle(keep) != keep).any(dim=1).sum()
+    # the counts in float32 with autocast off: under autocast each pass would cast the
+    # [G, K, K] matrix to half precision again (emulated, on a CPU without bf16 kernels)
+    with torch.autocast(device_type=boxes.device.type, enabled=False):
+        for _ in range(passes):
+            keep = settle(keep)
+        unconverged = (settle(keep) != keep).any(dim=1).sum()
     out = torch.zeros_like(valid)
     out.scatter_(1, order, keep)
     return out, unconverged

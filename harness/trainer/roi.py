@@ -60,7 +60,7 @@ class MultiLevelRoIAlign(nn.Module):
             pooled.append(roi_align(f, rois[idx], self.output_size, 1.0 / stride,
                                     self.sampling_ratio, aligned=self.aligned))
         if not pooled:
-            return rois.new_zeros((0, feats[0].shape[1]) + self.output_size)
+            return feats[0].new_zeros((0, feats[0].shape[1]) + self.output_size)
         order = torch.cat(order)
         pooled = torch.cat([p.to(pooled[0].dtype) for p in pooled])
         # rows come back grouped by level; put them back in roi order with one gather
@@ -78,11 +78,23 @@ class MultiLevelRoIAlign(nn.Module):
         origin = places[lvl]            # [K, 2]: the level's (x, y) in the atlas
         boxes = rois[:, 1:] * scale[:, None] + origin.repeat(1, 2)
         placed = torch.cat([rois[:, :1], boxes], dim=1)
-        return roi_align(atlas, placed, self.output_size, 1.0, self.sampling_ratio, aligned=self.aligned)
+        pooled = roi_align(atlas, placed, self.output_size, 1.0, self.sampling_ratio, aligned=self.aligned)
+        # CPU autocast pads in float32: the rows come back in the levels' dtype, as on the other paths
+        return pooled.to(feats[0].dtype)
 
 
     def _pool_sparse(self, feats, rois, lvl):
-        """Every box from every level as one sparse matrix product (model.roi_align=sparse)."""
+        """Every box from every level as one sparse matrix product (model.roi_align=sparse).
+
+        The product runs in float32 with autocast off, whatever the step's precision, as
+        torchvision's kernel computes under autocast: autocast would cast its operands down, and
+        torch's CPU sparse CSR product has neither a bf16 nor an fp16 kernel. The pooled rows
+        come back in the levels' dtype, as the kernel's do, and the levels' gradient in theirs
+        (the cast to float32 is part of the graph)."""
+        with torch.autocast(device_type=rois.device.type, enabled=False):
+            return self._pool_sparse_fp32(feats, rois, lvl)
+
+    def _pool_sparse_fp32(self, feats, rois, lvl):
         key = ("sparse", str(rois.device), tuple(tuple(f.shape) for f in feats))
         if key not in self._levels_on_device:
             shapes = [f.shape for f in feats]
@@ -179,7 +191,7 @@ class _SparsePool(torch.autograd.Function):
         rows, columns = m.shape
         col = m.col_indices()
         if rows == 0:
-            return grad.new_zeros((columns, grad.shape[1])), None
+            return grad.new_zeros((columns, grad.shape[1]), dtype=torch.float32), None
         per_row = col.numel() // rows
         order = torch.argsort(col, stable=True)
         # row starts of the transpose: where each column index begins in the sorted order
@@ -188,7 +200,9 @@ class _SparsePool(torch.autograd.Function):
         source = torch.div(order, per_row, rounding_mode="floor")
         transposed = torch.sparse_csr_tensor(crow, source, m.values()[order], (columns, rows),
                                              check_invariants=False)
-        return torch.sparse.mm(transposed, grad.contiguous()), None
+        # float32 whatever the caller's autocast: the backward may run under it (a captured step)
+        with torch.autocast(device_type=grad.device.type, enabled=False):
+            return torch.sparse.mm(transposed, grad.float().contiguous()), None
 
 
 def atlas_of(feats):

@@ -47,6 +47,8 @@ def settings(cfg, device, world):
         "warmup_iters": t.warmup_iters, "warmup_factor": t.warmup_factor,
         "schedule": t.schedule, "steps": list(resolved_steps(t)), "gamma": t.gamma,
         "checkpoint_every": t.checkpoint_every, "fused_sgd": t.fused_sgd, "cuda_graph": t.cuda_graph,
+        # a run that emulates bf16 (tests only) says so: its times are not bf16 training's
+        "allow_emulated_bf16": t.allow_emulated_bf16, "emulated_bf16": emulates_bf16(torch, cfg, device.type),
     }
     if m.name in ("faster", "mask"):
         out.update(rpn_pre_nms_top_n_train=m.rpn_pre_nms_top_n_train,
@@ -56,7 +58,7 @@ def settings(cfg, device, world):
                    roi_batch_per_image=m.roi_batch_per_image,
                    roi_positive_fraction=m.roi_positive_fraction,
                    roi_align_sampling_ratio=m.roi_align_sampling_ratio,
-                   roi_align_aligned=m.roi_align_aligned, roi_align=m.roi_align)
+                   roi_align_aligned=m.roi_align_aligned, roi_align=m.roi_align, sync_free=m.sync_free)
     if m.name == "mask":
         out["mask_max_rois_per_image"] = m.mask_max_rois_per_image
         out["mask_target_class_only"] = m.mask_target_class_only
@@ -125,22 +127,57 @@ def load_initial_weights(model, cfg):
 
 
 def resolve_device(cfg):
+    """The device kind this run trains on ("cpu" or "cuda"). A precision or lever that this
+    hardware cannot run as asked is refused here, in one line, before anything is built: never
+    a silent fallback that changes what is measured."""
     import torch
     kind = cfg.train.device
     if kind == "auto":
         kind = "cuda" if torch.cuda.is_available() else "cpu"
     if kind == "cuda" and not torch.cuda.is_available():
         raise ConfigError("train.device=cuda but no CUDA device is visible")
-    if cfg.train.precision == "fp16" and kind != "cuda":
-        raise ConfigError("train.precision=fp16 needs a CUDA device (autocast with loss scaling); "
-                          "use bf16 or fp32 on the CPU")
+    problem = hardware_refusal(torch, cfg, kind)
+    if problem:
+        raise ConfigError(problem)
+    return kind
+
+
+def emulates_bf16(torch, cfg, device):
+    """Whether this run's bf16 would be torch's emulation (a CPU without bf16 kernels)."""
     from .peak import supported
-    if cfg.train.precision == "bf16" and not supported(torch, "bf16", torch.device(kind)):
+    return cfg.train.precision == "bf16" and not supported(torch, "bf16", torch.device(device))
+
+
+def fused_sgd_devices(torch):
+    """The device kinds torch's fused SGD kernel runs on (the list torch's optimizers check)."""
+    try:
+        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+    except ImportError:         # an older torch: fused kernels on CUDA only
+        return ("cuda",)
+    return tuple(_get_fused_kernels_supported_devices())
+
+
+def hardware_refusal(torch, cfg, kind):
+    """Why this run's precision or a lever cannot run on a `kind` device as asked, or None."""
+    t = cfg.train
+    if t.precision == "fp16" and kind != "cuda":
+        return ("train.precision=fp16 needs a CUDA device (autocast with loss scaling); "
+                "use fp32 on the CPU (or bf16, where it has bf16 kernels)")
+    if t.tf32 and kind != "cuda":
+        return ("train.tf32=true needs a CUDA device: TF32 is a GPU tensor-core mode, and on the CPU "
+                "this run would be plain fp32")
+    if t.tf32 and torch.cuda.get_device_capability() < (8, 0):
+        return ("train.tf32=true needs a GPU of compute capability 8.0 or newer; this one is %d.%d, "
+                "where the run would be plain fp32" % torch.cuda.get_device_capability())
+    if emulates_bf16(torch, cfg, kind) and not (kind == "cpu" and t.allow_emulated_bf16):
         what = ("a CUDA device without bf16 support" if kind == "cuda" else
                 "a CPU without bf16 kernels (torch's CPU capability: %s)" % torch.backends.cpu.get_cpu_capability())
-        raise ConfigError("train.precision=bf16 on %s would time an emulation tens of times slower than fp32; "
-                          "use fp32 here" % what)
-    return kind
+        return ("train.precision=bf16 on %s would time an emulation tens of times slower than fp32; "
+                "use fp32 here" % what)
+    if t.fused_sgd and kind not in fused_sgd_devices(torch):
+        return ("train.fused_sgd=true: torch %s has no fused SGD kernel for %s devices; set "
+                "train.fused_sgd=false" % (torch.__version__, kind))
+    return None
 
 
 def run(argv):
@@ -192,6 +229,12 @@ def run(argv):
                 meta["resumed_after_iteration"] = start
                 print(f"resuming {args.resume} after iteration {start}", flush=True)
             print(jsonlog.meta_line(meta), flush=True)
+            from harness.rivals import asrun   # the settings as run, in the rivals' keys, from what was built
+            print(jsonlog.settings_line(*asrun.trainer(cfg, model, world, engine.make_optimizer(model, cfg, world)[0],
+                                                       torch.get_num_threads())), flush=True)
+            if meta["emulated_bf16"]:
+                print("warning: train.allow_emulated_bf16=true: this CPU has no bf16 kernels and torch emulates "
+                      "them; this run's times are the emulation's, not bf16 training's", flush=True)
         engine.train(model, batches, cfg, device, world, resume=resume, resume_path=args.resume)
     finally:
         dist.cleanup()

@@ -129,6 +129,65 @@ def test_sparse_roi_align_and_its_gradient_are_torchvision_s(aligned, ratio):
         torch.testing.assert_close(a, b, rtol=0, atol=5e-6)
 
 
+def autocast_cases():
+    """(device, dtype) of every half-precision autocast this host can run (bf16 on any CPU:
+    emulated where it has no kernels, which costs little at these sizes)."""
+    cases = [pytest.param("cpu", torch.bfloat16, id="cpu-bf16")]
+    cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+    cases += [pytest.param("cuda", dtype, marks=cuda, id="cuda-" + name)
+              for name, dtype in (("fp16", torch.float16), ("bf16", torch.bfloat16))]
+    return cases
+
+
+@pytest.mark.parametrize("device,dtype", autocast_cases())
+def test_sparse_roi_align_under_autocast_gives_the_kernel_s_values_and_gradients(device, dtype):
+    """Under autocast the pyramid is in half precision. Every RoIAlign path pools in float32
+    (torchvision's kernel, plain or from the sync-free atlas, through its autocast rule; the
+    sparse product with autocast off) and hands back rows and gradients in the pyramid's dtype:
+    the sparse and kernel paths give the same float32 sums, rounded once to that dtype."""
+    from harness.trainer.roi import MultiLevelRoIAlign
+    feats32, rois = pyramid_and_boxes()
+    rois = rois.to(device)
+    weight = torch.randn((rois.shape[0], 8, 7, 7), generator=torch.Generator().manual_seed(2)).to(device)
+    paths = {"kernel": {}, "atlas": {"sync_free": True}, "sparse": {"sparse": True}}
+    results = {}
+    for (path, options), half in ((p, h) for p in paths.items() for h in (True, False)):
+        feats = [f.detach().to(device, dtype if half else torch.float32).requires_grad_() for f in feats32]
+        pool = MultiLevelRoIAlign(output_size=7, sampling_ratio=2, canonical_size=56, **options)
+        with torch.autocast(device_type=device, dtype=dtype, enabled=half):
+            out = pool(feats, rois)
+        (out.float() * weight).sum().backward()
+        assert out.dtype == feats[0].dtype and all(f.grad.dtype == feats[0].dtype for f in feats), path
+        results[path, half] = (out.detach().float(), [f.grad.float() for f in feats])
+    # the half dtype's relative step: 2^-8 for bf16, 2^-11 for fp16; one rounding apart at most
+    step = 2.0 ** -7 if dtype == torch.bfloat16 else 2.0 ** -10
+    (sparse, sparse_grads), (kernel, kernel_grads) = results["sparse", True], results["kernel", True]
+    torch.testing.assert_close(sparse, kernel, rtol=step, atol=step)
+    for a, b in zip(sparse_grads, kernel_grads):
+        assert a.abs().max() > 0
+        torch.testing.assert_close(a, b, rtol=step, atol=step)
+    # each path under autocast is its float32 self on the same (rounded) pyramid, to that precision
+    for path in paths:
+        (out, grads), (ref, ref_grads) = results[path, True], results[path, False]
+        torch.testing.assert_close(out, ref, rtol=step, atol=step)
+        for a, b in zip(grads, ref_grads):
+            torch.testing.assert_close(a, b, rtol=2 * step, atol=2 * step * float(b.abs().max()))
+
+
+def test_fused_focal_loss_of_half_precision_logits_is_float32_with_the_gradient_in_their_dtype():
+    logits32, pos_class, weight = focal_case(7)
+    logits = logits32.detach().to(torch.bfloat16).requires_grad_()
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        loss = focal_loss_sum(logits, pos_class, weight)
+    grad, = torch.autograd.grad(loss, logits)
+    assert loss.dtype == torch.float32 and grad.dtype == torch.bfloat16
+    exact = logits.detach().float().requires_grad_()
+    ref = torchvision_focal(exact, pos_class, weight, 0.25, 2.0)
+    ref_grad, = torch.autograd.grad(ref, exact)
+    assert float(loss.detach()) == pytest.approx(float(ref.detach()), rel=1e-5)
+    torch.testing.assert_close(grad.float(), ref_grad, rtol=2.0 ** -7, atol=1e-6)
+
+
 def test_sparse_roi_align_of_no_boxes_is_empty_with_zero_gradients():
     from harness.trainer.roi import MultiLevelRoIAlign
     feats, rois = pyramid_and_boxes()

@@ -66,16 +66,28 @@ def cpu_has_bf16_kernels():
 
 
 @pytest.mark.parametrize("config", MODELS)
-def test_bf16_gives_finite_losses_on_a_cpu_with_bf16_kernels_and_is_refused_elsewhere(train_inprocess, config):
-    """Where the CPU only emulates bf16, training refuses in one line instead of timing the emulation."""
-    rc, iters, metas, err = train_inprocess(config, "train.max_iter=2", "train.precision=bf16")
-    if not cpu_has_bf16_kernels():
-        assert rc != 0 and not iters
-        assert "train.precision=bf16 on a CPU without bf16 kernels" in err and "use fp32 here" in err
-        return
-    assert rc == 0, err
+def test_bf16_trains_on_the_cpu_s_kernels_and_emulated_only_when_a_test_asks(train_inprocess, config):
+    """The two-stage configs pool with the sparse RoIAlign on the CPU (roi_align=auto). Where the
+    CPU has bf16 kernels, bf16 trains on them; where it only emulates bf16, training refuses in
+    one line instead of timing the emulation, and trains only with train.allow_emulated_bf16,
+    saying so in its META line."""
+    bf16 = ("train.max_iter=2", "train.device=cpu", "train.precision=bf16")
+    rc, iters, metas, err = train_inprocess(config, *bf16)
+    if cpu_has_bf16_kernels():
+        assert rc == 0, err
+        assert metas[0]["emulated_bf16"] is False
+    else:
+        assert rc == 2 and not iters and not metas
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1
+        assert "train.precision=bf16 on a CPU without bf16 kernels" in errors[0] and "use fp32 here" in errors[0]
+        rc, iters, metas, err = train_inprocess(config, *bf16, "train.allow_emulated_bf16=true")
+        assert rc == 0, err
+        assert metas[0]["emulated_bf16"] is True and metas[0]["allow_emulated_bf16"] is True
     assert metas[0]["precision"] == "bf16"
-    assert all(math.isfinite(r["loss"]) for r in iters)
+    if config != "retina_tiny":
+        assert metas[0]["roi_align"] == "sparse"
+    assert len(iters) == 2 and all(math.isfinite(r["loss"]) for r in iters)
 
 
 def test_iter_and_meta_lines(train_inprocess):
