@@ -174,6 +174,15 @@ def test_the_trainer_refuses_a_second_thread_count_at_validation():
         fw.command(ctx("detbench-trainer", options={"train.threads": 4}, env={"OMP_NUM_THREADS": "2"}))
 
 
+@pytest.mark.parametrize("how", [{"options": {"train.allow_emulated_bf16": True}},
+                                 {"extra_args": ("--set", "train.allow_emulated_bf16=true")},
+                                 {"extra_args": ("--set=train.allow_emulated_bf16=true",)}])
+def test_the_trainer_refuses_its_test_only_emulation_switch_in_a_trial(how):
+    from harness.errors import UserError
+    with pytest.raises(UserError, match="train.allow_emulated_bf16 is for the trainer's own tests"):
+        FRAMEWORKS["detbench-trainer"].command(ctx("detbench-trainer", precision="bf16", **how))
+
+
 def mmdet_config(tmp_path, model, *extra):
     """The config mmdet_driver writes, executed as mmengine would (it is plain Python)."""
     from harness.rivals import mmdet_driver

@@ -51,6 +51,19 @@ def test_the_calibration_workload_native_cpus_and_gpu_hosts_keep_their_bf16_cell
     assert hostcpu.emulated_bf16(cells("bf16")[0], str(tmp_path / "cpuinfo")) is None
 
 
+def test_fp16_and_tf32_cells_on_a_host_without_a_gpu_are_na_and_a_gpu_host_keeps_them(tmp_path, monkeypatch):
+    (tmp_path / "cpuinfo").write_text(XEON)      # bf16 kernels do not make fp16 runnable on the CPU
+    monkeypatch.setattr(hostcpu, "host_has_gpus", lambda: False)
+    fp32, fp16, tf32 = hostcpu.exclude_unmeasurable(planned("fp32", "fp16", "tf32"), str(tmp_path / "cpuinfo"))
+    assert fp32.excluded is None
+    assert fp16.excluded == ("this host's CPU has no GPU to run fp16 on (it has no CPU path): use fp32, or bf16 "
+                             "where the CPU has bf16 kernels")
+    assert tf32.excluded.startswith("this host's CPU has no GPU to run tf32 on")
+    assert hostcpu.gpu_only(cells("fp16", framework="calibrate")[0]) is None
+    monkeypatch.setattr(hostcpu, "host_has_gpus", lambda: True)
+    assert [p.excluded for p in hostcpu.exclude_unmeasurable(planned("fp16", "tf32"))] == [None, None]
+
+
 SCENARIO = """\
 name: emulated
 matrix:

@@ -31,8 +31,24 @@ def _check_threads(ctx):
                         "set the thread count once, in env, so every framework gets it" % (threads, omp))
 
 
+TEST_ONLY = ("train.allow_emulated_bf16",)    # the trainer's own tests run emulated paths with it; a trial never
+
+
+def _check_test_only(ctx):
+    """A timed trial never measures an emulation: the trainer's test-only switches are refused."""
+    given = set(ctx.options)
+    args = list(ctx.extra_args)
+    given.update(args[i + 1].partition("=")[0] for i in range(len(args) - 1) if args[i] == "--set")
+    given.update(a.partition("=")[2].partition("=")[0] for a in args if a.startswith("--set="))
+    for key in TEST_ONLY:
+        if key in given:
+            raise UserError("detbench-trainer: %s is for the trainer's own tests: a trial would time torch's "
+                            "bf16 emulation, not the trainer" % key)
+
+
 def command(ctx):
     _check_threads(ctx)
+    _check_test_only(ctx)
     world = ctx.gpus * ctx.nodes
     sets = {
         "train.max_iter": ctx.iterations,

@@ -5,7 +5,8 @@ with its BW, VL and DQ parts (AVX512-BF16 and AMX make them faster still); on Ar
 extension. Elsewhere autocast still runs, on emulated paths tens of times slower than fp32, so a
 bf16 cell there measures the emulation, not the framework. A run whose trials run on this host
 marks such cells NA with that reason (a host with GPUs runs them there instead), as a scenario's
-own `exclude` rules do, so the rest of the table is still measured.
+own `exclude` rules do, so the rest of the table is still measured. fp16 and tf32 cells, which
+have no CPU path at all, are marked NA the same way on a host without a GPU.
 """
 import dataclasses
 import os
@@ -53,11 +54,23 @@ def emulated_bf16(cell, path=None):
             % (name or os.uname().machine))
 
 
+GPU_ONLY = ("fp16", "tf32")     # precisions with no CPU path: autocast with loss scaling, TF32 matmuls
+
+
+def gpu_only(cell):
+    """Why `cell` cannot run on this host (fp16 or tf32 of a framework that computes, and no GPU),
+    or None."""
+    if cell.precision not in GPU_ONLY or cell.framework in NO_COMPUTE or host_has_gpus():
+        return None
+    return (THIS_HOST + " has no GPU to run %s on (it has no CPU path): use fp32, or bf16 where the CPU "
+            "has bf16 kernels" % cell.precision)
+
+
 def exclude_unmeasurable(planned, path=None):
     """The planned cells with those this host cannot measure marked NA, with the reason."""
     out = []
     for p in planned:
-        why = None if p.excluded is not None else emulated_bf16(p.cell, path)
+        why = None if p.excluded is not None else (emulated_bf16(p.cell, path) or gpu_only(p.cell))
         out.append(dataclasses.replace(p, excluded=why) if why else p)
     return out
 
