@@ -1,5 +1,6 @@
 """Imports between harness's stages run one way: spec, launch, measure, results, report, then
-run.py and cli.py on top; the programs the harness launches (trainer/, workloads/) stand apart.
+run.py, cli.py and api.py on top; the programs the harness launches (trainer/, workloads/) stand
+apart.
 
 Read with `ast`, never imported, so a backward arrow inside a function counts as much as one at
 the top of a module, and the tree under test can be a copy with an arrow added.
@@ -20,7 +21,7 @@ RANKS = {
     "measure": 3,
     "results": 4,
     "report": 5,
-    "run": 6, "cli": 6,
+    "run": 6, "cli": 6, "api": 6,
 }
 # programs the harness starts as processes and never imports: they may use base modules,
 # rivals/ and themselves, and no stage module may import them

@@ -11,7 +11,7 @@ import pytest
 from harness import jsonlog
 from harness.measure import ingest
 from harness.report import html, markdown
-from harness.results import baseline
+from harness.results import baseline, records
 from harness.rivals import asrun
 from htmlpage import Page
 from tests.test_ingest_work_memory import MEASURE, WARMUP, iteration_lines, trial_folder
@@ -78,11 +78,14 @@ def test_a_log_made_elsewhere_gets_no_settings_from_its_lines(tmp_path):
 
 
 def test_a_baseline_compares_settings_only(tmp_path):
-    row = {"settings_json": json.dumps(dict(RAN, settings_source="logged", implementation=IMPLEMENTATION,
-                                            settings_problem="x"))}
-    cell = dict(framework="mmdetection", model="faster_rcnn", precision="fp32", platform="P2", gpus=1, nodes=1,
-                batch_per_gpu=2, images_per_iteration=2)
-    got = baseline.cell_settings({}, cell, [row])
+    key = "mmdetection/faster_rcnn/fp32/P2/1/1"
+    trial = records.trial_of({"id": "r-0001", "run_id": "r", "cell_key": key, "status": "done", "settings_json":
+                              json.dumps(dict(RAN, settings_source="logged", implementation=IMPLEMENTATION,
+                                              settings_problem="x"))})
+    cell = records.cell_of(dict(run_id="r", cell_key=key, framework="mmdetection", model="faster_rcnn",
+                                precision="fp32", platform="P2", gpus=1, nodes=1, batch_per_gpu=2,
+                                images_per_iteration=2))
+    got = baseline.cell_settings(records.scenario("{}"), cell, [trial])
     assert {k: got[k] for k in RAN} == RAN
     assert not set(ingest.NOT_SETTINGS) & set(got)
 

@@ -3,7 +3,6 @@
 The only module of the report stage that opens the store: harness.report.rows reads it
 once, and everything a renderer draws is built here from those rows.
 """
-import json
 import time
 from pathlib import Path
 
@@ -92,8 +91,8 @@ def runs(data, run_ids):
     out = []
     for rid in run_ids:
         run = data.runs[rid]
-        out.append(Run(id=run["id"], scenario=run["scenario"], backend=run["backend"], created=run["created"],
-                       host=json.loads(run["host_json"]) if run["host_json"] else None))
+        out.append(Run(id=run.id, scenario=run.scenario_name, backend=run.backend, created=run.created,
+                       host=run.host))
     return tuple(out)
 
 
@@ -135,8 +134,8 @@ def traces_of(data, cells):
         repeats = tuple(("repeat %d" % t["repeat"], data.iterations[t["id"]])
                         for t in data.cell_trials(cell) if data.iterations.get(t["id"]))
         if repeats:
-            sc = json.loads(data.runs[cell["run_id"]]["scenario_json"])
-            out.append(Trace(cell["cell_key"], cell_label(cell), repeats, sc["warmup"], sc["measure"]))
+            sc = data.runs[cell["run_id"]].scenario
+            out.append(Trace(cell["cell_key"], cell_label(cell), repeats, sc.warmup, sc.measure))
     return tuple(out)
 
 

@@ -4,7 +4,6 @@ form of NVIDIA's EfficientDet inference tables), and the frameworks side by side
 Every figure of a cell is the median over its finished repeats of that figure; each repeat's
 mean, percentiles and throughput come from the same measured batches (harness.measure.latency).
 """
-import json
 from collections import defaultdict
 
 from harness import frameworks
@@ -22,17 +21,9 @@ def is_inference(cell_row):
     return Cell.from_key(cell_row["cell_key"]).batch > 0
 
 
-def _percentiles(scenario_json):
-    try:
-        return tuple(float(p) for p in json.loads(scenario_json).get("percentiles", ()))
-    except (TypeError, ValueError, AttributeError):
-        return ()
-
-
 def cell_latency(cell, trials, percentiles):
     """The Latency of a cell's finished trials, or None when none has latency figures."""
-    figures = [f for f in (measured._loads(t["latency_json"]) for t in trials
-                           if t["status"] == "done" and t["throughput"]) if isinstance(f, dict)]
+    figures = [t.latency for t in trials if t.status == "done" and t.throughput and t.latency is not None]
     figures = [f for f in figures if f.get("mean_s") is not None]
     if not figures:
         return None
@@ -62,12 +53,11 @@ def entries(rows, ci=True):
             continue
         run = rows.runs[c["run_id"]]
         trials = rows.cell_trials(c)
-        entry = measured.entry_for(c, trials, ci, measured.nominal_window(run["scenario_json"]),
-                                   measured.run_limits(run))
+        entry = measured.entry_for(c, trials, ci, run.scenario.nominal_window, measured.run_limits(run))
         if entry.detail is not None:
             entry = Entry(throughput=entry.throughput, iteration_ms=entry.iteration_ms, data_ms=entry.data_ms,
                           flags=entry.flags, detail=entry.detail,
-                          latency=cell_latency(c, trials, _percentiles(run["scenario_json"])))
+                          latency=cell_latency(c, trials, run.scenario.percentiles))
         out[c["cell_key"]] = (c, entry)
     return out
 
@@ -96,7 +86,7 @@ def latency_tables(cell_entries, runs):
             kv[0][0], list(catalog.PRECISIONS).index(kv[0][1]) if kv[0][1] in catalog.PRECISIONS else 99,
             _model_order(kv[0][3]), _fw_order(kv[0][2]))):
         members.sort(key=lambda ce: Cell.from_key(ce[0]["cell_key"]).batch)
-        percentiles = _percentiles(runs[members[0][0]["run_id"]]["scenario_json"])
+        percentiles = runs[members[0][0]["run_id"]].scenario.percentiles
         rows = tuple((Cell.from_key(c["cell_key"]).batch, e) for c, e in members)
         title = "%s-%s: %s %s inference" % (plat, catalog.precision_title(prec), _framework_title(fw),
                                             catalog.model_title(model))

@@ -1,14 +1,15 @@
-"""The store rows a report is built from, read once (harness.report.build)."""
+"""The store's records a report is built from, read once (harness.report.build)."""
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
 
 @dataclass(frozen=True)
 class Rows:
-    cells: Tuple[object, ...] = ()     # cell rows: the newest run of each cell (Store.cells order)
-    runs: Dict[str, object] = field(default_factory=dict)       # run id -> run row
-    trials: Dict[Tuple[str, str], List[object]] = field(default_factory=dict)   # (run id, cell key) -> rows by seq
-    iterations: Dict[str, Tuple[tuple, ...]] = field(default_factory=dict)      # trial id -> iterations (traced)
+    """The records of harness.results.records: StoredCell, StoredRun, StoredTrial, StoredIteration."""
+    cells: Tuple[object, ...] = ()     # StoredCells: the newest run of each cell (Store.cells order)
+    runs: Dict[str, object] = field(default_factory=dict)       # run id -> StoredRun
+    trials: Dict[Tuple[str, str], List[object]] = field(default_factory=dict)   # (run id, cell key) -> StoredTrials by seq
+    iterations: Dict[str, Tuple[tuple, ...]] = field(default_factory=dict)      # trial id -> StoredIterations (traced)
     renamed: bool = False              # some row named the bundled trainer by its old name
 
     def cell_trials(self, cell):
@@ -23,22 +24,21 @@ def figure_order(cells):
 def read(store, platform=None, run_id=None, traced=0):
     """The cells of one platform (or run), their runs and trials; the iterations of the first
     `traced` cells in figure order that have any."""
-    cells = store.cells(platform=platform, run_id=run_id)
+    cells = store.read_cells(platform=platform, run_id=run_id)
     runs, trials = {}, {}
     for cell in cells:
-        rid = cell["run_id"]
+        rid = cell.run_id
         if rid not in runs:
-            runs[rid] = store.run(rid)
-            for t in store.trials(rid):
-                trials.setdefault((rid, t["cell_key"]), []).append(t)
+            runs[rid] = store.read_run(rid)
+            for t in store.read_trials(rid):
+                trials.setdefault((rid, t.cell_key), []).append(t)
     iterations, count = {}, 0
     for cell in figure_order(cells):
         if count >= traced:
             break
-        if cell["excluded"]:
+        if cell.excluded:
             continue
-        its = {t["id"]: tuple(tuple(r) for r in store.iterations(t["id"]))
-               for t in trials.get((cell["run_id"], cell["cell_key"]), [])}
+        its = {t.id: store.read_iterations(t.id) for t in trials.get((cell.run_id, cell.cell_key), [])}
         if any(its.values()):
             iterations.update(its)
             count += 1

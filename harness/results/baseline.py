@@ -38,39 +38,38 @@ DIGITS = 6
 
 def from_store(store, run_id):
     """The side of a run in a results store ("latest" for the newest run)."""
-    run = store.run(run_id)
-    scenario = json.loads(run["scenario_json"])
-    trials = store.trials(run["id"])
+    run = store.read_run(run_id)
+    trials = store.read_trials(run.id)
     cells = {}
-    for cell in store.cells(run_id=run["id"]):
-        if cell["excluded"]:
+    for cell in store.read_cells(run_id=run.id):
+        if cell.excluded:
             continue
-        rows = [t for t in trials if t["cell_key"] == cell["cell_key"]]
-        done = [t for t in rows if t["status"] == "done"]
-        cells[cell["cell_key"]] = {
-            "settings": cell_settings(scenario, cell, done),
-            "images_per_iteration": cell["images_per_iteration"],
-            "throughput": [_round(t["throughput"]) for t in done if t["throughput"] is not None],
-            "observed": [_round(t["observed"]) for t in done if t["observed"] is not None],
-            "failed": sum(1 for t in rows if t["status"] == "failed"),
-            "unfinished": sum(1 for t in rows if t["status"] in ("pending", "running")),
+        rows = [t for t in trials if t.cell_key == cell.cell_key]
+        done = [t for t in rows if t.done]
+        cells[cell.cell_key] = {
+            "settings": cell_settings(run.scenario, cell, done),
+            "images_per_iteration": cell.images_per_iteration,
+            "throughput": [_round(t.throughput) for t in done if t.throughput is not None],
+            "observed": [_round(t.observed) for t in done if t.observed is not None],
+            "failed": sum(1 for t in rows if t.failed),
+            "unfinished": sum(1 for t in rows if t.status in ("pending", "running")),
         }
         latency = latency_lists(done)
         if latency:
-            cells[cell["cell_key"]]["latency_ms"] = latency
+            cells[cell.cell_key]["latency_ms"] = latency
     return {
         "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
-        "run": {"id": run["id"], "scenario": run["scenario"], "backend": run["backend"],
-                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(run["created"]))},
-        "host": json.loads(run["host_json"] or "{}"),
+        "run": {"id": run.id, "scenario": run.scenario_name, "backend": run.backend,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(run.created))},
+        "host": dict(run.host or {}),
         "cells": cells,
     }
 
 
 def latency_lists(done_trials):
-    """{"mean": [ms per repeat], "p95": [...], ...} of the finished inference trials (a figure only
-    where every repeat has it), or {} for training trials."""
-    figures = [json.loads(t["latency_json"]) for t in done_trials if t["latency_json"]]
+    """{"mean": [ms per repeat], "p95": [...], ...} of the finished inference trials (StoredTrials;
+    a figure only where every repeat has it), or {} for training trials."""
+    figures = [t.latency for t in done_trials if t.latency is not None]
     if not figures:
         return {}
     out = {}
@@ -82,23 +81,24 @@ def latency_lists(done_trials):
 
 
 def cell_settings(scenario, cell, done_trials):
-    """Everything that must match for two measurements of a cell to be comparable."""
+    """Everything that must match for two measurements of a cell to be comparable (scenario: the
+    run's StoredScenario; cell and done_trials: its StoredCell and finished StoredTrials)."""
     settings = {}
     for t in done_trials:
-        if t["settings_json"]:
+        if t.settings is not None:
             # where the settings came from and how the framework implements its parts are not
             # settings: a changed implementation is the speed-up or slow-down the gate is for
             from harness.measure.ingest import NOT_SETTINGS
-            settings = {k: v for k, v in json.loads(t["settings_json"]).items() if k not in NOT_SETTINGS}
+            settings = {k: v for k, v in t.settings.items() if k not in NOT_SETTINGS}
             break
-    framework = cell["framework"]
+    framework = cell.framework
     settings.update({
-        "framework": framework, "model": cell["model"], "precision": cell["precision"],
-        "platform": cell["platform"], "gpus": cell["gpus"], "nodes": cell["nodes"],
-        "batch_per_gpu": cell["batch_per_gpu"], "images_per_iteration": cell["images_per_iteration"],
-        "warmup": scenario.get("warmup"), "measure": scenario.get("measure"),
-        "env": scenario.get("env", {}),
-        "extra_args": scenario.get("extra_args", {}).get(framework, []),
+        "framework": framework, "model": cell.model, "precision": cell.precision,
+        "platform": cell.platform, "gpus": cell.gpus, "nodes": cell.nodes,
+        "batch_per_gpu": cell.batch_per_gpu, "images_per_iteration": cell.images_per_iteration,
+        "warmup": scenario.warmup, "measure": scenario.measure,
+        "env": scenario.env,
+        "extra_args": scenario.extra_args.get(framework, []),
     })
     return settings
 

@@ -4,8 +4,12 @@ One cell, one trial per log. Every log is read and its window figure computed be
 anything is written, so a bad log leaves the store as it was. Each trial folder then gets
 the log as log.txt and a trial.json that says it was imported (no log.times: a log made
 elsewhere has no arrival times, so the observed estimator stays empty), and ingest.analyse
-turns it into the TrialResult a measured trial of that log would get. The run is marked
-origin "imported"; its settings are unknown, so none are stored.
+turns it into the TrialResult a measured trial of that log would get, from the same run of
+the log (`--run`, else the last that covers the window) and with the same epoch length
+(`--iters-per-epoch`, where the log does not print it). The run is marked origin
+"imported"; its settings are unknown, so none are stored. What was chosen for the user
+(a detected format, another window than asked, a run of several) is said only once every
+log has passed.
 """
 import json
 import os
@@ -35,27 +39,35 @@ TOTAL_RES = (
 
 
 def import_logs(logs, framework, model, precision, platform, batch_per_gpu, gpus, nodes=1,
-                scenario_name=None, warmup=None, measure=None, fmt=None, results_dir="results", note=print):
+                scenario_name=None, warmup=None, measure=None, fmt=None, results_dir="results", note=print,
+                run=None, iters_per_epoch=None, max_error=None):
     """Store `logs` as one imported run; return (run id, cell key). UserError, with nothing
-    written, on bad input; `note` hears what was chosen for the user (format, window)."""
+    written, on bad input; `note` hears what was chosen for the user (format, window, run),
+    once every log has passed."""
     if not logs:
         raise UserError("give at least one LOG to import")
     fw = frameworks.get(framework) if framework is not None else None
-    readings = [logfigure.reading(log, framework, fmt) for log in logs]
-    for log, how in zip(logs, readings):
-        if how.how == "detected":
-            note("detbench: reading %s as %s (detected)" % (log, how.scraper))
+    readings = [logfigure.reading(log, framework, fmt, iters_per_epoch=iters_per_epoch) for log in logs]
+    notes = ["detbench: reading %s as %s (detected)" % (log, how.scraper)
+             for log, how in zip(logs, readings) if how.how == "detected"]
     if fw is None:
         fw = _framework_of(readings)
     _check_cell(fw, model, precision, platform, batch_per_gpu, gpus, nodes)
-    warmup, measure = _window(warmup, measure, scenario_name, results_dir, note)
+    warmup, measure = _window(warmup, measure, scenario_name, results_dir, notes.append)
     images = batch_per_gpu * gpus * nodes
+    checked = []
     for log, how in zip(logs, readings):
-        _check_log(log, how, fw.name, warmup, measure, images, batch_per_gpu, gpus, nodes)
+        fig = _check_log(log, how, fw.name, warmup, measure, images, batch_per_gpu, gpus, nodes, run, max_error)
+        notes += ["detbench: " + n for n in fig.notes]
+        # ingest reads the same run of the log as the figure checked here
+        checked.append(how if fig.runs == 1 else
+                       logfigure.Reading(how.scraper, dict(how.options, run=fig.run), how.how, how.source, how.notes))
     sc = _scenario(scenario_name, fw.name, model, precision, platform, gpus, nodes, batch_per_gpu,
                    warmup, measure, len(logs))
     cell = scenario_mod.Cell(fw.name, model, precision, platform, gpus, nodes)
-    return _store(logs, readings, sc, cell, images, results_dir), cell.key
+    for line in notes:
+        note(line)
+    return _store(logs, checked, sc, cell, images, results_dir), cell.key
 
 
 def _framework_of(readings):
@@ -107,24 +119,26 @@ def _scenario_window(scenario_name, results_dir):
         return None   # no store yet: do not create one only to look
     store = Store(results_dir, create=False)
     try:
-        runs = [r for r in store.runs() if r["scenario"] == scenario_name]
+        runs = [r for r in store.read_runs() if r.scenario_name == scenario_name]
     finally:
         store.close()
     if not runs:
         return None
-    sc = json.loads(runs[-1]["scenario_json"])
-    return sc.get("warmup"), sc.get("measure")
+    sc = runs[-1].scenario
+    return sc.warmup, sc.measure
 
 
-def _check_log(log, how, framework, warmup, measure, images, batch_per_gpu, gpus, nodes):
-    """UserError when a log cannot give the cell's figure or contradicts the flags."""
+def _check_log(log, how, framework, warmup, measure, images, batch_per_gpu, gpus, nodes, run=None,
+               max_error=None):
+    """The log's window figure (logfigure.Figure); UserError when the log cannot give the
+    cell's figure or contradicts the flags."""
     total = declared_total(log)
     if total is not None and total < warmup + measure:
         raise UserError("%s: the log trains %d iterations, fewer than --warmup %d + --measure %d"
                         % (log, total, warmup, measure))
     records, _ = logfigure.read(log, how)
     logfigure.require_records(log, how, records)
-    fig = logfigure.figure(log, records, warmup, measure, images)
+    fig = logfigure.figure(log, records, warmup, measure, images, run=run, max_error=max_error)
     problem = logfigure.coverage_problem(records, fig)
     if problem:
         raise UserError("%s: %s%s" % (log, problem, "" if how.how != "framework %s" % framework else
@@ -134,6 +148,7 @@ def _check_log(log, how, framework, warmup, measure, images, batch_per_gpu, gpus
             raise UserError("%s:%d: iteration %d has %d images; --batch-per-gpu %d x --gpus %d%s gives %d" % (
                 log, rec.line + 1, rec.iteration, shown, batch_per_gpu, gpus,
                 " x --nodes %d" % nodes if nodes > 1 else "", images))
+    return fig
 
 
 def declared_total(log):

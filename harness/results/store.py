@@ -30,6 +30,7 @@ from pathlib import Path
 
 from harness.spec import names
 from harness.errors import ResultsWriteError, UserError
+from harness.results import records
 
 SCHEMA_VERSION = 4
 APPLICATION = "detbench"
@@ -272,6 +273,29 @@ class Store:
 
     def integrity(self):
         return self.db.execute("PRAGMA integrity_check").fetchone()[0]
+
+    # -------------------------------------------------------------- reading typed records
+    # The same rows as the readers above, each decoded once into its record (harness.results.records).
+    def read_run(self, run_id):
+        """The StoredRun of run `run_id` ("latest" for the newest); UserError when there is none."""
+        return records.run_of(self.run(run_id))
+
+    def read_runs(self):
+        """Every run, oldest first, as StoredRuns."""
+        return [records.run_of(r) for r in self.runs()]
+
+    def read_cells(self, platform=None, run_id=None):
+        """StoredCells as cells() selects them: for each cell key only the newest run that planned it."""
+        return [records.cell_of(r) for r in self.cells(platform=platform, run_id=run_id)]
+
+    def read_trials(self, run_id, cell_key=None):
+        """A run's StoredTrials in run order (only one cell's, given its key)."""
+        rows = self.trials(run_id) if cell_key is None else self.cell_trials(run_id, cell_key)
+        return [records.trial_of(r) for r in rows]
+
+    def read_iterations(self, trial_id):
+        """A trial's StoredIterations in iteration order."""
+        return tuple(records.iteration_of(r) for r in self.iterations(trial_id))
 
 
 class _Transaction:
