@@ -49,7 +49,7 @@ def test_spinning_processes_flag_cpu_oversubscription(tmp_path, write_scenario):
     report, fp, tel = run_and_report(tmp_path, write_scenario, extra)
     assert tel["samples"] >= 1 and tel["tree_procs"]["max"] == 2 * cores + 3
     assert FLAG in report, (report, tel)
-    assert fp and fp.startswith("fp1-")
+    assert fp and fp.startswith("fp2-")
 
 
 def test_a_normal_calibration_trial_does_not_flag(tmp_path, write_scenario):
