@@ -67,6 +67,8 @@ def command(ctx):
         sets["data.source"] = "synthetic"
     # the rivals keep a constant learning rate after warmup in a benchmark trial: so does the trainer
     sets["train.schedule"] = "constant"
+    # and, as torchvision's reference scripts and mmdetection do by default, decays every parameter
+    sets["train.decay_norm_bias"] = True
     sets.update(ctx.options)
     train = ["-m", "harness.trainer.train", os.path.join(CONFIG_DIR, CONFIGS[ctx.model])]
     for key, value in sets.items():

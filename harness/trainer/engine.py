@@ -31,7 +31,7 @@ def make_optimizer(model, cfg, world):
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if p.requires_grad:
-            (no_decay if p.ndim <= 1 else decay).append(p)
+            (no_decay if p.ndim <= 1 and not t.decay_norm_bias else decay).append(p)
     groups = [{"params": decay, "weight_decay": t.weight_decay},
               {"params": no_decay, "weight_decay": 0.0}]
     fused = {"fused": True} if t.fused_sgd else {}

@@ -68,6 +68,7 @@ def test_the_r50_configs_run_the_settings_their_adapter_declares(model):
     settings, implementation = asrun.trainer(cfg, net, 1, engine.make_optimizer(net, cfg, 1)[0], 2)
     declared = TRAINER.settings(c)
     assert {k: settings.get(k, "(missing)") for k in declared} == declared
+    assert settings["weight_decay"] == 1e-4      # on every parameter in a trial, as the rivals decay them
     assert implementation["batch_norm"] == "frozen, folded into the convolutions"
     if model != "retinanet":
         assert implementation["roi_align"] == asrun.ROI_ALIGN_SPARSE     # auto on the CPU
