@@ -137,13 +137,23 @@ def validate(files):
 @click.option("--measure", type=int, help="iterations in the measured window")
 @click.option("--images-per-iteration", type=click.IntRange(min=1),
               help="images per iteration, all devices (for throughput where the log does not count them)")
+@click.option("--run", "run", type=int, metavar="N",
+              help="the run of the log to read (a restarted process begins the next; default: the last "
+                   "that covers the window)")
+@click.option("--iters-per-epoch", type=int, metavar="N", help="iterations per epoch, where the log does not print it")
+@click.option("--max-error", type=float, metavar="F",
+              help="refuse a window whose figure the printed digits bound less tightly than this share of it "
+                   "(0.001: 0.1%%)")
 @click.argument("logfile", required=False, type=click.Path(exists=True, dir_okay=False))
 @user_errors
-def scrape(framework_name, fmt, list_formats, warmup, measure, images_per_iteration, logfile):
+def scrape(framework_name, fmt, list_formats, warmup, measure, images_per_iteration, run, iters_per_epoch,
+           max_error, logfile):
     """Print one JSON object per iteration record read from a log file.
 
     With --warmup and --measure, a last line holds the measured window's figure: the one a
-    trial of this log gets. With neither --framework nor --format, the format is detected.
+    trial of this log gets, with its run, the window it covers and its error bound. With
+    neither --framework nor --format, the format is detected. Notes (another window than
+    asked, several runs, lines that did not parse) go to stderr; an error is one line, exit 2.
     """
     from harness.measure import logfigure, scrapers
 
@@ -158,25 +168,42 @@ def scrape(framework_name, fmt, list_formats, warmup, measure, images_per_iterat
         raise UserError("give --framework or --format, not both")
     if (warmup is None) != (measure is None):
         logfigure.check_window(warmup, measure)
-    how = logfigure.reading(logfile, framework_name, fmt)
-    if how.how == "detected":
-        click.echo("detbench: reading %s as %s (detected)" % (logfile, how.scraper), err=True)
+    if max_error is not None and warmup is None:
+        raise UserError("--max-error judges a window's figure: give --warmup and --measure too")
+    how = logfigure.reading(logfile, framework_name, fmt, iters_per_epoch=iters_per_epoch)
     records, errors = logfigure.read(logfile, how)
-    for e in errors:
-        click.echo("%s:%d: %s" % (logfile, e.line + 1, e.reason), err=True)
     logfigure.require_records(logfile, how, records)
     figure = None
     if warmup is not None:
-        logfigure.check_window(warmup, measure)
-        figure = logfigure.figure(logfile, records, warmup, measure, images_per_iteration)
-        problem = logfigure.coverage_problem(records, figure)
-        if problem:
-            click.echo("detbench: warning: %s: %s" % (logfile, problem), err=True)
+        figure = logfigure.figure(logfile, records, warmup, measure, images_per_iteration, run=run,
+                                  max_error=max_error)
+        notes = list(figure.notes)
+    else:
+        notes = list(how.notes)
+        runs = max(r.run for r in records)
+        if run is not None and not 1 <= run <= runs:
+            raise UserError("%s: the log holds %d run%s; there is no run %d" % (logfile, runs, "" if runs == 1 else "s",
+                                                                               run))
+        if how.how == "detected":
+            notes.insert(0, "reading %s as %s (detected)" % (logfile, how.scraper))
+        if errors:
+            notes.append("%s: %s" % (logfile, logfigure.noise_text(errors)))
+    shown = records if run is None else [r for r in records if r.run == run]
     write = sys.stdout.write
-    for r in records:
-        write(json.dumps(r._asdict()) + "\n")
+    batch = []
+    for line in logfigure.record_lines(shown):
+        batch.append(line)
+        if len(batch) >= 4096:
+            batch.append("")
+            write("\n".join(batch))
+            batch.clear()
+    if batch:
+        batch.append("")
+        write("\n".join(batch))
     if figure is not None:
         write(json.dumps(figure.as_dict()) + "\n")
+    for note in notes:
+        click.echo("detbench: " + note, err=True)
 
 
 @main.command("import")
@@ -192,17 +219,24 @@ def scrape(framework_name, fmt, list_formats, warmup, measure, images_per_iterat
 @click.option("--nodes", default=1, show_default=True, type=int)
 @click.option("--warmup", type=int, help="iterations before the measured window (default: the scenario's)")
 @click.option("--measure", type=int, help="iterations in the measured window (default: the scenario's)")
+@click.option("--run", "run", type=int, metavar="N",
+              help="the run of each log to import (a restarted process begins the next; default: the last "
+                   "that covers the window)")
+@click.option("--iters-per-epoch", type=int, metavar="N", help="iterations per epoch, where the logs do not print it")
+@click.option("--max-error", type=float, metavar="F",
+              help="refuse a log whose figure the printed digits bound less tightly than this share of it")
 @RESULTS
 @user_errors
 def import_cmd(framework_name, fmt, logs, scenario_name, model, precision, platform_name, batch_per_gpu,
-               gpus, nodes, warmup, measure, results_dir):
+               gpus, nodes, warmup, measure, run, iters_per_epoch, max_error, results_dir):
     """Store logs of runs made elsewhere as one run, one trial per log, marked imported."""
     from harness.results import importer
 
     run_id, key = importer.import_logs(
         list(logs), framework_name, model, precision, platform_name, batch_per_gpu, gpus, nodes=nodes,
         scenario_name=scenario_name, warmup=warmup, measure=measure, fmt=fmt, results_dir=results_dir,
-        note=lambda line: click.echo(line, err=True))
+        note=lambda line: click.echo(line, err=True), run=run, iters_per_epoch=iters_per_epoch,
+        max_error=max_error)
     click.echo("run %s: imported %d log%s as %s -> %s" % (run_id, len(logs), "" if len(logs) == 1 else "s",
                                                           key, results_dir))
 
@@ -278,14 +312,21 @@ def platform_peak(threads, refresh, as_json):
     if as_json:
         click.echo(json_mod.dumps(result, indent=2, sort_keys=True))
         return
-    click.echo("%s (%s threads, torch %s): peak GFLOP/s per precision, best of its shapes"
-               % (result["name"], result["threads"], result["torch"]))
+    isa = ", %s%s" % (result["isa"], " with AMX tiles" if result.get("amx") else "") if result.get("isa") else ""
+    click.echo("%s (%s threads, torch %s%s): peak GFLOP/s per precision, the best of its shapes; per shape "
+               "the best, median and worst of its timed calls" % (result["name"], result["threads"], result["torch"], isa))
     for precision, figures in sorted(result["precisions"].items()):
         if "skipped" in figures:
             click.echo("  %-5s %s" % (precision, figures["skipped"]))
             continue
-        shapes = ", ".join("%s %.0f" % kv for kv in sorted(figures["shapes_gflops"].items()))
-        click.echo("  %-5s %8.1f  (%s)" % (precision, figures["peak_gflops"], shapes))
+        spread = figures.get("spread")
+        if not isinstance(spread, dict):      # cached by the older method: one figure per shape
+            shapes = ", ".join("%s %.0f" % kv for kv in sorted(figures["shapes_gflops"].items()))
+            click.echo("  %-5s %8.1f  (%s)" % (precision, figures["peak_gflops"], shapes))
+            continue
+        click.echo("  %-5s %8.1f  (%s)" % (precision, figures["peak_gflops"], figures.get("peak_shape", "")))
+        for name, f in spread.items():
+            click.echo("    %-34s %8.1f %8.1f %8.1f  (%d calls)" % (name, f["best"], f["median"], f["worst"], f["calls"]))
 
 
 @main.group()

@@ -93,7 +93,7 @@ def test_scrape_prints_one_json_object_per_iteration(tmp_path):
     assert out.exit_code == 0
     objs = [json.loads(l) for l in out.stdout.splitlines()]
     assert [(o["iteration"], o["time_s"], o["data_time_s"]) for o in objs] == [(1, 0.5, None), (2, 0.25, 0.01)]
-    assert "log.txt:4: unreadable DETBENCH_ITER line" in out.stderr
+    assert "log.txt: 1 line did not parse (line 4: unreadable DETBENCH_ITER line" in out.stderr
 
 
 def test_scrape_unknown_framework(tmp_path):

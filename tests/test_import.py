@@ -1,4 +1,6 @@
 """`detbench import`: logs of runs made elsewhere become one run, shown like measured ones."""
+import csv
+import io
 import json
 import sqlite3
 import subprocess
@@ -128,7 +130,9 @@ def test_an_mmdetection_2_log_goes_into_the_mmdetection_column_by_format(tmp_pat
     assert out.exit_code == 0, out.output
     store = Store(results, create=False)
     [trial] = store.trials(store.runs()[-1]["id"])
-    assert trial["status"] == "done" and trial["exact"] == 1
+    # 50-iteration means printed to 3 decimals: every iteration counted, within 0.0005 s, which is
+    # more than 0.1% of a 0.35 s iteration: not exact
+    assert trial["status"] == "done" and trial["figure_kind"] == "window-means" and trial["exact"] == 0
     assert trial["iteration_time_s"] == pytest.approx(logtext.truth(pairs, 51, 250)[0], abs=0.0005)
 
 
@@ -166,7 +170,8 @@ CASES = {
                               "{plain}: no detbench-jsonl training record in the log"),
     "a log of stock scripts read as detbench runs it": (
         ["--framework", "torchvision", "{stock}"], {"--warmup": "0", "--measure": "60"},
-        "{stock}: iterations 2..20 are in no record, so the log's figures do not add up to the window"),
+        "{stock}: its records of iterations 1 and 21 (log lines 2 and 3) lie 20 iterations apart, but each "
+        "stands for 1: it was written with another logging interval or window than it is read with"),
     "no window and no stored scenario": (["--framework", "detbench-trainer", "{good}"],
                                          {"--warmup": None, "--measure": None, "--scenario-name": "new"},
                                          "give --warmup and --measure: the results store holds no run of "
@@ -209,3 +214,70 @@ def test_import_runs_as_a_command(tmp_path):
     store = Store(results, create=False)
     [trial] = store.trials(store.runs()[-1]["id"])
     assert trial["iteration_time_s"] == pytest.approx(logtext.truth(pairs, 6, 35)[0], rel=1e-12)
+
+
+def test_a_log_of_two_runs_imports_the_run_that_covers_the_window_or_the_one_named(tmp_path):
+    results = tmp_path / "results"
+    first, second = logtext.times(1000, seed=11, base=0.30), logtext.times(1500, seed=12, base=0.24)
+    log = write(tmp_path, logtext.mmcv_epoch(first, 500) + logtext.mmcv_epoch(second, 500, first=501))
+    flags = ["--framework", "mmdetection", "--format", "mmdet-v2", log, *CELL, "--batch-per-gpu", 2, "--gpus", 1,
+             "--warmup", 600, "--measure", 400]
+    out = import_(results, *flags)
+    assert out.exit_code == 0, out.output
+    assert "the log holds 2 runs (a restarted process begins each); the figure is from run 2" in out.stderr
+    out = import_(results, *flags, "--run", 1)
+    assert out.exit_code == 0, out.output
+    store = Store(results, create=False)
+    run2, run1 = (store.trials(r["id"])[0] for r in store.runs()[-2:])
+    assert abs(run2["iteration_time_s"] - logtext.truth(second, 101, 500)[0]) <= 0.0005
+    assert abs(run1["iteration_time_s"] - logtext.truth(first, 601, 1000)[0]) <= 0.0005
+    assert json.loads(run1["window_json"]) == json.loads(run2["window_json"]) == [601, 1000]
+
+
+def test_iters_per_epoch_and_max_error_reach_the_stored_trial(tmp_path):
+    results = tmp_path / "results"
+    pairs = logtext.times(2000, seed=13)
+    log = write(tmp_path, logtext.mmcv_log_json(pairs, 1000), "run.log.json")
+    flags = ["--framework", "mmdetection", "--format", "mmdet-v2", log, *CELL, "--batch-per-gpu", 2, "--gpus", 1,
+             "--warmup", 500, "--measure", 1000]
+    out = import_(results, *flags)
+    assert out.exit_code == 2 and "give --iters-per-epoch N" in out.stderr and not results.exists()
+    out = import_(results, *flags, "--iters-per-epoch", 1000, "--max-error", 0.0001)
+    assert out.exit_code == 0, out.output
+    [trial] = Store(results, create=False).trials(Store(results, create=False).runs()[-1]["id"])
+    assert trial["exact"] == 1 and json.loads(trial["window_json"]) == [501, 1500]
+    assert trial["iteration_time_s"] == pytest.approx(logtext.truth(pairs, 501, 1500)[0], abs=0.5e-5)
+    refused = import_(results, *flags, "--iters-per-epoch", 1000, "--max-error", 0.00001)
+    assert refused.exit_code == 2 and "cannot meet --max-error 1e-05" in refused.stderr
+
+
+def test_notes_come_once_every_log_passed_and_an_error_is_one_line(tmp_path):
+    results = tmp_path / "results"
+    good = write(tmp_path, logtext.mmengine_iter(logtext.times(100, seed=14)), "good.log")
+    bad = write(tmp_path, "hello\n", "bad.log")
+    out = import_(results, good, bad, *CELL, "--batch-per-gpu", 2, "--gpus", 1, "--warmup", 10, "--measure", 80)
+    assert out.exit_code == 2
+    assert out.stderr.splitlines() == ["detbench: error: %s: matches no known log format; name it with --format NAME "
+                                       "(detbench scrape --list-formats lists them)" % bad]
+
+
+def test_an_imported_column_says_it_was_imported_and_its_figure_kind(tmp_path):
+    results = tmp_path / "results"
+    log = write(tmp_path, logtext.mmengine_iter(logtext.times(200, seed=15), interval=50, window=50))
+    out = import_(results, log, *CELL, "--batch-per-gpu", 2, "--gpus", 1, "--warmup", 50, "--measure", 100)
+    assert out.exit_code == 0, out.output
+    md = invoke("report", "--platform", "local", "--results", results)
+    assert "mmdetection: sum of the logged window means (within their printed rounding)" in md.stdout
+    assert "exact: every iteration's own time" not in md.stdout
+    rows = list(csv.DictReader(io.StringIO(invoke("report", "--platform", "local", "--results", results,
+                                                  "--format", "csv").stdout)))
+    [row] = [r for r in rows if r["framework"] == "mmdetection" and r["model"] == "faster_rcnn"]
+    assert (row["imported"], row["figure_kinds"]) == ("True", "window-means")
+    # a log of every iteration's own time keeps that kind
+    trainer = tmp_path / "trainer"
+    jsonl, _ = jsonl_log(tmp_path, "m.log", 16, images=2)
+    assert import_(trainer, "--framework", "detbench-trainer", jsonl, *CELL, "--batch-per-gpu", 2, "--gpus", 1,
+                   "--warmup", 5, "--measure", 30).exit_code == 0
+    [row] = list(csv.DictReader(io.StringIO(invoke("report", "--platform", "local", "--results", trainer,
+                                                   "--format", "csv").stdout)))
+    assert row["figure_kinds"] == "exact" and row["imported"] == "True"

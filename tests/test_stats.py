@@ -6,7 +6,7 @@ import pytest
 
 from harness.measure import flags, stats
 from harness.measure.records import (CUMULATIVE_MEAN, EXACT, EXACT_CUMULATIVE, GLOBAL_MEAN, GLOBAL_MEAN_FIGURE,
-                             THROUGHPUT, THROUGHPUT_FIGURE, WINDOW_MEAN, WINDOW_MEDIAN,
+                             THROUGHPUT, THROUGHPUT_FIGURE, WINDOW_MEAN, WINDOW_MEANS_FIGURE, WINDOW_MEDIAN,
                              WINDOW_MEDIAN_FIGURE, IterationRecord)
 
 SAMPLES = [
@@ -83,7 +83,7 @@ def test_window_mean_records_add_up_exactly():
             for i, t in [(5, 9.0), (10, 0.2), (15, 0.4), (20, 0.3)]]
     est = stats.reported(recs, warmup=5, measure=15, images_per_iteration=2)
     assert est.throughput == pytest.approx(30 / (5 * 0.9))
-    assert est.exact and est.window == (6, 20) and est.kind == EXACT
+    assert est.exact and est.window == (6, 20) and est.kind == WINDOW_MEANS_FIGURE
 
 
 def test_two_running_means_give_the_exact_mean_between_them():

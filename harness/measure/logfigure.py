@@ -3,9 +3,19 @@
 `detbench scrape` and `detbench import` both go through here, and the figure is the one
 harness/measure/ingest.py gives a trial of the same log (stats.dedupe, then stats.reported).
 How a log is read: by a framework's own scraper and options (`--framework`), by a format
-with its defaults (`--format`), or by the format its own lines show (detection).
+with its defaults (`--format`), or by the format its own lines show (detection); the epoch
+length comes from the log where its lines print it, from `--iters-per-epoch` where they do
+not (and, for mmdetection's .log.json, from the text log beside it).
+
+The figure says which run of the log it comes from, the window it covers beside the one
+asked for, and the bound on its error that the printed digits imply (stats.reported).
+What a user should know of a figure that is not what was asked (another window, several
+runs, lines that did not parse) comes as notes: one line each, printed only on success.
 """
-import math
+import dataclasses
+import json
+import os
+import re
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
@@ -14,13 +24,12 @@ from harness.measure import scrapers, stats
 from harness.errors import UserError
 from harness.measure import records as rec_kinds
 from harness.measure.records import IterationRecord
+from harness.measure.scrapers import mmdet_v3
 
-# the figure kind of a window's records, for a stats.reported() that does not say it itself
-_KIND_OF_RECORDS = {
-    rec_kinds.ITERATION: rec_kinds.EXACT, rec_kinds.WINDOW_MEAN: rec_kinds.EXACT,
-    rec_kinds.WINDOW_MEDIAN: rec_kinds.WINDOW_MEDIAN_FIGURE, rec_kinds.CUMULATIVE_MEAN: rec_kinds.GLOBAL_MEAN_FIGURE,
-    rec_kinds.GLOBAL_MEAN: rec_kinds.GLOBAL_MEAN_FIGURE, rec_kinds.THROUGHPUT: rec_kinds.THROUGHPUT_FIGURE,
-}
+NOISE_LISTED = 3        # parse errors named in a note or a refusal; the rest are counted
+SOURCES = ("detected", "named", "framework")   # how a log's format was chosen (Figure.format_source)
+# the epoch length an mmdetection text log prints on every line: Epoch [E][I/N]
+_EPOCH_LINE_RE = re.compile(r"\bEpoch \[\d+\]\[\d+/(\d+)\]")
 
 
 @dataclass(frozen=True)
@@ -29,41 +38,167 @@ class Reading:
     scraper: str
     options: Dict[str, object] = field(default_factory=dict)
     how: str = ""          # "framework F", "--format", "detected"
+    source: str = "detected"   # one of SOURCES
+    notes: Tuple[str, ...] = ()
+    # the options of a framework's reading that a log not made by detbench need not follow
+    # (detbench's drivers log with their own interval and window): figures read so have no bound
+    assumed: Tuple[str, ...] = ()
 
 
-def reading(log, framework=None, fmt=None):
+def reading(log, framework=None, fmt=None, iters_per_epoch=None):
     """The Reading of `log`: --format wins (with the format's defaults), then --framework
-    (its scraper and the options detbench runs it with), else the format the log's lines show."""
+    (its scraper and the options detbench runs it with), else the format the log's lines show.
+    iters_per_epoch sets the epoch length of a format whose lines do not always print it."""
+    if iters_per_epoch is not None and iters_per_epoch < 1:
+        raise UserError("--iters-per-epoch must be at least 1 (got %d)" % iters_per_epoch)
     if fmt is not None:
         if fmt not in scrapers.SCRAPERS:
             raise UserError("unknown format %r (known: %s; see detbench scrape --list-formats)"
                             % (fmt, ", ".join(sorted(scrapers.SCRAPERS))))
-        return Reading(fmt, {}, "--format")
-    if framework is not None:
+        how = Reading(fmt, {}, "--format", "named")
+    elif framework is not None:
         fw = frameworks.get(framework)
-        return Reading(fw.scraper, dict(fw.scrape_options), "framework %s" % fw.name)
-    found = _detect(log)
-    if len(found) != 1:
-        raise UserError("%s: %s; name it with --format NAME (detbench scrape --list-formats lists them)"
-                        % (log, "matches no known log format" if not found else
-                           "mixes the formats %s" % " and ".join(found)))
-    return Reading(found[0], {}, "detected")
+        assumed = tuple(k for k in sorted(fw.scrape_options) if k not in scrapers.EPOCH_OPTIONS.values())
+        if assumed and _made_by_detbench(log):
+            assumed = ()
+        how = Reading(fw.scraper, dict(fw.scrape_options), "framework %s" % fw.name, "framework", assumed=assumed)
+    else:
+        found = _detect(log)
+        if len(found) != 1:
+            raise UserError("%s: %s; name it with --format NAME (detbench scrape --list-formats lists them)"
+                            % (log, "matches no known log format" if not found else
+                               "mixes the formats %s" % " and ".join(found)))
+        how = Reading(found[0], {}, "detected", "detected")
+    return _with_epoch_length(log, how, iters_per_epoch)
+
+
+def _made_by_detbench(log):
+    """Whether the log's first lines hold the lines detbench's drivers print (DETBENCH_...)."""
+    try:
+        for k, line in enumerate(scrapers.common.read_lines(log)):
+            if "DETBENCH_" in line:
+                return True
+            if k >= scrapers.DETECT_LINES:
+                break
+    except OSError:
+        pass
+    return False
+
+
+def _with_epoch_length(log, how, iters_per_epoch):
+    if how.scraper == "mmdet-v3":
+        how = _with_window_beside(log, how)
+    option = scrapers.EPOCH_OPTIONS.get(how.scraper)
+    if option is None:
+        return how
+    if iters_per_epoch is not None:
+        return dataclasses.replace(how, options=dict(how.options, **{option: iters_per_epoch}))
+    if how.scraper in ("mmdet-v1", "mmdet-v2") and not how.options.get(option):
+        beside, length = _epoch_length_beside(log)
+        if length is not None:
+            note = "%s: %d iterations per epoch, from the text log beside it (%s)" % (log, length, beside)
+            return dataclasses.replace(how, options=dict(how.options, **{option: length}), notes=how.notes + (note,))
+    return how
+
+
+def _epoch_length_beside(log):
+    """(path, N) of the text log that mmdetection writes beside its .log.json, where one is
+    there and prints its epoch length; else (None, None)."""
+    path = str(log)
+    if not path.endswith(".json"):
+        return None, None
+    beside = path[:-len(".json")]
+    if not os.path.isfile(beside):
+        return None, None
+    try:
+        for k, line in enumerate(scrapers.common.read_lines(beside)):
+            m = _EPOCH_LINE_RE.search(line)
+            if m:
+                return beside, int(m.group(1))
+            if k >= scrapers.DETECT_LINES:
+                break
+    except OSError:
+        pass
+    return None, None
+
+
+def _with_window_beside(log, how):
+    """mmdetection 3.x's vis_data JSON with the window its text log's config gives: the text
+    log sits two folders up (work_dir/<timestamp>/<timestamp>.log beside vis_data/)."""
+    path = os.path.abspath(str(log))
+    folder = os.path.dirname(path)
+    if not path.endswith(".json") or os.path.basename(folder) != "vis_data":
+        return how
+    run_dir = os.path.dirname(folder)
+    beside = os.path.join(run_dir, os.path.basename(run_dir) + ".log")
+    if not os.path.isfile(beside):
+        return how
+    try:
+        for k, line in enumerate(scrapers.common.read_lines(beside)):
+            m = mmdet_v3.WINDOW_RE.search(line)
+            if m:
+                note = "%s: a window of %s iterations, from the config of the text log beside it (%s)" % (
+                    log, m.group(1), beside)
+                return dataclasses.replace(how, options=dict(how.options, window=int(m.group(1))),
+                                           notes=how.notes + (note,))
+            if k >= scrapers.DETECT_LINES:
+                break
+    except OSError:
+        pass
+    return how
 
 
 def _detect(log):
+    problems = []
     try:
-        return scrapers.detect(log)
+        found = scrapers.detect(log, problems=problems)
     except OSError as exc:
         raise UserError("%s: cannot read: %s" % (log, exc.strerror)) from None
+    if problems and not found:
+        line, reason = problems[0]
+        raise UserError("%s:%d: %s" % (log, line + 1, reason))
+    return found
 
 
-def read(log, how):
-    """(records, errors) of the log as its Reading says: records only, of every iteration line."""
+class Records(list):
+    """The iteration records of a log, as `read` gives them: a list that also knows how the
+    log was read (`how`) and the lines that did not parse (`errors`)."""
+    how: Optional[Reading] = None
+    errors: tuple = ()
+
+
+def read(log, how, run=None):
+    """(records, errors) of the log as its Reading says. UserError where the log cannot give
+    a true figure at all: a fatal error of the scrape (a record line printed twice inside a
+    run, records out of order, a line too long, a file that is not text)."""
     try:
         records, errors = scrapers.scrape_path(how.scraper, log, **how.options)
     except OSError as exc:
         raise UserError("%s: cannot read: %s" % (log, exc.strerror)) from None
-    return [r for r in records if isinstance(r, IterationRecord)], errors
+    fatal = [e for e in errors if e.fatal]
+    if fatal:
+        raise UserError("%s:%d: %s" % (log, fatal[0].line + 1, fatal[0].reason))
+    out = Records(r for r in records if isinstance(r, IterationRecord))
+    out.how = how
+    out.errors = tuple(errors)
+    if run is not None:
+        out[:] = [r for r in out if r.run == run]
+    return out, errors
+
+
+def noise_text(errors):
+    """'N lines did not parse (line L: reason; line M and 3 more like it: reason)': each reason
+    once, with its first line, for the first NOISE_LISTED reasons."""
+    if not errors:
+        return ""
+    groups = {}
+    for e in errors:
+        groups.setdefault(e.reason, [0, e.line])[0] += 1
+    parts = ["line %d%s: %s" % (line + 1, " and %d more like it" % (count - 1) if count > 1 else "", reason)
+             for reason, (count, line) in list(groups.items())[:NOISE_LISTED]]
+    if len(groups) > NOISE_LISTED:
+        parts.append("and lines of %d other kinds" % (len(groups) - NOISE_LISTED))
+    return "%d line%s did not parse (%s)" % (len(errors), "" if len(errors) == 1 else "s", "; ".join(parts))
 
 
 def require_records(log, how, records):
@@ -75,7 +210,9 @@ def require_records(log, how, records):
         found = _detect(log)
         if len(found) == 1 and found[0] != how.scraper:
             hint = "; its lines are %s: read it with --format %s" % (found[0], found[0])
-    raise UserError("%s: no %s training record in the log%s" % (log, how.scraper, hint))
+    errors = getattr(records, "errors", ())
+    noise = "; %s" % noise_text(errors) if errors else ""
+    raise UserError("%s: no %s training record in the log%s%s" % (log, how.scraper, hint, noise))
 
 
 @dataclass(frozen=True)
@@ -87,11 +224,22 @@ class Figure:
     throughput: Optional[float]
     exact: bool
     kind: str
+    requested_window: Optional[Tuple[int, int]] = None
+    error_bound_s: Optional[float] = None
+    data_error_bound_s: Optional[float] = None
+    run: int = 1
+    runs: int = 1
+    format: Optional[str] = None
+    format_source: Optional[str] = None
+    missing: int = 0
+    notes: Tuple[str, ...] = ()
 
     def as_dict(self):
-        return {"window": list(self.window), "iteration_time_s": self.iteration_time_s,
-                "data_time_s": self.data_time_s, "throughput": self.throughput,
-                "exact": self.exact, "kind": self.kind}
+        return {"requested_window": list(self.requested_window or self.window), "window": list(self.window),
+                "iteration_time_s": self.iteration_time_s, "data_time_s": self.data_time_s,
+                "throughput": self.throughput, "error_bound_s": self.error_bound_s,
+                "data_error_bound_s": self.data_error_bound_s, "exact": self.exact, "kind": self.kind,
+                "run": self.run, "runs": self.runs, "format": self.format, "format_source": self.format_source}
 
 
 def check_window(warmup, measure):
@@ -101,64 +249,149 @@ def check_window(warmup, measure):
         raise UserError("--warmup must be at least 0 and --measure at least 1 (got %d and %d)" % (warmup, measure))
 
 
-def figure(log, records, warmup, measure, images_per_iteration=None):
+def figure(log, records, warmup, measure, images_per_iteration=None, run=None, max_error=None):
     """The window figure of `records` read from `log`, exactly as a trial of that log gets it.
 
     Without images_per_iteration, a figure that would depend on it is None: the throughput
     unless the log counts the images of its window itself, the iteration time of a log that
-    prints images/s only.
+    prints images/s only. run picks the log's run (default: the last that covers the
+    window); max_error (relative) refuses a figure whose error bound is larger.
     """
+    how = getattr(records, "how", None)
+    errors = getattr(records, "errors", ())
+    check_window(warmup, measure)
+    if run is not None and run < 1:
+        raise UserError("--run must be at least 1 (got %d)" % run)
+    if max_error is not None and not max_error > 0:
+        raise UserError("--max-error must be above 0 (got %r)" % (max_error,))
     records = stats.dedupe(records)
-    last = max((r.iteration for r in records), default=0)
-    if last < warmup + measure:
-        raise UserError("%s: the log ends at iteration %d; the window needs iterations %d..%d"
-                        % (log, last, warmup + 1, warmup + measure))
-    if images_per_iteration is not None:
-        est = _reported(log, records, warmup, measure, images_per_iteration)
-        return _figure(est, est.throughput, est.iteration_time_s, records, warmup, measure)
-    # not knowing the images per iteration, compute with two guesses: a figure that does
-    # not move between them does not depend on the unknown (the log carries what it needs)
-    one = _reported(log, records, warmup, measure, 1)
-    two = _reported(log, records, warmup, measure, 2)
-    return _figure(one, _same(one.throughput, two.throughput), _same(one.iteration_time_s, two.iteration_time_s),
-                   records, warmup, measure)
+    lo, hi = warmup + 1, warmup + measure
+    _, spans = stats.run_spans(records)
+    # runs whose records the log does not place count too (a banner, then records it cannot place)
+    runs = max([len(spans)] + [e.run for e in errors if e.run is not None])
+    if len(spans) <= 1 and run is None:
+        last = max((r.iteration for r in records), default=0)
+        unplaced = [e for e in errors if scrapers.common.UNPLACED in e.reason]
+        if last < hi and unplaced:
+            raise UserError("%s: the window %d..%d lies past iteration %d, the last the log places: %d record "
+                            "line%s cannot be placed, as the log does not print the epoch length (first: line %d); "
+                            "give --iters-per-epoch N" % (log, lo, hi, last, len(unplaced),
+                                                          "" if len(unplaced) == 1 else "s", unplaced[0].line + 1))
+        if last < hi:
+            raise UserError("%s: the log ends at iteration %d; the window needs iterations %d..%d%s"
+                            % (log, last, lo, hi, _noise_suffix(errors)))
+    est = _reported(log, records, warmup, measure, images_per_iteration, run, spans, errors)
+    thr, it = est.throughput, est.iteration_time_s
+    bound, data_bound, exact = est.error_bound_s, est.data_error_bound_s, bool(est.exact)
+    assumed = how.assumed if how is not None else ()
+    if assumed and est.kind in (rec_kinds.EXACT, rec_kinds.WINDOW_MEANS_FIGURE):
+        bound = data_bound = None   # the spans come from detbench's settings, not from this log
+        exact = False
+    fig = Figure((int(est.window[0]), int(est.window[1])), it, est.data_time_s, thr, exact, est.kind,
+                 (lo, hi), bound, data_bound, est.run, max(runs, 1),
+                 how.scraper if how else None, how.source if how else None, est.missing)
+    if max_error is not None:
+        _check_max_error(log, fig, max_error)
+    return _with_notes(log, fig, records, est, how, errors)
 
 
-def _reported(log, records, warmup, measure, images_per_iteration):
+def _noise_suffix(errors):
+    return " (%s)" % noise_text(list(errors)) if errors else ""
+
+
+def _reported(log, records, warmup, measure, images_per_iteration, run, spans, errors):
     try:
-        return stats.reported(records, warmup, measure, images_per_iteration)
+        return stats.reported(records, warmup, measure, images_per_iteration, run=run)
     except stats.WindowError as exc:
-        raise UserError("%s: %s" % (log, exc)) from None
+        where = ""
+        if len(spans) > 1 and "run" not in str(exc):
+            chosen = run if run is not None else _run_tried(spans, warmup + 1, warmup + measure)
+            where = " (in run %d of the log's %d)" % (chosen, len(spans)) if chosen else ""
+        raise UserError("%s: %s%s%s" % (log, exc, where, _noise_suffix(errors))) from None
 
 
-def _same(a, b):
-    return a if a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9) else None
+def _run_tried(spans, lo, hi):
+    try:
+        return stats.pick_run(spans, lo, hi)
+    except stats.WindowError:
+        return None
 
 
-def _figure(est, throughput, iteration_time_s, records, warmup, measure):
-    window = getattr(est, "window", None)
-    kind = getattr(est, "kind", None)
-    if window is None or kind is None:   # a stats.reported() that does not yet say them
-        inside = stats.in_window(records, warmup, measure)
-        window = window or (min(r.iteration - r.span + 1 for r in inside), max(r.iteration for r in inside))
-        kind = kind or _KIND_OF_RECORDS[inside[0].kind]
-    return Figure((int(window[0]), int(window[1])), iteration_time_s, est.data_time_s, throughput,
-                  bool(est.exact), kind)
+def _check_max_error(log, fig, max_error):
+    where = "%d..%d" % tuple(fig.requested_window)
+    if fig.error_bound_s is None or fig.iteration_time_s is None:
+        why = ("its records leave %d iterations of %d..%d out" % (fig.missing, fig.window[0], fig.window[1])
+               if fig.missing else "a %s figure has no error bound" % fig.kind)
+        raise UserError("%s: the window %s cannot meet --max-error %g: %s" % (log, where, max_error, why))
+    share = fig.error_bound_s / fig.iteration_time_s
+    if share > max_error:
+        raise UserError("%s: the window %s cannot meet --max-error %g: the printed digits bound its figure "
+                        "%.6g s only to +-%.3g s (%.3g%%)" % (log, where, max_error, fig.iteration_time_s,
+                                                              fig.error_bound_s, 100 * share))
+
+
+def _with_notes(log, fig, records, est, how, errors):
+    notes = list(how.notes if how else ())
+    if how is not None and how.assumed and fig.kind in (rec_kinds.EXACT, rec_kinds.WINDOW_MEANS_FIGURE):
+        notes.append("%s: read as detbench runs %s (%s), which a log without detbench's own lines need not "
+                     "follow: the figure has no error bound; --format %s reads it as its framework's scripts write it"
+                     % (log, how.how.split(" ", 1)[1], ", ".join("%s %s" % (k, how.options[k]) for k in how.assumed),
+                        how.scraper))
+    if fig.runs > 1:
+        span = next(s for s in est.runs if s.run == fig.run)
+        notes.append("%s: the log holds %d runs (a restarted process begins each); the figure is from run %d, "
+                     "iterations %d..%d on lines %d..%d (--run N picks another)"
+                     % (log, fig.runs, fig.run, span.first, span.last, span.first_line, span.last_line))
+    if tuple(fig.window) != tuple(fig.requested_window) or fig.missing:
+        notes.append("%s: %s" % (log, window_text(fig, records)))
+    if errors:
+        notes.append("%s: %s" % (log, noise_text(list(errors))))
+    return Figure(**dict(fig.__dict__, notes=tuple(notes)))
+
+
+def window_text(fig, records=None):
+    """The one line that says which iterations a figure covers, where they are not the ones asked."""
+    lo, hi = fig.requested_window
+    a, b = fig.window
+    text = "the figure covers iterations %d..%d, not the %d..%d asked for" % (a, b, lo, hi) \
+        if (a, b) != (lo, hi) else "the figure covers iterations %d..%d" % (a, b)
+    if fig.missing:
+        text += ", less %d iterations no record covers: it is the mean of the other %d" % (
+            fig.missing, b - a + 1 - fig.missing)
+    problem = coverage_problem(records, fig) if records is not None else None
+    if problem:
+        text += "; " + problem
+    elif (a, b) != (lo, hi):
+        text += " (the nearest the log's records allow)"
+    return text
 
 
 def window_records(records, fig):
-    """The records whose iterations lie inside the figure's window."""
+    """The records whose iterations lie inside the figure's window (of the figure's run)."""
     lo, hi = fig.window
-    return [r for r in stats.dedupe(records) if r.iteration - r.span + 1 >= lo and r.iteration <= hi]
+    return [r for r in stats.dedupe(records) if getattr(r, "run", 1) == fig.run
+            and r.iteration - r.span + 1 >= lo and r.iteration <= hi]
 
 
 def coverage_problem(records, fig):
-    """Why an exact figure's records do not cover each iteration of its window exactly once
-    (the log was read with another logging interval or window than it was written with), or None."""
-    if fig.kind != rec_kinds.EXACT:
+    """Why a figure summed from per-iteration or window-mean records does not count each
+    iteration of its window exactly once (the log was read with another logging interval or
+    window than it was written with), or None."""
+    if fig.kind not in (rec_kinds.EXACT, rec_kinds.WINDOW_MEANS_FIGURE):
         return None
+    run = [r for r in stats.dedupe(records) if getattr(r, "run", 1) == fig.run
+           and r.kind in (rec_kinds.ITERATION, rec_kinds.WINDOW_MEAN) and r.time_s is not None]
+    lo, hi = fig.window
+    near = [r for r in run if lo - 1 <= r.iteration and r.iteration - r.span <= hi]
+    first = run.index(near[0]) if near else 0
+    apart = stats.spaced_wider(run[max(0, first - 2):first + len(near) + 2])
+    if apart is not None:
+        a, b = apart
+        return ("its records of iterations %d and %d (log lines %d and %d) lie %d iterations apart, but each "
+                "stands for %d: it was written with another logging interval or window than it is read with"
+                % (a.iteration, b.iteration, a.line + 1, b.line + 1, b.iteration - a.iteration, b.span))
     covered = sorted((r.iteration - r.span + 1, r.iteration) for r in window_records(records, fig)
-                     if r.kind in (rec_kinds.ITERATION, rec_kinds.WINDOW_MEAN))
+                     if r.kind in (rec_kinds.ITERATION, rec_kinds.WINDOW_MEAN) and r.time_s is not None)
     expect = fig.window[0]
     for first, last in covered:
         if first != expect:
@@ -168,6 +401,25 @@ def coverage_problem(records, fig):
                     "logging interval or window than it is read with" % what)
         expect = last + 1
     return None
+
+
+# One record as the JSON object json.dumps gives its _asdict(), built by %-formatting: %r of an
+# int or a finite float is its JSON text, and None and the quotes are swapped after. A record
+# holding nan or inf (JSON NaN, Infinity) goes through json.dumps itself.
+_RECORD_JSON = "{%s}" % ", ".join('"%s": %s' % (name, '"%s"' if name == "kind" else "%r")
+                                  for name in IterationRecord._fields)
+
+
+def record_lines(records):
+    """The JSON line of each record, as json.dumps(record._asdict()) writes it."""
+    template = _RECORD_JSON
+    fields = IterationRecord._fields
+    for r in records:
+        text = template % r
+        if "nan" in text or "inf" in text:
+            yield json.dumps(dict(zip(fields, r)))
+            continue
+        yield text.replace("None", "null").replace("'", '"')
 
 
 def images_in_log(records, fig):

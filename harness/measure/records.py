@@ -15,24 +15,31 @@ WINDOW_MEDIAN = "window_median"  # median over the last `span` iterations
 # after the previous record continues it. data_time_s is a running mean over the same
 # iterations, or None where the format's data figure covers other iterations.
 CUMULATIVE_MEAN = "cumulative_mean"
-# A running mean whose first iteration the log does not tell (span 1 by convention):
-# it cannot be differenced, so its figure is an approximation.
+# A mean whose first iteration the log does not tell (span 1 by convention): a running mean
+# of a process resumed from where its log does not say, or a window mean of a window no
+# line of the log gives. It cannot be differenced or added up, so its figure is an
+# approximation.
 GLOBAL_MEAN = "global_mean"
 THROUGHPUT = "throughput"        # only images/s over the last `span` iterations
 KINDS = (ITERATION, WINDOW_MEAN, WINDOW_MEDIAN, CUMULATIVE_MEAN, GLOBAL_MEAN, THROUGHPUT)
 
 # How exact a trial's reported figure is (stats.TrialEstimate.kind), and its phrase in reports.
-EXACT = "exact"                        # every iteration's own time summed (per-iteration or window-mean records)
+EXACT = "exact"                        # every iteration's own time summed (records of one iteration each)
 EXACT_CUMULATIVE = "exact-cumulative"  # (n2*g2 - n1*g1) / (n2 - n1) from two running means
 WINDOW_MEDIAN_FIGURE = "window-median"  # medians of windows
 GLOBAL_MEAN_FIGURE = "global-mean"     # running means that cannot be differenced
 THROUGHPUT_FIGURE = "throughput"       # images/s only
-FIGURE_KINDS = (EXACT, EXACT_CUMULATIVE, WINDOW_MEDIAN_FIGURE, GLOBAL_MEAN_FIGURE, THROUGHPUT_FIGURE)
+# the logged means of windows of several iterations, added up: every iteration counts once,
+# but each mean is printed to a few digits, so how exact it is depends on the figure's bound
+WINDOW_MEANS_FIGURE = "window-means"
+FIGURE_KINDS = (EXACT, EXACT_CUMULATIVE, WINDOW_MEANS_FIGURE, WINDOW_MEDIAN_FIGURE, GLOBAL_MEAN_FIGURE,
+                THROUGHPUT_FIGURE)
 FIGURE_TEXT = {
     EXACT: "exact: every iteration's own time",
     EXACT_CUMULATIVE: "exact: window mean from two running means",
+    WINDOW_MEANS_FIGURE: "sum of the logged window means (within their printed rounding)",
     WINDOW_MEDIAN_FIGURE: "approximate: median of windows",
-    GLOBAL_MEAN_FIGURE: "approximate: running means since an unknown start",
+    GLOBAL_MEAN_FIGURE: "approximate: means since an iteration the log does not tell",
     THROUGHPUT_FIGURE: "approximate: images/s only",
 }
 
@@ -52,6 +59,15 @@ class IterationRecord(NamedTuple):
     images: Optional[int] = None          # images in the iteration (all ranks), if printed
     memory_mb: Optional[float] = None
     loss: Optional[float] = None
+    run: int = 1                          # which run of the log (1-based): a restart begins the next
+    # half a unit of the last digit printed of time_s and data_time_s (of images_per_s in a
+    # throughput record): the most the printed figure can be off; 0.0 where printed in full
+    rounding: float = 0.0
+    # where data_time_s covers other iterations than time_s: the mean of the data_span
+    # iterations ending at this one, of the kind data_kind (WINDOW_MEAN or CUMULATIVE_MEAN);
+    # 0 and None where it covers the same iterations as time_s
+    data_span: int = 0
+    data_kind: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -59,3 +75,8 @@ class ScrapeError:
     line: int      # 0-based index of the line
     reason: str
     text: str      # the line, cut to 200 characters
+    # True where the log cannot give a true figure at all (a record line printed twice
+    # inside a run, records out of order, a line too long to hold, a file that is not text);
+    # False for a line that merely does not parse
+    fatal: bool = False
+    run: Optional[int] = None   # the run the error belongs to, where one (None: the whole log)

@@ -7,16 +7,30 @@ window, never a mean of per-iteration rates. Two independent estimators:
   window means, or running means that can be differenced; honest approximations for
   window medians, running means of unknown start and throughput-only logs);
 - observed: from the arrival times of the log lines themselves (runner.py's clock).
+
+A reported figure comes from one run of its log (a log may hold a restarted process
+after the first), and carries the bound on its error that the printed digits imply:
+``exact`` means that bound is within EXACT_WITHIN of the figure, over the window asked for.
 """
+import bisect
+import dataclasses
+import itertools
 import math
+import operator
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from harness.measure import flags
 from harness.measure.records import (CUMULATIVE_MEAN, EXACT, EXACT_CUMULATIVE, GLOBAL_MEAN, GLOBAL_MEAN_FIGURE,
-                             ITERATION, THROUGHPUT, THROUGHPUT_FIGURE, WINDOW_MEAN, WINDOW_MEDIAN_FIGURE)
+                             ITERATION, THROUGHPUT, THROUGHPUT_FIGURE, WINDOW_MEAN, WINDOW_MEANS_FIGURE,
+                             WINDOW_MEDIAN_FIGURE)
 
 OUTLIER_Z = 3.5             # modified z-score on the MAD
+_RUN = operator.attrgetter("run")
+_ITERATION = operator.attrgetter("iteration")
+EXACT_WITHIN = 0.001        # a figure is exact when its error bound is at most 0.1% of it
+UNIT_ROUNDOFF = 2.0 ** -53  # of the float sums behind a figure
 
 
 class WindowError(ValueError):
@@ -28,14 +42,37 @@ class CounterError(WindowError):
 
 
 @dataclass(frozen=True)
+class RunSpan:
+    """One run of a log: the iterations its records cover and the lines they are on (1-based)."""
+    run: int
+    first: int
+    last: int
+    first_line: int
+    last_line: int
+
+    def text(self):
+        return "run %d covers iterations %d..%d (lines %d..%d)" % (
+            self.run, self.first, self.last, self.first_line, self.last_line)
+
+
+@dataclass(frozen=True)
 class TrialEstimate:
-    throughput: float               # images / s
-    iteration_time_s: float         # mean seconds per iteration in the window
+    throughput: Optional[float]     # images / s (None: images_per_iteration not given, nor counted by the log)
+    iteration_time_s: Optional[float]   # mean seconds per iteration in the window (None: images/s only, and
+                                        # images_per_iteration not given)
     data_time_s: Optional[float]    # mean data seconds per iteration, None if not logged
-    exact: bool                     # True when the figure adds up exact per-iteration times
+    exact: bool                     # error_bound_s within EXACT_WITHIN of the figure, over the window asked for
     iterations: int                 # iterations the figure is based on
     window: Tuple[int, int]         # first and last iteration the figure covers
     kind: str                       # one of records.FIGURE_KINDS
+    # the most |iteration_time_s - the true mean over `window`| can be, by the printed digits
+    # (None: no bound, for approximate kinds and where records leave iterations out)
+    error_bound_s: Optional[float] = None
+    data_error_bound_s: Optional[float] = None
+    requested: Optional[Tuple[int, int]] = None   # the window asked for
+    run: int = 1                    # the run of the log the figure comes from
+    runs: Tuple[RunSpan, ...] = ()  # every run of the log
+    missing: int = 0                # iterations of `window` no record covers: the figure is the others'
 
 
 def _covered(rec):
@@ -55,6 +92,9 @@ def in_window(records, warmup, measure):
 
 def _check_order(records):
     """Iterations must rise in log order (after dedupe: repeats of other ranks are gone)."""
+    its = [r.iteration for r in records]
+    if all(map(operator.lt, its, its[1:])):
+        return
     for prev, rec in zip(records, records[1:]):
         if rec.iteration <= prev.iteration:
             raise CounterError("iteration goes back from %d (log line %d) to %d (log line %d)"
@@ -74,141 +114,353 @@ def _reach(records, warmup, measure):
         raise WindowError("the window %d..%d is larger than the log: it reaches iteration %d" % (lo, hi, last))
 
 
-def reported(records, warmup, measure, images_per_iteration):
+def run_spans(records):
+    """{run: its records} in log order, and the RunSpan of each."""
+    by_run = {}
+    for run, group in itertools.groupby(records, key=_RUN):
+        by_run.setdefault(run, []).extend(group)
+    spans = tuple(RunSpan(run, min(r.iteration - max(r.span, 1) + 1 for r in recs[:8]), max(r.iteration for r in recs[-8:]),
+                          recs[0].line + 1, recs[-1].line + 1) for run, recs in by_run.items())
+    return by_run, spans
+
+
+def pick_run(spans, lo, hi, run=None):
+    """The run a figure of lo..hi comes from: `run` where given; else the last run whose
+    records cover the window; else the last that reaches its end and covers at least half
+    of it (a run that starts inside the window: its figure then covers less, and says so);
+    else WindowError naming each run."""
+    if run is not None:
+        if run not in [s.run for s in spans]:
+            raise WindowError("the log holds %d run%s; there is no run %d" % (len(spans), "" if len(spans) == 1 else "s",
+                                                                             run))
+        return run
+    if len(spans) == 1:
+        return spans[0].run
+    covering = [s for s in spans if s.first <= lo and s.last >= hi]
+    if covering:
+        return covering[-1].run
+    partly = [s for s in spans if s.last >= hi and 2 * (hi - max(lo, s.first) + 1) >= hi - lo + 1]
+    if partly:
+        return partly[-1].run
+    raise WindowError("no single run of the log covers the window %d..%d, and a figure never mixes runs: %s; "
+                      "pick one with --run N" % (lo, hi, "; ".join(s.text() for s in spans)))
+
+
+def reported(records, warmup, measure, images_per_iteration, run=None):
     """Throughput from the framework's own figures over the measured window.
 
-    The records' kind at the window decides the estimator: per-iteration times and window
-    means add up exactly; running means are differenced exactly (``cumulative_window``);
-    window medians, running means of unknown start and throughput-only figures give an
-    approximation. The estimate's ``window`` is what the figure really covers.
+    images_per_iteration may be None (not known): a figure that depends on it is then None.
+    The figure comes from one run of the log (``run``, else the last that covers the window:
+    pick_run). The records' kind at the window decides the estimator: per-iteration times
+    and window means add up exactly (``window_sum``); running means are differenced exactly
+    (``cumulative_window``); window medians, running means of unknown start and
+    throughput-only figures give an approximation. The estimate's ``window`` is what the
+    figure really covers, its ``error_bound_s`` what the printed digits allow.
     """
     records = dedupe(records)
+    lo, hi = warmup + 1, warmup + measure
+    by_run, spans = run_spans(records)
+    chosen = pick_run(spans, lo, hi, run) if records else run or 1
+    records = by_run.get(chosen, [])
     _check_order(records)
     _reach(records, warmup, measure)
-    kind = next(r.kind for r in records if r.iteration > warmup)
-    records = [r for r in records if r.kind == kind]
+    # the records near the window (they rise: _check_order): one before it and two after, for
+    # the running means whose points lie just outside it
+    first = bisect.bisect_right(records, lo - 1, key=_ITERATION)
+    last = bisect.bisect_right(records, hi, key=_ITERATION)
+    kind = records[bisect.bisect_right(records, warmup, key=_ITERATION)].kind
+    near = [r for r in records[max(0, first - 2):last + 2] if r.kind == kind]
     if kind == CUMULATIVE_MEAN:
-        return cumulative_window(records, warmup, measure, images_per_iteration)
+        est = cumulative_window(near, warmup, measure, images_per_iteration)
+    elif kind in (ITERATION, WINDOW_MEAN):
+        est = window_sum(near, warmup, measure, images_per_iteration)
+    else:
+        est = _approximate(near, kind, warmup, measure, images_per_iteration)
+    est = dataclasses.replace(est, requested=(lo, hi), run=chosen, runs=spans)
+    return dataclasses.replace(est, exact=is_exact(est))
+
+
+def _rate(images_per_iteration, seconds_per_iteration):
+    """images/s, None where the images per iteration are not known."""
+    return None if images_per_iteration is None else images_per_iteration / seconds_per_iteration
+
+
+def is_exact(est):
+    """Within EXACT_WITHIN of the truth by its bound, over the window asked for, every iteration counted."""
+    return (est.error_bound_s is not None and est.iteration_time_s is not None and est.iteration_time_s > 0
+            and est.missing == 0
+            and est.error_bound_s <= EXACT_WITHIN * est.iteration_time_s
+            and (est.requested is None or tuple(est.window) == tuple(est.requested)))
+
+
+def _approximate(records, kind, warmup, measure, images_per_iteration):
     window = in_window(records, warmup, measure)
     if not window:
         raise WindowError("no record of the log lies inside the window %d..%d (records cover %d iterations each)"
                           % (warmup + 1, warmup + measure, max(r.span for r in records)))
     edges = (min(_covered(r)[0] for r in window), max(r.iteration for r in window))
-    if kind in (ITERATION, WINDOW_MEAN):
-        timed = [r for r in window if r.time_s is not None]
-        if not timed:
-            raise WindowError("no iteration times in the window")
-        iters = sum(r.span for r in timed)
-        seconds = sum(r.time_s * r.span for r in timed)
-        images = sum(r.images if (r.images is not None and r.span == 1) else images_per_iteration * r.span
-                     for r in timed)
-        data = [r for r in timed if r.data_time_s is not None]
-        data_time = sum(r.data_time_s * r.span for r in data) / sum(r.span for r in data) if data else None
-        return TrialEstimate(images / seconds, seconds / iters, data_time, True, iters, edges, EXACT)
     if kind == THROUGHPUT:
         rated = [r for r in window if r.images_per_s]
         if not rated:
             raise WindowError("no throughput figures in the window")
         iters = sum(r.span for r in rated)
-        seconds = sum(r.span * images_per_iteration / r.images_per_s for r in rated)
-        return TrialEstimate(iters * images_per_iteration / seconds, seconds / iters, None, False, iters,
-                             edges, THROUGHPUT_FIGURE)
+        rate = iters / sum(r.span / r.images_per_s for r in rated)   # images/s over the window
+        return TrialEstimate(rate, None if images_per_iteration is None else images_per_iteration / rate, None,
+                             False, iters, edges, THROUGHPUT_FIGURE)
     # window medians and running means of unknown start: no exact sum exists; take the median
     times = [r.time_s for r in window if r.time_s is not None]
     if not times:
         raise WindowError("no iteration times in the window")
     t = median(times)
     datas = [r.data_time_s for r in window if r.data_time_s is not None]
-    return TrialEstimate(images_per_iteration / t, t, median(datas) if datas else None, False,
+    return TrialEstimate(_rate(images_per_iteration, t), t, median(datas) if datas else None, False,
                          max(r.iteration for r in window) - warmup, edges,
                          GLOBAL_MEAN_FIGURE if kind == GLOBAL_MEAN else WINDOW_MEDIAN_FIGURE)
 
 
+# One printed figure as the sums below use it: the mean `value` of the `span` iterations
+# ending at `iteration`, off by at most `rounding`.
+_Mean = namedtuple("_Mean", "iteration span value rounding line")
+
+
+def _times(records):
+    return [_Mean(r.iteration, r.span, r.time_s, r.rounding, r.line) for r in records if r.time_s is not None]
+
+
+def _datas(records):
+    """The data figures, with the span and kind each covers; (kind, means)."""
+    out, kind = [], None
+    for r in records:
+        if r.data_time_s is None:
+            continue
+        kind = r.data_kind or r.kind
+        out.append(_Mean(r.iteration, r.data_span or r.span, r.data_time_s, r.rounding, r.line))
+    return kind, out
+
+
 @dataclass(frozen=True)
-class _Point:
-    """A record as a point of its running sum: seconds since the chain began."""
-    record: object
-    chain: int                 # records of one chain can be differenced
-    seconds: float             # time summed over the chain up to record.iteration
-    data_seconds: Optional[float]
+class _Sum:
+    seconds: float
+    error: Optional[float]    # bound on |seconds - the true sum|; None: not bounded
+    iterations: int           # counted (first..last less the missing ones)
+    first: int
+    last: int
+    missing: int              # iterations of first..last no figure covers
 
 
-def _chains(records):
-    """Each record's place in its running sum. A record whose first covered iteration
-    differs from the previous record's starts a new sum; one that starts right after the
-    previous record continues the chain (a framework that restarts its meters at a logged
-    iteration), any other starts a new chain that cannot be differenced with the old."""
-    points = []
-    chain = 0
-    base = data_base = 0.0
-    prev = None
-    for rec in records:
-        if rec.span < 1 or rec.span > rec.iteration:
+def _tile(means, lo, hi):
+    """The sum of the window means lying inside lo..hi, or None where none does."""
+    inside = sorted((m for m in means if m.iteration - m.span + 1 >= lo and m.iteration <= hi),
+                    key=lambda m: m.iteration)
+    if not inside:
+        return None
+    first, last = inside[0].iteration - inside[0].span + 1, inside[-1].iteration
+    seconds = error = magnitude = 0.0
+    iters = missing = 0
+    overlap = False
+    expect = first
+    for m in inside:
+        start = m.iteration - m.span + 1
+        if start > expect:
+            missing += start - expect
+        elif start < expect:
+            overlap = True
+        expect = max(expect, m.iteration + 1)
+        seconds += m.span * m.value
+        error += m.span * m.rounding
+        magnitude += abs(m.span * m.value)
+        iters += m.span
+    error += 2 * UNIT_ROUNDOFF * len(inside) * magnitude
+    return _Sum(seconds, None if overlap or missing or math.isnan(error) else error, iters, first, last, missing)
+
+
+def window_sum(records, warmup, measure, images_per_iteration):
+    """Per-iteration times and window means over the window, added up: every iteration once.
+
+    The window is what the records lying inside the one asked for cover. Where they leave
+    iterations out, or count one twice (a log read with another interval than it was
+    written with), the figure is the mean of what they cover and has no bound."""
+    lo, hi = warmup + 1, warmup + measure
+    got = _tile(_times(records), lo, hi)
+    if got is None:
+        inside = in_window(records, warmup, measure)
+        if inside:
+            raise WindowError("no iteration times in the window")
+        raise WindowError("no record of the log lies inside the window %d..%d (records cover %d iterations each)"
+                          % (lo, hi, max(r.span for r in records)))
+    inside = [r for r in in_window(records, warmup, measure) if r.time_s is not None]
+    if images_per_iteration is None and any(r.images is None or r.span != 1 for r in inside):
+        images = None   # the log does not count them
+    else:
+        images = sum(r.images if (r.images is not None and r.span == 1) else images_per_iteration * r.span
+                     for r in inside)
+    data_time, data_bound = _data_over(records, got.first, got.last)
+    kind = EXACT if all(r.span == 1 for r in inside) else WINDOW_MEANS_FIGURE
+    bound = _per(got.error, got.iterations)
+    if spaced_wider(records) is not None:   # the spans do not describe this log: no bound
+        bound = data_bound = None
+    return TrialEstimate(None if images is None else images / got.seconds, got.seconds / got.iterations, data_time,
+                         True, got.iterations, (got.first, got.last), kind, bound, data_bound, missing=got.missing)
+
+
+def spaced_wider(records):
+    """(a, b) for two records of window means that lie further apart than the later one's span
+    (and its iterations less than a span after the earlier), or None. A log skips fewer
+    iterations than a span only where an epoch ends before its interval does; more, and the
+    records say a window other than the one the log was written with (read with another
+    interval or window)."""
+    for a, b in zip(records, records[1:]):
+        if b.iteration - b.span - a.iteration > b.span:
+            return a, b
+    return None
+
+
+def _per(error, iterations):
+    return None if error is None else error / iterations
+
+
+def _data_over(records, first, last):
+    """(mean data time, its bound) over first..last: None, None where the log prints none."""
+    kind, means = _datas(records)
+    if not means:
+        return None, None
+    if kind == CUMULATIVE_MEAN:
+        got = _running_sum(_chain_points(means), first - 1, last, edges_only=False)
+    elif kind in (ITERATION, WINDOW_MEAN):
+        got = _tile(means, first, last)
+    else:
+        return None, None
+    if got is None or got.iterations <= 0:
+        return None, None
+    bound = _per(got.error, got.iterations) if (got.first, got.last) == (first, last) else None
+    # the printed rounding can take a near-zero data sum below zero; the true one is not
+    return max(0.0, got.seconds) / got.iterations, bound
+
+
+# ------------------------------------------------------------------ running means
+
+# A point of a running sum: the seconds summed from its chain's start to `iteration`,
+# off by at most `error`. A chain's start is a point too (nothing summed yet, no error).
+_Point = namedtuple("_Point", "iteration seconds error magnitude chain line")
+
+
+def _chain_points(means):
+    """The points of the running sums: a mean whose first iteration differs from the one
+    before's begins a chain (a framework that restarts its meters), whose start point sits
+    right before its first iteration. Chains must follow one another; points of one chain
+    can be differenced."""
+    points, chains = [], []
+    start = None
+    for m in means:
+        if m.span < 1 or m.span > m.iteration:
             raise CounterError("log line %d: a running mean over %d iterations ending at iteration %d"
-                               % (rec.line + 1, rec.span, rec.iteration))
-        first = rec.iteration - rec.span + 1
-        if prev is not None and first != prev.record.iteration - prev.record.span + 1:
-            if first == prev.record.iteration + 1:
-                base, data_base = prev.seconds, prev.data_seconds
-            else:
-                chain += 1
-                base, data_base = 0.0, 0.0
-        data = None if rec.data_time_s is None or data_base is None else data_base + rec.span * rec.data_time_s
-        prev = _Point(rec, chain, base + rec.span * rec.time_s, data)
-        points.append(prev)
+                               % (m.line + 1, m.span, m.iteration))
+        first = m.iteration - m.span + 1
+        if first != start:
+            if points and first - 1 < points[-1].iteration:
+                raise CounterError("the running mean of log line %d starts at iteration %d, inside the one of "
+                                   "log line %d (up to iteration %d)" % (m.line + 1, first, points[-1].line + 1,
+                                                                      points[-1].iteration))
+            start = first
+            chains.append(len(points))
+            points.append(_Point(first - 1, 0.0, 0.0, 0.0, len(chains) - 1, m.line))
+        seconds = m.span * m.value
+        points.append(_Point(m.iteration, seconds, m.span * m.rounding, abs(seconds), len(chains) - 1, m.line))
     return points
+
+
+def _check_sums(points):
+    """A running sum never shrinks by more than the rounding of its two printed means allows."""
+    for a, b in zip(points, points[1:]):
+        if a.chain != b.chain:
+            continue
+        slack = a.error + b.error + 4 * UNIT_ROUNDOFF * (a.magnitude + b.magnitude)
+        if b.seconds < a.seconds - slack:
+            raise CounterError("running sums shrink beyond their printed rounding: %.6g s by iteration %d (log line "
+                               "%d), %.6g s by iteration %d (log line %d)" % (
+                                   a.seconds, a.iteration, a.line + 1, b.seconds, b.iteration, b.line + 1))
+
+
+def _running_sum(points, start, end, edges_only=True):
+    """The sum over start+1..end from the points (start and end are point iterations), chain by
+    chain; iterations between chains are missing. None where no point sits at either edge."""
+    its = {p.iteration for p in points}
+    if start not in its or end not in its or end <= start:
+        if edges_only:
+            return None
+        below = [p.iteration for p in points if p.iteration <= start]
+        upto = [p.iteration for p in points if p.iteration <= end]
+        if not below or not upto or upto[-1] <= below[-1]:
+            return None
+        start, end = below[-1], upto[-1]
+    seconds = error = magnitude = 0.0
+    covered = 0
+    by_chain = {}
+    for p in points:
+        by_chain.setdefault(p.chain, []).append(p)
+    for chain in by_chain.values():
+        lo, hi = max(chain[0].iteration, start), min(chain[-1].iteration, end)
+        if hi <= lo:
+            continue
+        a = next(p for p in chain if p.iteration == lo)
+        b = next(p for p in chain if p.iteration == hi)
+        seconds += b.seconds - a.seconds
+        error += a.error + b.error
+        magnitude += a.magnitude + b.magnitude
+        covered += hi - lo
+    missing = (end - start) - covered
+    error += 4 * UNIT_ROUNDOFF * magnitude
+    return _Sum(seconds, None if missing else error, covered, start + 1, end, missing)
 
 
 def cumulative_window(records, warmup, measure, images_per_iteration):
     """Exact window mean from running means: (n2*g2 - n1*g1) / (n2 - n1).
 
-    The start is the last record at or before the window's start (iteration ``warmup``),
-    the end the last record at or before its end (``warmup + measure``), both of one chain
-    (``_chains``). Where the chain has no record at or before the start, the start moves to
-    its first record; where that leaves no later record at or before the end, the end
-    moves to the next record. The estimate's window says which iterations the figure
-    covers; one that spans less than half the measured iterations is refused. The data
-    time is differenced the same way where the format logs it as a running mean over the
-    same iterations, else None.
+    The points are the records' running sums and each chain's start (_chain_points). The
+    start is the last point at or before the window's start (iteration ``warmup``), else the
+    first point; the end the last point at or before the window's end, else the next one
+    after the start. Iterations between chains (a framework's meters reset after its first
+    batches of an epoch) count as missing: the figure is the mean of the others, with no
+    bound. The estimate's window says which iterations the figure covers; one that covers
+    less than half the measured iterations is refused. The data time is differenced the same
+    way, from the data's own running means or window means where the format logs them.
     """
     lo, hi = warmup + 1, warmup + measure
-    timed = [r for r in records if r.time_s is not None]
-    if len(timed) < 2:
-        raise WindowError("the log has %d running-mean record%s with a time; an exact window mean needs two"
-                          % (len(timed), "" if len(timed) == 1 else "s"))
-    points = _chains(timed)
-    ends = [p for p in points if p.record.iteration <= hi]
-    if not ends:
-        raise WindowError("the first running mean is at iteration %d, after the window %d..%d ends"
-                          % (points[0].record.iteration, lo, hi))
-    end = ends[-1]
-    chain = [p for p in points if p.chain == end.chain]
-    starts = [p for p in chain if p.record.iteration <= warmup]
-    start = starts[-1] if starts else chain[0]
-    if start is end:
-        later = [p for p in chain if p.record.iteration > end.record.iteration]
+    means = _times(records)
+    if not means:
+        raise WindowError("the log has no running-mean record with a time")
+    points = _chain_points(means)
+    _check_sums(points)
+    its = sorted({p.iteration for p in points})
+    before = [i for i in its if i <= lo - 1]
+    start = before[-1] if before else its[0]
+    upto = [i for i in its if start < i <= hi]
+    if upto:
+        end = upto[-1]
+    else:
+        later = [i for i in its if i > start]
         if not later:
-            raise WindowError("only one running mean (iteration %d) lies near the window %d..%d; an "
-                              "exact window mean needs two" % (end.record.iteration, lo, hi))
+            raise WindowError("only one running mean (iteration %d) lies near the window %d..%d; an exact window "
+                              "mean needs two" % (means[-1].iteration, lo, hi))
         end = later[0]
-    between = [p for p in chain if start.record.iteration <= p.record.iteration <= end.record.iteration]
-    for a, b in zip(between, between[1:]):
-        if b.seconds <= a.seconds:
-            raise CounterError("running sums shrink: %.6g s by iteration %d (log line %d), %.6g s by iteration "
-                               "%d (log line %d)" % (a.seconds, a.record.iteration, a.record.line + 1,
-                                                     b.seconds, b.record.iteration, b.record.line + 1))
-    iters = end.record.iteration - start.record.iteration
-    if 2 * iters < measure:
+    got = _running_sum(points, start, end)
+    covered = got.iterations
+    if 2 * covered < measure:
         raise WindowError("the running means nearest the window %d..%d, at iterations %d and %d, span only %d "
-                          "of its %d iterations" % (lo, hi, start.record.iteration, end.record.iteration,
-                                                    iters, measure))
-    seconds = end.seconds - start.seconds
-    data_time = None
-    if start.data_seconds is not None and end.data_seconds is not None:
-        # the printed rounding can take a near-zero data sum below zero; the true one is not
-        data_time = max(0.0, end.data_seconds - start.data_seconds) / iters
-    return TrialEstimate(iters * images_per_iteration / seconds, seconds / iters, data_time, True, iters,
-                         (start.record.iteration + 1, end.record.iteration), EXACT_CUMULATIVE)
+                          "of its %d iterations" % (lo, hi, start, end, covered, measure))
+    if got.error is not None and got.seconds - got.error < 0 < got.seconds + got.error:
+        # the true sum is no less than 0: the rounding leaves 0..seconds + error, whose middle is
+        # the figure (printed means that difference to nothing or less are no counter going back)
+        top = got.seconds + got.error
+        low = max(0.0, got.seconds - got.error)
+        got = dataclasses.replace(got, seconds=(low + top) / 2, error=(top - low) / 2)
+    if got.seconds <= 0:
+        raise CounterError("the running means at iterations %d and %d add up to no time (%.6g s)"
+                           % (start, end, got.seconds))
+    data_time, data_bound = _data_over(records, start + 1, end)
+    return TrialEstimate(_rate(images_per_iteration, got.seconds / covered), got.seconds / covered, data_time, True,
+                         covered, (start + 1, end), EXACT_CUMULATIVE, _per(got.error, covered), data_bound,
+                         missing=got.missing)
 
 
 def observed(records, line_times, warmup, measure, images_per_iteration):
@@ -237,12 +489,15 @@ def observed(records, line_times, warmup, measure, images_per_iteration):
 
 
 def dedupe(records):
-    """Keep the first record of each iteration (several ranks may print the same one)."""
+    """Keep the first record of each iteration of each run (several ranks may print the same one)."""
+    keys = [(r.run, r.iteration) for r in records]
+    if len(set(keys)) == len(keys):
+        return records
     seen = set()
     out = []
-    for r in records:
-        if r.iteration not in seen:
-            seen.add(r.iteration)
+    for key, r in zip(keys, records):
+        if key not in seen:
+            seen.add(key)
             out.append(r)
     return out
 

@@ -17,13 +17,18 @@ SCHEMA_VERSION = 2   # 2: figure kind, window, work per iteration and memory mea
 CELL_COLUMNS = (
     "source", "table", "platform", "precision", "gpus", "nodes", "batch_per_gpu", "model", "framework",
     "throughput", "iteration_ms", "data_ms", "data_share", "ci_low", "ci_high", "min", "max", "iqr",
-    "cv", "observed", "n", "failed", "outliers", "flags", "na", "run_id", "figure_kinds", "figure", "windows",
+    "cv", "observed", "n", "failed", "outliers", "flags", "na", "run_id", "imported", "figure_kinds", "figure",
+    "windows",
     "work", "peak_rss_mb", "peak_device_mb", "peak_mem_mb",
     # how close to the machine's limit: counted work per image, achieved TFLOP/s, the host's
     # measured peak at the cell's precision (GFLOP/s) and the achieved fraction of it
     "flops_per_image", "tflops", "peak_gflops", "mfu", "limit_note",
     # the lower peak the run stored, where a higher one measured since on the same kind of machine replaced it
     "peak_stored_gflops",
+    # one device's counted work per iteration from the cell's logged counts ("logged"), or a run stored
+    # before that with one figure per image counted on a synthetic batch ("synthetic"); the share
+    # against the stored peak where a higher one replaced it
+    "flops_per_iteration", "work_basis", "mfu_stored",
     # inference cells (batch_per_gpu is the batch size): medians over repeats, in ms
     "latency_avg_ms", "latency_p50_ms", "latency_percentiles_ms", "latency_batches", "pre_ms", "net_ms",
     "post_ms", "detections_per_image")
@@ -84,13 +89,15 @@ def cell_row(table, model, framework, entry):
         row.update({
             "ci_low": d.ci[0] if d.ci else None, "ci_high": d.ci[1] if d.ci else None,
             "min": d.minimum, "max": d.maximum, "iqr": d.iqr, "cv": d.cv, "observed": d.observed, "n": d.n,
-            "failed": d.failed, "outliers": d.outliers, "run_id": d.run_id, "figure_kinds": list(d.kinds),
+            "failed": d.failed, "outliers": d.outliers, "run_id": d.run_id, "imported": d.imported,
+            "figure_kinds": list(d.kinds),
             "figure": figures.column_text(framework, [d]) if d.kinds else None,
             "windows": ["%d..%d" % tuple(w) for w in d.windows] if d.windows else None,
             "work": d.work, "peak_rss_mb": d.peak_rss_mb, "peak_device_mb": d.peak_device_mb,
             "peak_mem_mb": d.peak_mem_mb, "flops_per_image": d.flops_per_image, "tflops": d.tflops,
             "peak_gflops": d.peak_gflops, "mfu": d.mfu, "limit_note": d.limit_note,
-            "peak_stored_gflops": d.peak_stored_gflops,
+            "peak_stored_gflops": d.peak_stored_gflops, "flops_per_iteration": d.flops_per_iteration,
+            "work_basis": d.work_basis, "mfu_stored": d.mfu_stored,
         })
     return {k: row.get(k) for k in CELL_COLUMNS}
 

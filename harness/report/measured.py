@@ -44,7 +44,9 @@ def cell_entries(rows, ci=True, places=None):
 
 
 def _imported(run):
-    """Whether a run row is one `detbench import` made (its cells' figures come from logs made elsewhere)."""
+    """Whether a run is one `detbench import` made (its cells' figures come from logs made elsewhere)."""
+    if hasattr(run, "imported"):
+        return bool(run.imported)
     return "origin" in run.keys() and run["origin"] == "imported"
 
 

@@ -11,6 +11,7 @@ the log (`--run`, else the last that covers the window) and with the same epoch 
 (a detected format, another window than asked, a run of several) is said only once every
 log has passed.
 """
+import dataclasses
 import json
 import os
 import re
@@ -60,8 +61,7 @@ def import_logs(logs, framework, model, precision, platform, batch_per_gpu, gpus
         fig = _check_log(log, how, fw.name, warmup, measure, images, batch_per_gpu, gpus, nodes, run, max_error)
         notes += ["detbench: " + n for n in fig.notes]
         # ingest reads the same run of the log as the figure checked here
-        checked.append(how if fig.runs == 1 else
-                       logfigure.Reading(how.scraper, dict(how.options, run=fig.run), how.how, how.source, how.notes))
+        checked.append(how if fig.runs == 1 else dataclasses.replace(how, options=dict(how.options, run=fig.run)))
     sc = _scenario(scenario_name, fw.name, model, precision, platform, gpus, nodes, batch_per_gpu,
                    warmup, measure, len(logs))
     cell = scenario_mod.Cell(fw.name, model, precision, platform, gpus, nodes)

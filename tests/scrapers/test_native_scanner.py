@@ -21,6 +21,7 @@ from harness.measure.scrapers.maskrcnn_benchmark import MaskrcnnScraper
 from harness.measure.scrapers.mmdet_v2 import MmcvScraper
 from harness.measure.scrapers.mmdet_v3 import MmengineScraper
 from tests.conftest import need_service
+from tests.scrapers.fed import fed_line_by_line
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,10 +35,25 @@ def _need_native():
                          "(pip install -e . found no C compiler)")
 
 
-def fed_line_by_line(scraper, path):
-    """The reference: each raw line of the file cleaned once and fed, in order."""
-    with open(path, "rb") as f:
-        return list(common.run_lines(scraper, f))
+# A first record of each format (iteration 1): the compiled scanner leaves every line up to
+# a run's first record to Python (common.Scraper.begin reads it), and reads the lines after
+PRIMERS = {
+    "mmcv": "2021-03-01 09:10:00,000 - mmdet - INFO - Epoch [1][1/120]\tlr: 1.000e-03, eta: 7:01:10, "
+            "time: 0.400, data_time: 0.020, memory: 3375, loss: 1.2000",
+    "mmengine": "06/12 14:00:00 - mmengine - INFO - Iter(train) [ 1/90000]  lr: 2.0e-02  eta: 1 day  "
+                "time: 0.4  data_time: 0.02  memory: 33  loss: 1.2",
+    "detectron2": "[05/17 10:40:13] d2.utils.events INFO:  eta: 1:00  iter: 0  total_loss: 1.2  time: 0.4  "
+                  "data_time: 0.02  lr: 0.1  max_mem: 3189M",
+    "maskrcnn": "x INFO: eta: 1:00  iter: 1  loss: 1.2 (1.2)  time: 0.4 (0.4)  data: 0.02 (0.02)  lr: 0.002  "
+                "max mem: 3012",
+}
+
+
+def primed(fmt, **options):
+    """A scraper of the format that has read its run's first record (PRIMERS)."""
+    scraper = CLASSES[fmt](**options)
+    assert [type(x).__name__ for x in common.run_lines(scraper, [PRIMERS[fmt]])] == ["IterationRecord"]
+    return scraper
 
 
 def readings(cls, options, path, chunk_size):
@@ -93,21 +109,32 @@ def test_fixtures_read_the_same_three_ways(fmt, fixture, options, tmp_path):
     ("mmcv", "mmdet_v2.log", 3), ("mmengine", "mmdet_v3.log", 3),
     ("detectron2", "detectron2.log", 2), ("maskrcnn", "maskrcnn_benchmark.log", 2)])
 def test_plain_logs_are_read_by_the_scanner_itself(fmt, fixture, records):
-    """No line of a plain log (validation lines included) goes back to Python."""
+    """Past a run's first record, no line of a plain log (validation lines included) goes back
+    to Python; up to it (its banner, its first record), every line does."""
     _need_native()
     data = (FIXTURES / fixture).read_bytes()
+    lines = data.split(b"\n")
+    scan = getattr(common._fastscan, fmt)
     out = []
-    pos, line = getattr(common._fastscan, fmt)(CLASSES[fmt](), data, 0, len(data), 0, out)
+    assert scan(CLASSES[fmt](), data, 0, len(data), 0, out) == (0, 0) and out == []
+    expected, _ = common.collect(common.run_lines(CLASSES[fmt](), lines))
+    assert len(expected) == records
+    first = expected[0].line + 1          # the lines up to the first record: Python's
+    scraper = CLASSES[fmt]()
+    assert list(common.run_lines(scraper, lines[:first])) == expected[:1]
+    start = len(b"\n".join(lines[:first])) + 1
+    out = []
+    pos, line = scan(scraper, data, start, len(data), first, out)
     assert (pos, line) == (len(data), data.count(b"\n"))
-    expected, _ = common.collect(common.run_lines(CLASSES[fmt](), data.split(b"\n")))
-    assert out == expected and len(out) == records
+    assert out == expected[1:]
 
 
-def test_the_scanner_keeps_the_scraper_state():
+def test_the_scanner_keeps_the_scraper_state(tmp_path):
     _need_native()
-    data = (FIXTURES / "mmdet_v2.log").read_bytes()
+    path = tmp_path / "log.txt"
+    path.write_bytes((FIXTURES / "mmdet_v2.log").read_bytes())
     scraper = MmcvScraper()
-    common._fastscan.mmcv(scraper, data, 0, len(data), 0, [])
+    assert [r.iteration for r in common.run_path(scraper, path)] == [50, 100, 170]
     assert scraper.last_iteration == 170 and scraper.interval == 50
 
 
@@ -120,11 +147,27 @@ def test_lines_it_cannot_read_exactly_are_handed_to_python():
     first = MMCV.replace("100/", "50/").encode() + b"\n"
     for odd in (MMCV.replace("0.388", "0_388"), "\x1b[32m" + MMCV.replace(", ", "\x1b(, "),
                 "  {\"mode\": 1}", MMCV.replace("INFO", "INF\u00c9"), MMCV.replace("\t", " "),
-                MMCV.replace("[1][", "[1234567890]["), "\u2588\r" + MMCV + "\x0c"):
+                MMCV.replace("[1][", "[1234567890]["), "\u2588\r" + MMCV + "\x0c",
+                MMCV.replace("100/", "30/"), MMCV.replace("100/", "50/"),   # a counter that does not rise
+                "2021-03-01 09:00:00,000 - mmdet - INFO - Environment info:"):   # a start banner
         data = first + odd.encode() + b"\n"
         out = []
-        pos, line = common._fastscan.mmcv(MmcvScraper(), data, 0, len(data), 7, out)
+        pos, line = common._fastscan.mmcv(primed("mmcv"), data, 0, len(data), 7, out)
         assert (pos, line, len(out)) == (len(first), 8, 1), odd
+
+
+def test_a_run_s_first_record_is_handed_to_python():
+    """Up to a run's first record, and while a run's figures are ones only Python computes
+    (a detectron2 process that started past iteration 0), every line goes back to Python."""
+    _need_native()
+    data = MMCV.encode() + b"\n"
+    assert common._fastscan.mmcv(MmcvScraper(), data, 0, len(data), 0, []) == (0, 0)
+    resumed = Detectron2Scraper()
+    list(common.run_lines(resumed, ["[05/17 10:40:00 d2.engine.train_loop]: Starting training from iteration 500",
+                                    PRIMERS["detectron2"].replace("iter: 0 ", "iter: 519 ")]))
+    assert resumed.start == 500 and resumed.last_iteration == common.HANDOVER
+    data = PRIMERS["detectron2"].replace("iter: 0 ", "iter: 539 ").encode()
+    assert common._fastscan.detectron2(resumed, data, 0, len(data), 0, []) == (0, 0)
 
 
 def test_colour_codes_redraws_and_rank_prefixes_are_cleaned_by_the_scanner():
@@ -136,10 +179,10 @@ def test_colour_codes_redraws_and_rank_prefixes_are_cleaned_by_the_scanner():
              "[rank01]:" + MMCV.replace("100/", "119/"), "\x1b[\x7f" + MMCV.replace("100/", "1/")]
     data = "\n".join(lines).encode()
     out = []
-    pos, _ = common._fastscan.mmcv(MmcvScraper(), data, 0, len(data), 0, out)
+    pos, _ = common._fastscan.mmcv(primed("mmcv"), data, 0, len(data), 0, out)
     assert pos == data.rindex(b"\n") + 1   # "\x1b[\x7f" is no colour code: left to Python
     assert [(r.iteration, r.line) for r in out] == [(100, 0), (110, 1), (115, 2), (118, 4)]
-    assert out == common.collect(common.run_lines(MmcvScraper(), data.split(b"\n")[:-1]))[0]
+    assert out == common.collect(common.run_lines(primed("mmcv"), data.split(b"\n")[:-1]))[0]
 
 
 # The choices of the Python patterns that a scanner could easily get wrong. Each line
@@ -178,8 +221,8 @@ def test_the_scanner_makes_the_patterns_choices(fmt, line, prefer):
     options = {"prefer": prefer} if fmt == "detectron2" else {}
     data = line.encode() + b"\n"
     out = []
-    pos, _ = getattr(common._fastscan, fmt)(CLASSES[fmt](**options), data, 0, len(data), 0, out)
-    expected = list(common.run_lines(CLASSES[fmt](**options), [line]))
+    pos, _ = getattr(common._fastscan, fmt)(primed(fmt, **options), data, 0, len(data), 0, out)
+    expected = list(common.run_lines(primed(fmt, **options), [line]))
     assert pos == len(data)
     assert out == expected
 
@@ -211,13 +254,18 @@ def test_numbers_convert_exactly_as_float_does(token):
     _need_native()
     data = MMCV.replace("0.388", token).encode()
     out = []
-    pos, _ = common._fastscan.mmcv(MmcvScraper(), data, 0, len(data), 0, out)
+    pos, _ = common._fastscan.mmcv(primed("mmcv"), data, 0, len(data), 0, out)
     try:
         value = float(token)
     except ValueError:
         assert pos == 0 and out == []   # Python writes the error
-    else:
+        return
+    digits = token.lstrip("+-").replace(".", "", 1)
+    if digits.isdigit() and digits.isascii() and len(digits) <= 15:   # a plain decimal: read here
         assert pos == len(data) and repr(out[0].time_s) == repr(value)
+        assert repr(out[0].rounding) == repr(max(common.half_unit(token), common.half_unit("0.018")))
+    else:   # an exponent or many digits: Python reads the number and its rounding
+        assert (pos, out) == (0, []) or (pos == len(data) and repr(out[0].time_s) == repr(value))
 
 
 # ---- hypothesis-made logs ----

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from harness.measure import scrapers
 from harness.measure.records import IterationRecord, ScrapeError
 from harness.measure.scrapers import common
+from tests.scrapers.fed import fed_line_by_line
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MMDET_V2_LINE = ("2021-03-01 09:11:01,500 - mmdet - INFO - Epoch [1][100/120]\tlr: 3.986e-03, "
@@ -150,8 +151,7 @@ def test_reading_a_file_gives_what_feeding_its_lines_gives(tmp_path_factory, tri
     path = tmp_path_factory.mktemp("log") / "log.txt"
     path.write_bytes(data)
     for cls in _path_scrapers():
-        with open(path, "rb") as f:   # each raw line cleaned once, then fed
-            by_lines = [repr(x) for x in common.run_lines(cls(), f)]
+        by_lines = [repr(x) for x in fed_line_by_line(cls(), path)]
         for native in (False, True):
             got = [repr(x) for x in common.run_path(cls(), path, chunk_size, native=native)]
             assert got == by_lines, (cls.__name__, native)

@@ -6,8 +6,9 @@ jsonl, ``iter_scrape_path`` (streaming from a file with a chunked fast path, and
 compiled scanner for the text formats of mmdetection, detectron2 and
 maskrcnn-benchmark). ``scrape_path(name, path)`` reads a log file the fastest way its
 format has; every way gives the same (records, errors). ``FORMATS`` says in one line
-which frameworks write each format, and ``detect(path)`` names the formats whose
-signature lines a log carries.
+which frameworks write each format, ``EPOCH_OPTIONS`` the option that gives a format its
+epoch length where its lines do not print it, and ``detect(path)`` names the formats
+whose signature lines a log carries.
 """
 import itertools
 import json
@@ -52,6 +53,16 @@ FORMATS = {
     "tensorpack": "tensorpack ThroughputTracker at each epoch's end: 'Throughput (samples/sec): X' (images/s only)",
 }
 
+# The scraper option that sets the iterations per epoch, for the formats whose lines do not
+# always print it (mmdetection's .log.json, SimpleDet's old lines, tensorpack without its
+# epoch lines). The other formats print it on every record or count iterations only.
+EPOCH_OPTIONS = {
+    "mmdet-v1": "iters_per_epoch",
+    "mmdet-v2": "iters_per_epoch",
+    "simpledet-mxnet": "batches_per_epoch",
+    "tensorpack": "steps_per_epoch",
+}
+
 # The formats that read a file with a fast path (all but detbench-jsonl).
 PATH_SCRAPERS = {
     "mmdet-v1": mmdet_v1.iter_scrape_path,
@@ -85,13 +96,21 @@ def get(name):
         ) from None
 
 
-def scrape_path(name, path, **options):
-    """Return (records, errors) of the log file at ``path``, streamed from disk."""
+def scrape_path(name, path, run=None, **options):
+    """Return (records, errors) of the log file at ``path``, streamed from disk. With
+    ``run``, only that run's records (and the errors of no run or of that one)."""
     scrape = get(name)
     iter_path = PATH_SCRAPERS.get(name)
     if iter_path is None:
-        return scrape(common.read_lines(path), **options)
-    return common.collect(iter_path(path, **options))
+        problems = []
+        records, errors = scrape(common.read_lines(path, problems), **options)
+        errors += common.problem_errors(problems)
+    else:
+        records, errors = common.collect(iter_path(path, **options))
+    if run is not None:
+        records = [r for r in records if r.run == run]
+        errors = [e for e in errors if e.run is None or e.run == run]
+    return records, errors
 
 
 # ------------------------------------------------------------------ format detection
@@ -154,11 +173,12 @@ def line_format(line):
     return None
 
 
-def detect(path, max_lines=DETECT_LINES):
+def detect(path, max_lines=DETECT_LINES, problems=None):
     """The formats whose signature lines appear among the first ``max_lines`` lines of a
-    log, in the order they first appear: one name when the log is decidable."""
+    log, in the order they first appear: one name when the log is decidable. What stops the
+    reading early (a line too long, a NUL byte) goes into ``problems`` when given."""
     found = []
-    for line in itertools.islice(common.read_lines(path), max_lines):
+    for line in itertools.islice(common.read_lines(path, problems), max_lines):
         name = line_format(line) if line else None
         if name is not None and name not in found:
             found.append(name)

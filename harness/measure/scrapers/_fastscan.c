@@ -16,6 +16,9 @@
  * appends IterationRecords to the list ``out``, reads and updates the scraper's state
  * (last_iteration; interval or window once inferred), and returns where it stopped:
  * pos == end when it read everything, else the start of the line that Python must feed.
+ * Python takes every record whose iteration does not rise past last_iteration (a repeat,
+ * a restart, a record out of order: common.Scraper.accept decides) and every start
+ * banner; while a run needs it (last_iteration is common.HANDOVER), every line.
  */
 #include "_fastscan.h"
 
@@ -23,9 +26,11 @@ enum { MMCV, MMENGINE, DETECTRON2, MASKRCNN };
 
 #define LIMIT (1LL << 62)   /* state values beyond this stay with Python */
 
+#define NFIELDS 14
+
 static PyTypeObject *record_type;
 static PyObject *kinds[4];   /* indexed by KIND_* */
-static PyObject *attr_last, *attr_interval, *attr_window, *attr_prefer_last, *attr_warmup;
+static PyObject *attr_last, *attr_interval, *attr_window, *attr_prefer_last, *attr_warmup, *attr_run;
 
 /* ---- records ---- */
 
@@ -34,9 +39,23 @@ static PyObject *opt_float(int has, double v)
     return has ? PyFloat_FromDouble(v) : Py_NewRef(Py_None);
 }
 
+/* a record's rounding: the same few values over a whole log, so one float object each time
+   it repeats (a float is immutable: sharing it changes nothing a reader can see) */
+static PyObject *rounding_float(double v)
+{
+    static PyObject *last = NULL;
+    if (last == NULL || PyFloat_AS_DOUBLE(last) != v) {
+        Py_XDECREF(last);
+        last = PyFloat_FromDouble(v);
+        if (last == NULL)
+            return NULL;
+    }
+    return Py_NewRef(last);
+}
+
 int fastscan_emit(PyObject *out, Py_ssize_t index, const rec_t *r)
 {
-    PyObject *items[10], *rec;
+    PyObject *items[NFIELDS], *rec;
     int i, ok;
 
     items[0] = PyLong_FromLongLong(r->iteration);
@@ -49,9 +68,13 @@ int fastscan_emit(PyObject *out, Py_ssize_t index, const rec_t *r)
     items[7] = Py_NewRef(Py_None);   /* images */
     items[8] = opt_float(r->has_mem, r->mem);
     items[9] = opt_float(r->has_loss, r->loss);
-    rec = record_type->tp_alloc(record_type, 10);
+    items[10] = PyLong_FromLongLong(r->run);
+    items[11] = rounding_float(r->rounding);
+    items[12] = PyLong_FromLongLong(r->data_span);
+    items[13] = Py_NewRef(r->data_kind == KIND_NONE ? Py_None : kinds[r->data_kind]);
+    rec = record_type->tp_alloc(record_type, NFIELDS);
     ok = rec != NULL;
-    for (i = 0; i < 10; i++) {
+    for (i = 0; i < NFIELDS; i++) {
         ok = ok && items[i] != NULL;
         if (rec != NULL)
             PyTuple_SET_ITEM(rec, i, items[i]);   /* the tuple owns it, even on failure */
@@ -203,6 +226,8 @@ static int one_line(int fmt, state_t *st, const char *s, const char *e, Py_ssize
         }
     }
     memset(&rec, 0, sizeof rec);
+    rec.run = st->run;
+    rec.data_kind = KIND_NONE;
     switch (fmt) {
     case MMCV:
         r = fastscan_mmcv(st, s, e, &rec);
@@ -266,6 +291,9 @@ static int load_state(int fmt, PyObject *scraper, state_t *st)
     r = get_int(scraper, attr_last, 0, &has, &st->last);
     if (r <= 0)
         return r;
+    r = get_int(scraper, attr_run, 0, &has, &st->run);
+    if (r <= 0)
+        return r;
     switch (fmt) {
     case MMCV:
         return get_int(scraper, attr_interval, 1, &st->has_param, &st->param);
@@ -281,7 +309,10 @@ static int load_state(int fmt, PyObject *scraper, state_t *st)
         Py_DECREF(prefer);
         if (st->prefer_last < 0)
             return -1;
-        return get_int(scraper, attr_warmup, 0, &has, &st->warmup);
+        r = get_int(scraper, attr_warmup, 0, &has, &st->warmup);
+        if (r <= 0)
+            return r;
+        return get_int(scraper, attr_window, 0, &has, &st->window);
     }
 }
 
@@ -378,8 +409,9 @@ static int fields_as_built(PyObject *type)
     fields = PyObject_GetAttrString(type, "_fields");
     if (fields == NULL)
         return 0;
-    expected = Py_BuildValue("(ssssssssss)", "iteration", "line", "time_s", "data_time_s",
-                             "span", "kind", "images_per_s", "images", "memory_mb", "loss");
+    expected = Py_BuildValue("(ssssssssssssss)", "iteration", "line", "time_s", "data_time_s",
+                             "span", "kind", "images_per_s", "images", "memory_mb", "loss", "run",
+                             "rounding", "data_span", "data_kind");
     same = expected != NULL && PyObject_RichCompareBool(fields, expected, Py_EQ) == 1;
     Py_DECREF(fields);
     Py_XDECREF(expected);
@@ -413,7 +445,8 @@ PyMODINIT_FUNC PyInit__fastscan(void)
     attr_window = PyUnicode_InternFromString("window");
     attr_prefer_last = PyUnicode_InternFromString("prefer_last");
     attr_warmup = PyUnicode_InternFromString("warmup_iter");
-    if (!attr_last || !attr_interval || !attr_window || !attr_prefer_last || !attr_warmup)
+    attr_run = PyUnicode_InternFromString("run");
+    if (!attr_last || !attr_interval || !attr_window || !attr_prefer_last || !attr_warmup || !attr_run)
         return NULL;
     return PyModule_Create(&module);
 }

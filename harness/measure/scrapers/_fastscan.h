@@ -15,14 +15,16 @@ enum { FAIL = -1,     /* a Python exception is set */
        RECORD = 1,    /* a record, appended to the output list */
        PYTHON = 2 };  /* the line must go to feed() */
 
-enum { KIND_WINDOW_MEAN, KIND_WINDOW_MEDIAN, KIND_CUMULATIVE_MEAN, KIND_ITERATION };
+enum { KIND_WINDOW_MEAN, KIND_WINDOW_MEDIAN, KIND_CUMULATIVE_MEAN, KIND_ITERATION, KIND_NONE };
 
 typedef struct {
     long long last;       /* scraper.last_iteration */
+    long long run;        /* scraper.run */
     int has_param;        /* interval (mmcv) or window (mmengine) is not None */
     long long param;
     int prefer_last;      /* detectron2 */
     long long warmup;     /* detectron2 warmup_iter */
+    long long window;     /* detectron2 window (its data_time's) */
 } state_t;
 
 typedef struct {
@@ -31,11 +33,12 @@ typedef struct {
 
 #define NO_TOK ((tok_t){NULL, NULL})
 
-/* one parsed record; absent optional numbers have has_* == 0 */
+/* one parsed record; absent optional numbers have has_* == 0; data_kind KIND_NONE: the
+   data time covers the record's own iterations (data_span 0) */
 typedef struct {
-    long long iteration, span;
-    double time_s, data_s, mem, loss;
-    int has_data, has_mem, has_loss, kind;
+    long long iteration, span, run, data_span;
+    double time_s, data_s, mem, loss, rounding;
+    int has_data, has_mem, has_loss, kind, data_kind;
 } rec_t;
 
 /* append the record for line ``index`` to ``out``: RECORD or FAIL (_fastscan.c) */
@@ -195,6 +198,63 @@ static inline int to_double(tok_t t, double *out)
     if (end != buf + n)
         return 0;
     *out = v;
+    return 1;
+}
+
+/* A printed time: a plain decimal token of at most 15 digits, its value as float() reads it
+   (an exact integer over an exact power of ten, correctly rounded) and common.half_unit() of
+   it, 0.5 / 10**d for d digits after the point (divided as Python divides). Any other token
+   (an exponent, a word, more digits) is left to Python: 0. */
+static inline int timed(tok_t t, double *out, double *half)
+{
+    static const double pow10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+                                   1e11, 1e12, 1e13, 1e14, 1e15};
+    const char *r = t.p;
+    int neg = 0, ndig = 0, frac = 0, dot = 0;
+    unsigned long long m = 0;
+    double v;
+#if !defined(__FLT_EVAL_METHOD__) || __FLT_EVAL_METHOD__ == 0
+    if (r == NULL || t.q <= r)
+        return 0;
+    if (*r == '-' || *r == '+')
+        neg = *r++ == '-';
+    for (; r < t.q; r++) {
+        if (*r >= '0' && *r <= '9') {
+            if (++ndig > 15)
+                return 0;
+            m = m * 10 + (unsigned)(*r - '0');
+            frac += dot;
+        }
+        else if (*r == '.' && !dot)
+            dot = 1;
+        else
+            return 0;
+    }
+    if (ndig == 0)
+        return 0;
+    v = (double)m / pow10[frac];
+    *out = neg ? -v : v;
+    *half = 0.5 / pow10[frac];
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* the time and data time tokens (data optional: b.p NULL) and the coarser rounding of the two */
+static inline int timed_pair(tok_t a, double *va, tok_t b, double *vb, int *has_b, double *rounding)
+{
+    double ha, hb;
+    if (!timed(a, va, &ha))
+        return 0;
+    *has_b = b.p != NULL;
+    if (b.p != NULL) {
+        if (!timed(b, vb, &hb))
+            return 0;
+        if (hb > ha)
+            ha = hb;
+    }
+    *rounding = ha;
     return 1;
 }
 

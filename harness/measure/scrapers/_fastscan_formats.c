@@ -77,8 +77,9 @@ int fastscan_mmcv(state_t *st, const char *s, const char *e, rec_t *r)
 
     if (json_like(s, e))
         return PYTHON;
-    if (FIND(s, e, "data_time: ") == NULL)
-        return SKIP;
+    if (FIND(s, e, "data_time: ") == NULL)   /* MmcvScraper.banners go to feed() */
+        return FIND(s, e, "Start running, host:") != NULL || FIND(s, e, "Environment info:") != NULL
+            ? PYTHON : SKIP;
     pe = FIND(s, e, "Epoch [");
     pi = FIND(s, e, "Iter [");
     while (pe != NULL || pi != NULL) {
@@ -125,9 +126,9 @@ int fastscan_mmcv(state_t *st, const char *s, const char *e, rec_t *r)
         r->iteration = inner;
     }
     if (r->iteration <= st->last)
-        return SKIP;
-    /* from_match sets last_iteration and interval before it converts the numbers */
-    if (!to_double(time, &r->time_s) || !to_double(data, &r->data_s)
+        return PYTHON;   /* accept() decides: a repeat, a restart, a record out of order */
+    /* from_match sets the interval before it converts the numbers */
+    if (!timed_pair(time, &r->time_s, data, &r->data_s, &r->has_data, &r->rounding)
             || !opt_double(mem, &r->mem, &r->has_mem) || !opt_double(loss, &r->loss, &r->has_loss))
         return PYTHON;
     st->last = r->iteration;
@@ -214,8 +215,9 @@ int fastscan_mmengine(state_t *st, const char *s, const char *e, rec_t *r)
 
     if (json_like(s, e))
         return PYTHON;
-    if (FIND(s, e, "  data_time: ") == NULL)
-        return SKIP;
+    if (FIND(s, e, "  data_time: ") == NULL)   /* MmengineScraper.banners go to feed() */
+        return FIND(s, e, "Checkpoints will be saved to ") != NULL || FIND(s, e, "resumed epoch: ") != NULL
+            || FIND(s, e, "window_size=") != NULL ? PYTHON : SKIP;   /* and the config's window */
     pe = FIND(s, e, "Epoch(train)");
     pi = FIND(s, e, "Iter(train)");
     while (pe != NULL || pi != NULL) {
@@ -247,17 +249,16 @@ int fastscan_mmengine(state_t *st, const char *s, const char *e, rec_t *r)
     }
     else if (!to_int(h[1], &r->iteration))
         return PYTHON;
-    if (!to_double(time, &r->time_s) || !to_double(data, &r->data_s)
+    if (!timed_pair(time, &r->time_s, data, &r->data_s, &r->has_data, &r->rounding)
             || !opt_double(mem, &r->mem, &r->has_mem) || !opt_double(loss, &r->loss, &r->has_loss))
         return PYTHON;
-    /* _span() runs before accept(): a repeated line still sets the window */
+    if (r->iteration <= st->last)
+        return PYTHON;   /* accept() decides; _span() there sets the window as it would here */
     if (!st->has_param) {
         st->param = r->iteration > 0 ? r->iteration : 1;
         st->has_param = 1;
     }
     r->span = r->iteration < st->param ? r->iteration : st->param;
-    if (r->iteration <= st->last)
-        return SKIP;
     st->last = r->iteration;
     r->has_data = 1;
     r->kind = KIND_WINDOW_MEAN;
@@ -310,11 +311,13 @@ int fastscan_detectron2(state_t *st, const char *s, const char *e, rec_t *r)
         if (q > c + 6 && STARTS(q, e, "  ") && (mend = detectron2_time(q + 2, e, &time)) != NULL)
             break;
     }
-    if (mend == NULL)   /* no key, or a line before warmup (no time to report) */
-        return FIND(s, e, "iter: ") == NULL || FIND(s, e, " time: ") == NULL ? SKIP : PYTHON;
+    if (mend == NULL) {   /* no key (a banner goes to feed()), or a line before warmup (no time) */
+        if (FIND(s, e, "iter: ") == NULL)
+            return FIND(s, e, "Starting training from iteration ") != NULL ? PYTHON : SKIP;
+        return FIND(s, e, " time: ") == NULL ? SKIP : PYTHON;
+    }
     last = optional_field(&mend, e, "last_time: ", 11);
-    data = optional_field(&mend, e, "data_time: ", 11);   /* read past, to reach last_data_time */
-    (void)data;
+    data = optional_field(&mend, e, "data_time: ", 11);
     last_data = optional_field(&mend, e, "last_data_time: ", 16);
     loss = field_after(c, mend, "total_loss: ", 12);
     mem = field_after(mend, e, "max_mem: ", 9);
@@ -329,18 +332,22 @@ int fastscan_detectron2(state_t *st, const char *s, const char *e, rec_t *r)
         r->span = 1;
         r->kind = KIND_ITERATION;
     }
-    else {   /* data_time is a 20-iteration window, not this running mean's: left out */
+    else {   /* data_time is a window mean of its own: of the last min(window, it0 + 1) */
         t = time;
-        d = NO_TOK;
+        d = data;
         n = it0 + 2 - st->warmup;
         r->span = n > 1 ? n : 1;
         r->kind = KIND_CUMULATIVE_MEAN;
+        if (d.p != NULL) {
+            r->data_span = it0 + 1 < st->window ? it0 + 1 : st->window;
+            r->data_kind = KIND_WINDOW_MEAN;
+        }
     }
-    if (!to_double(t, &r->time_s) || !opt_double(d, &r->data_s, &r->has_data))
+    if (!timed_pair(t, &r->time_s, d, &r->data_s, &r->has_data, &r->rounding))
         return PYTHON;
     r->iteration = it0 + 1;
     if (r->iteration <= st->last)
-        return SKIP;
+        return PYTHON;   /* accept() decides */
     st->last = r->iteration;
     return RECORD;
 }
@@ -383,8 +390,8 @@ int fastscan_maskrcnn(state_t *st, const char *s, const char *e, rec_t *r)
     const char *c, *q = NULL, *mend = NULL;
     tok_t time = NO_TOK, data = NO_TOK, loss, mem;
 
-    if (FIND(s, e, "  data: ") == NULL)
-        return SKIP;
+    if (FIND(s, e, "  data: ") == NULL)   /* MaskrcnnScraper.banners go to feed() */
+        return FIND(s, e, "Start training") != NULL ? PYTHON : SKIP;
     for (c = FIND(s, e, "iter: "); c != NULL; c = FIND(c + 1, e, "iter: ")) {
         q = digits(c + 6, e);
         if (q > c + 6 && STARTS(q, e, "  ")
@@ -395,13 +402,13 @@ int fastscan_maskrcnn(state_t *st, const char *s, const char *e, rec_t *r)
         return PYTHON;   /* unmatched: an error, which Python writes */
     loss = field_after(c, mend, "  loss: ", 8);
     mem = field_after(mend, e, "max mem: ", 9);
-    if (!to_int(TOK(c + 6, q), &r->iteration) || !to_double(time, &r->time_s)
-            || !to_double(data, &r->data_s) || !opt_double(mem, &r->mem, &r->has_mem)
-            || !opt_double(loss, &r->loss, &r->has_loss))
+    if (!to_int(TOK(c + 6, q), &r->iteration)
+            || !timed_pair(time, &r->time_s, data, &r->data_s, &r->has_data, &r->rounding)
+            || !opt_double(mem, &r->mem, &r->has_mem) || !opt_double(loss, &r->loss, &r->has_loss))
         return PYTHON;
     r->span = r->iteration;
     if (r->iteration <= st->last)
-        return SKIP;
+        return PYTHON;   /* accept() decides */
     st->last = r->iteration;
     r->has_data = 1;
     r->kind = KIND_CUMULATIVE_MEAN;

@@ -3,12 +3,23 @@
 Every scraper is a small class with a ``feed(line, index)`` method that turns one
 cleaned log line into an IterationRecord, a ScrapeError or None. The drivers here
 clean lines (ANSI colours, carriage-return redraws, launcher rank prefixes), shield
-the caller from any exception, drop duplicated iterations, and offer a fast path
-for files: whole chunks are matched with one ``finditer`` when the chunk is plain
-enough that doing so gives exactly what line-by-line feeding would, or, for the
-formats it knows, through the compiled scanner ``_fastscan`` when the install built it.
-That scanner cleans lines the same way and hands every line it cannot read exactly as
-``feed`` would back to ``feed``.
+the caller from any exception, and offer a fast path for files: whole chunks are
+matched with one ``finditer`` when the chunk is plain enough that doing so gives
+exactly what line-by-line feeding would, or, for the formats it knows, through the
+compiled scanner ``_fastscan`` when the install built it. That scanner cleans lines the
+same way and hands every line it cannot read exactly as ``feed`` would back to ``feed``:
+among them every record whose counter does not rise and every start banner.
+
+Runs (``Scraper.accept``): a log may hold several training processes one after another
+(a crash and a resume appended to the same file). A start banner before a record, or a
+counter that does not rise, begins the next run, and every record carries its run. A
+record that falls between the two before it (lines swapped), or one printed twice word
+for word with the run going on after it (a log pasted together), is a fatal ScrapeError
+naming both lines; a run's last line printed twice (a writer that flushes it again as
+training ends) is read once.
+
+Files are read in blocks of bounded size: a line longer than LINE_MAX, or a NUL byte
+(a file that is not text), ends the reading with a fatal ScrapeError at that line.
 """
 import gc
 import re
@@ -34,11 +45,52 @@ JSON_AT_START_RE = re.compile(r"[^\S\n]*\{")
 JSON_AFTER_NL_RE = re.compile(r"\n[^\S\n]*\{")
 ERROR_TEXT_MAX = 200
 CHUNK_SIZE = 1 << 22
+LINE_MAX = 1 << 20     # bytes: a longer line is no log line, and reading stops there
+# What last_iteration says to the compiled scanner while feed() must read every line (up
+# to a run's first record, a banner waits for its record, or the run's state is one only
+# Python computes): a value the scanner does not take, so it hands each line back.
+HANDOVER = 1 << 62
+UNPLACED = "cannot be placed"   # in the reason of a record line whose iteration the log does not give
 
 
 def make_error(index: int, reason: str, text: str) -> ScrapeError:
     """Return a ScrapeError for line ``index``, its text cut to 200 characters."""
     return ScrapeError(index, reason, text[:ERROR_TEXT_MAX])
+
+
+_HALF_UNITS = tuple(0.5 / 10 ** d for d in range(23))   # 0.5 / 10**d: correctly rounded, as _fastscan's
+
+
+def half_unit(text: str) -> float:
+    """Half a unit of the last digit of a printed number: the most its value can be off
+    the one it was rounded from. '0.3716' -> 5e-05, '12' -> 0.5, '1.5e-03' -> 5e-05;
+    not a number ('nan', 'inf'): inf."""
+    point = text.find(".")
+    if point >= 0:   # the usual shape, "0.3716": no exponent, digits after the point
+        decimals = len(text) - point - 1
+        if decimals < 23 and text[point + 1:].isdigit() and text[:point].lstrip("+-").isdigit():
+            return _HALF_UNITS[decimals]
+    text = text.strip()
+    mantissa, sep, exponent = text.lower().partition("e")
+    try:
+        shift = int(exponent) if sep else 0
+    except ValueError:
+        return float("inf")
+    if not mantissa or not all(c in "0123456789.+-" for c in mantissa) or not any(c.isdigit() for c in mantissa):
+        return float("inf")
+    point = mantissa.find(".")
+    decimals = 0 if point < 0 else len(mantissa) - point - 1
+    decimals -= shift
+    return 0.5 / 10 ** decimals if decimals >= 0 else 0.5 * 10 ** -decimals
+
+
+def value_half_unit(value) -> float:
+    """half_unit of a number as a JSON writer prints it (repr of a float, str of an int)."""
+    if isinstance(value, str):
+        return half_unit(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return float("inf")
+    return half_unit(repr(value))
 
 
 def clean_line(line) -> Optional[str]:
@@ -85,23 +137,54 @@ def has_json_line(chunk: str) -> bool:
             or JSON_AFTER_NL_RE.search(chunk) is not None)
 
 
-def read_lines(path) -> Iterator[str]:
+def read_lines(path, problems: Optional[list] = None) -> Iterator[str]:
     """Stream a file line by line (binary read, UTF-8 with replacement), cleaned.
 
     Lines printed by ranks other than 0 come out as empty strings so that the
-    index of every line still matches its position in the file.
+    index of every line still matches its position in the file. Reading stops at a line
+    longer than LINE_MAX or a NUL byte: (its line index, reason) goes into ``problems``.
     """
-    with open(path, "rb") as f:
-        for raw in f:
+    stops: List[str] = []
+    count = 0
+    for block, end in read_blocks(path, CHUNK_SIZE, stops):
+        whole = block[:end] if end < len(block) else block
+        raws = whole.split(b"\n")
+        if whole.endswith(b"\n"):
+            raws.pop()
+        count += len(raws)
+        for raw in raws:
             text = _cleaned(raw)
             yield "" if text is None else text
+    _stopped(problems, count, stops)
 
 
-def read_blocks(path, size: int = CHUNK_SIZE) -> Iterator[Tuple[bytes, int]]:
+def _stopped(problems, line: int, stops) -> None:
+    """Where a reading stopped, as (line index, reason): the line after those read."""
+    if problems is not None and stops:
+        problems.append((line, stops[0]))
+
+
+def _long_line(block: bytes, end: int, limit: int) -> Optional[int]:
+    """Where the first line of block[:end] longer than ``limit`` bytes starts, or None.
+    Jumps a window of ``limit`` bytes at a time: a few searches per block."""
+    pos = 0
+    while end - pos > limit:
+        k = block.rfind(b"\n", pos, pos + limit + 1)
+        if k < 0:
+            return pos
+        pos = k + 1
+    return None
+
+
+def read_blocks(path, size: int = CHUNK_SIZE, stops: Optional[list] = None,
+                limit: int = LINE_MAX) -> Iterator[Tuple[bytes, int]]:
     """Yield (block, end) where block[:end] is a run of whole lines of about ``size`` bytes.
 
     Each run but the last ends with '\\n'; the last one lacks it when the file does.
-    Never holds more than one block in memory.
+    Never holds more than one block and one line of at most ``limit`` bytes in memory: at
+    a longer line, or at a NUL byte (no text log holds one), reading stops after the whole
+    lines before it, and the reason goes into ``stops`` when given (the line it stopped at
+    is the one after those yielded: the reader counts them).
     """
     rest = b""
     with open(path, "rb") as f:
@@ -112,6 +195,20 @@ def read_blocks(path, size: int = CHUNK_SIZE) -> Iterator[Tuple[bytes, int]]:
             if rest:
                 block = rest + block
             end = block.rfind(b"\n") + 1
+            nul = block.find(b"\0")
+            if nul >= 0:   # the lines before the NUL's line are read; reading stops there
+                end = block.rfind(b"\n", 0, nul) + 1
+            long = _long_line(block, end, limit)
+            if long is None and (nul if nul >= 0 else len(block)) - end > limit:
+                long = end
+            if long is not None or nul >= 0:
+                stop = long if long is not None else end
+                if stop:
+                    yield block, stop
+                if stops is not None:
+                    stops.append("a line longer than %d bytes: not a log line" % limit if long is not None
+                                 else "a NUL byte: the file is not a text log")
+                return
             if end == 0:
                 rest = block
                 continue
@@ -121,27 +218,37 @@ def read_blocks(path, size: int = CHUNK_SIZE) -> Iterator[Tuple[bytes, int]]:
         yield rest, len(rest)
 
 
-def read_chunks(path, size: int = CHUNK_SIZE) -> Iterator[Tuple[int, str]]:
+def read_chunks(path, size: int = CHUNK_SIZE, problems: Optional[list] = None) -> Iterator[Tuple[int, str]]:
     """Yield (index of first line, text) for runs of whole lines of about ``size`` bytes.
 
     The text holds complete lines joined by '\\n' (the last one may lack it only at
-    the end of the file). Never holds more than one chunk in memory.
+    the end of the file). Never holds more than one chunk in memory. Where the reading
+    stops (read_blocks), (line index, reason) goes into ``problems``.
     """
+    stops: List[str] = []
     first = 0
-    for block, end in read_blocks(path, size):
+    for block, end in read_blocks(path, size, stops):
         text = (block if end == len(block) else block[:end]).decode("utf-8", "replace")
         yield first, text
         first += text.count("\n")
+    _stopped(problems, first, stops)
+
+
+def problem_errors(problems) -> List[ScrapeError]:
+    """The fatal ScrapeErrors of what stopped a reading (read_blocks' problems)."""
+    return [ScrapeError(line, reason, "", True) for line, reason in problems]
 
 
 _tuple_new = tuple.__new__
 
 
 def new_record(iteration, line, time_s, data_time_s, span, kind, images_per_s=None,
-               images=None, memory_mb=None, loss=None) -> IterationRecord:
+               images=None, memory_mb=None, loss=None, run=1, rounding=0.0, data_span=0,
+               data_kind=None) -> IterationRecord:
     """Build an IterationRecord without the keyword handling of its constructor."""
     return _tuple_new(IterationRecord, (iteration, line, time_s, data_time_s, span, kind,
-                                        images_per_s, images, memory_mb, loss))
+                                        images_per_s, images, memory_mb, loss, run, rounding,
+                                        data_span, data_kind))
 
 
 def to_float(text: str) -> float:
@@ -169,21 +276,57 @@ def field_after(text: str, label: str, start: int = 0, end: int = -1) -> Optiona
     return text[i:j]
 
 
+def _same_figures(a: IterationRecord, b: IterationRecord) -> bool:
+    """Two records of one iteration that say the same: a line printed twice."""
+    return a[2:] == b[2:]
+
+
 class Scraper:
     """Base of the per-format scrapers: state across lines plus the fast-path hooks.
 
     Subclasses set ``key`` (a substring found exactly once in every record line) and
     ``pattern`` (a compiled regex that finds a record inside one line and never
     matches across a newline), and implement ``from_match``. Formats with several
-    kinds of lines override ``feed`` and ``fast_ok``.
+    kinds of lines override ``feed`` and ``fast_ok``. ``banners`` are substrings of the
+    lines a training process prints once as it starts; ``banner_start`` reads the
+    iteration it starts from where the banner says it.
+
+    Every record passes ``accept``, which numbers the runs (see the module's text) and
+    calls ``begin`` on the first record of each run: the place for a format whose figures
+    depend on where its process started to set that up and rebuild the record.
     """
 
     key: str = ""
     pattern = None
     native: Optional[str] = None  # the format's scan function in _fastscan, if it has one
+    banners: Tuple[str, ...] = ()
 
     def __init__(self):
-        self.last_iteration = 0
+        self.run = 1
+        self._last: Optional[IterationRecord] = None     # the run's last record
+        self._before: Optional[IterationRecord] = None   # and the one before it
+        self._banner = None        # (line index, start iteration or None) since the last record
+        self._python = False       # the run's figures are ones only feed() computes
+        self._repeat = None        # (line, line) of the run's last record, printed twice
+
+    # what the compiled scanner reads (and writes back, which changes nothing: the
+    # records it appends are taken up by saw_native)
+    @property
+    def last_iteration(self) -> int:
+        if self._python or self._banner is not None or self._last is None or self._repeat is not None:
+            return HANDOVER   # begin() reads a run's first record: feed() sees the lines up to it
+        return self._last.iteration
+
+    @last_iteration.setter
+    def last_iteration(self, value) -> None:
+        pass
+
+    def saw_native(self, out: list, first: int) -> None:
+        """Take up the records the compiled scanner appended to ``out`` from ``first`` on."""
+        if len(out) - first >= 2:
+            self._before, self._last = out[-2], out[-1]
+        else:
+            self._before, self._last = self._last, out[-1]
 
     def feed(self, line: str, index: int) -> Optional[Item]:
         """Turn one cleaned line into a record, an error, or None."""
@@ -192,6 +335,18 @@ class Scraper:
             if m is None:
                 return self.unmatched(line, index)
             return self.from_match(m, index)
+        return self.banner(line, index)
+
+    def banner(self, line: str, index: int) -> None:
+        """Note a start banner (the next record begins a run); None: nothing to emit."""
+        for text in self.banners:
+            if text in line:
+                self._banner = (index, self.banner_start(line))
+                break
+        return None
+
+    def banner_start(self, line: str) -> Optional[int]:
+        """The iterations done before the process that prints this banner, where it says."""
         return None
 
     def unmatched(self, line: str, index: int) -> Optional[Item]:
@@ -203,14 +358,70 @@ class Scraper:
 
     def fast_ok(self, chunk: str) -> bool:
         """Whether the chunk holds no line kind that only ``feed`` understands."""
+        for text in self.banners:
+            if text in chunk:
+                return False
         return True
 
-    def accept(self, record: IterationRecord) -> Optional[IterationRecord]:
-        """Drop a record whose iteration is not past the last one (other ranks, repeats)."""
-        if record.iteration <= self.last_iteration:
-            return None
-        self.last_iteration = record.iteration
-        return record
+    def begin(self, rec: IterationRecord, start: Optional[int]) -> IterationRecord:
+        """The first record of a run (self.run), whose process started after ``start``
+        iterations where a banner says so (else None): the record as this run reads it."""
+        return rec if rec.run == self.run else rec._replace(run=self.run)
+
+    def accept(self, rec: IterationRecord) -> Optional[Item]:
+        """The record in its run, None for a repeated line, or a fatal error."""
+        last = self._last
+        if last is not None and self._banner is None and self._repeat is None and rec.iteration > last.iteration:
+            self._before, self._last = last, rec   # the usual case: the counter rises
+            return rec
+        banner = self._banner
+        if banner is not None:
+            self._banner = None
+            if last is not None:
+                return self._new_run(rec, banner[1])
+        if last is None:
+            rec = self.begin(rec, None if banner is None else banner[1])
+        elif rec.iteration <= last.iteration:
+            before = self._before
+            if rec.iteration == last.iteration and _same_figures(rec, last):
+                if self._repeat is None:   # read once; an error only if the run goes on after it
+                    self._repeat = (last.line, rec.line)
+                return None
+            if before is not None and rec.iteration == before.iteration and _same_figures(rec, before):
+                return None   # a line of the record before, again (another rank's copy)
+            if before is not None and before.iteration < rec.iteration < last.iteration:
+                return ScrapeError(rec.line, "records out of order: iteration %d on line %d comes after iteration "
+                                   "%d on line %d" % (rec.iteration, rec.line + 1, last.iteration, last.line + 1),
+                                   "", True, self.run)
+            return self._new_run(rec, None)   # the counter did not rise: a restarted process
+        elif self._repeat is not None:
+            # the last record came twice, and the run goes on: not a writer's last line again
+            first, second = self._repeat
+            self._repeat = None
+            self._before, self._last = last, rec
+            return ScrapeError(second, "iteration %d is logged twice: on line %d and on line %d"
+                               % (last.iteration, first + 1, second + 1), "", True, self.run)
+        self._before, self._last = last, rec
+        return rec
+
+    def unplaced(self, index: int, reason: str, text: str, restarted: bool = False) -> ScrapeError:
+        """The error of a record line whose iteration the log does not give (UNPLACED in its
+        reason): it still begins the run a banner announced, or that its counters going back
+        show (``restarted``), so the runs are counted right."""
+        if (self._banner is not None or restarted) and self._last is not None:
+            self._banner = None
+            self.run += 1
+            self._before = self._last = None
+            self._python, self._repeat = False, None
+        return ScrapeError(index, reason, text[:ERROR_TEXT_MAX], False, self.run)
+
+    def _new_run(self, rec: IterationRecord, start: Optional[int]) -> IterationRecord:
+        self.run += 1
+        self._python = False
+        self._repeat = None   # the run's last line came twice: a writer's last flush
+        rec = self.begin(rec, start)
+        self._before, self._last = None, rec
+        return rec
 
 
 def _safe_feed(scraper: Scraper, line: str, index: int) -> Optional[Item]:
@@ -220,7 +431,7 @@ def _safe_feed(scraper: Scraper, line: str, index: int) -> Optional[Item]:
         return make_error(index, "cannot parse: %s" % type(exc).__name__, line)
 
 
-def run_lines(scraper: Scraper, lines: Iterable) -> Iterator[Item]:
+def run_lines(scraper, lines: Iterable) -> Iterator[Item]:
     """Feed lines one by one; yield records and errors in line order."""
     for index, raw in enumerate(lines):
         line = _cleaned(raw)
@@ -287,7 +498,10 @@ def _scan_block(scraper: Scraper, scan, block: bytes, end: int,
     out: List[Item] = []
     pos = 0
     while pos < end:
+        first = len(out)
         pos, line = scan(scraper, block, pos, end, line, out)
+        if len(out) > first:
+            scraper.saw_native(out, first)
         if pos >= end:
             break
         stop = block.find(b"\n", pos, end)
@@ -317,15 +531,19 @@ def run_path(scraper: Scraper, path, chunk_size: Optional[int] = None,
     """
     size = chunk_size or CHUNK_SIZE
     scan = native_scanner(scraper) if native else None
+    problems: list = []
     if scan is not None:
+        stops: List[str] = []
         line = 0
-        for block, end in read_blocks(path, size):
+        for block, end in read_blocks(path, size, stops):
             items, line = _scan_block(scraper, scan, block, end, line)
             yield from items
+        _stopped(problems, line, stops)
+        yield from problem_errors(problems)
         return
     pattern = scraper.pattern
     key = scraper.key
-    for first, chunk in read_chunks(path, size):
+    for first, chunk in read_chunks(path, size, problems):
         if pattern is not None and key and not _needs_line_path(scraper, chunk):
             matches = list(pattern.finditer(chunk))
             if len(matches) == chunk.count(key):
@@ -341,6 +559,7 @@ def run_path(scraper: Scraper, path, chunk_size: Optional[int] = None,
             out = _safe_feed(scraper, line, first + offset)
             if out is not None:
                 yield out
+    yield from problem_errors(problems)
 
 
 def collect(items: Iterable[Item]) -> Tuple[List[IterationRecord], List[ScrapeError]]:

@@ -19,13 +19,18 @@ record at start_iter + 21, so the two running sums form one chain, and two recor
 the exact mean between them. No data time is printed (None). ``loss`` is the median of the
 last 20 total losses; ``mem`` is the peak of the GPUs' allocated memory in MB (rounded up).
 
+Runs: tools/train_net.py logs ``Called with args:`` as each process starts; it begins a
+run, as does an iteration that goes back. The first run starts at ``start_iter``; a later
+one at 0 when its first record is iteration 0, and otherwise at an iteration the log does
+not print: its records are then GLOBAL_MEAN (approximate). ``time`` carries 6 decimals.
+
 Options: start_iter (0: a fresh run; a resumed run starts at its checkpoint's iteration + 1),
 log_period (20, fixed in TrainingStats).
 """
 import json
 import re
 
-from harness.measure.records import CUMULATIVE_MEAN, IterationRecord
+from harness.measure.records import CUMULATIVE_MEAN, GLOBAL_MEAN, IterationRecord
 from harness.measure.scrapers import common
 
 RECORD_RE = re.compile(r"json_stats: (\{[^\n]*\})")
@@ -34,17 +39,29 @@ RECORD_RE = re.compile(r"json_stats: (\{[^\n]*\})")
 class DetectronScraper(common.Scraper):
     key = "json_stats: "
     pattern = RECORD_RE
+    banners = ("Called with args:",)
 
     def __init__(self, start_iter=0, log_period=20):
         super().__init__()
-        self.start_iter = int(start_iter)
-        self.reset_at = self.start_iter + int(log_period)
+        self.log_period = int(log_period)
+        self.start_iter = int(start_iter)     # None: not known
+        self.reset_at = self.start_iter + self.log_period
 
     def span(self, it0):
         """Iterations the running mean of 0-based iteration it0 covers."""
         if it0 <= self.reset_at:
             return it0 - self.start_iter + 1
         return it0 - self.reset_at
+
+    def begin(self, rec, start):
+        if self.run > 1:   # a later process: it starts at 0 only if it logs iteration 0 first
+            self.start_iter = 0 if rec.iteration == 1 else None
+            if self.start_iter is None:
+                rec = rec._replace(span=1, kind=GLOBAL_MEAN)
+            else:
+                self.reset_at = self.log_period
+                rec = rec._replace(span=self.span(0), kind=CUMULATIVE_MEAN)
+        return super().begin(rec, start)
 
     def from_match(self, m, index):
         try:
@@ -62,12 +79,16 @@ class DetectronScraper(common.Scraper):
             loss = None if loss is None else float(loss)
         except (KeyError, TypeError, ValueError):
             return common.make_error(index, "json_stats line lacks a readable iter or time", m.group(0))
+        rounding = common.value_half_unit(stats["time"])
+        if self.start_iter is None:
+            return self.accept(IterationRecord(it0 + 1, index, time_s, None, 1, GLOBAL_MEAN,
+                                               None, None, mem, loss, self.run, rounding))
         span = self.span(it0)
-        if span < 1:
+        if span < 1 and (self._last is None or it0 + 1 > self._last.iteration):
             return common.make_error(index, "iteration %d is before start_iter %d" % (it0, self.start_iter),
                                      m.group(0))
-        return self.accept(IterationRecord(it0 + 1, index, time_s, None, span, CUMULATIVE_MEAN,
-                                           None, None, mem, loss))
+        return self.accept(IterationRecord(it0 + 1, index, time_s, None, max(span, 1), CUMULATIVE_MEAN,
+                                           None, None, mem, loss, self.run, rounding))
 
 
 # iter_scrape(lines) streams, iter_scrape_path(path) reads a file with the fast path,

@@ -8,16 +8,24 @@ format is the same without them as well. ``iter`` is 0-based: iter 39 is the 40t
 iteration. The printer runs every 20 iterations and at the last one.
 
 Semantics (text): ``time`` is the MEAN SINCE WARMUP, printed to 4 decimals:
-IterationTimer records step times only from the ``warmup_iter``-th iteration (3), so
-at 0-based iter k it is the mean of 1-based iterations warmup_iter..k + 1 ->
-CUMULATIVE_MEAN with span k + 2 - warmup_iter; two such records give the exact mean
-between them. The step time runs from the timer's before_step to its after_step: the
-other hooks' after_step (the printer, the LR scheduler, checkpoints) fall between
+IterationTimer records step times only from the ``warmup_iter``-th iteration of the
+process (3), so at 0-based iter k of a process that started at iteration S (0 for a
+fresh run) it is the mean of 1-based iterations S + warmup_iter..k + 1 ->
+CUMULATIVE_MEAN with span k + 2 - warmup_iter - S; two such records give the exact
+mean between them. The step time runs from the timer's before_step to its after_step:
+the other hooks' after_step (the printer, the LR scheduler, checkpoints) fall between
 steps and count in no iteration. data_time is the mean of the last 20 data times (max
-over workers), a window other than time's, so it is left out (None) of these records.
-With ``prefer="last"`` and a line that has ``last_time``, the record is instead that
-one iteration's exact figure (last_time, last_data_time): a sample of every 20th
-iteration, not the window. total_loss is the median of the last 20.
+over workers), which SimpleTrainer puts every iteration from the first: a window mean
+over min(20, k + 1 - S) iterations (data_kind WINDOW_MEAN, data_span), which the
+20-iteration print period tiles. With ``prefer="last"`` and a line that has
+``last_time``, the record is instead that one iteration's exact figure (last_time,
+last_data_time): a sample of every 20th iteration, not the window. total_loss is the
+median of the last 20.
+
+Runs: TrainerBase.train logs ``Starting training from iteration S`` as each process
+starts; it begins a run and gives S. A run whose start is not printed starts at 0 when
+its first record lies within the first print period (20 iterations); otherwise its
+running means have no known start, and its records are GLOBAL_MEAN (approximate).
 
 metrics.json: one object per line, sort_keys; ``time`` and ``data_time`` are the
 MEDIAN of the last 20 recorded values -> WINDOW_MEDIAN, span = min(20, k + 2 -
@@ -28,7 +36,8 @@ Options: prefer ("global" or "last"), warmup_iter (3), window (20).
 import json
 import re
 
-from harness.measure.records import CUMULATIVE_MEAN, ITERATION, WINDOW_MEDIAN, IterationRecord
+from harness.measure.records import (CUMULATIVE_MEAN, GLOBAL_MEAN, ITERATION, WINDOW_MEAN, WINDOW_MEDIAN,
+                                     IterationRecord)
 from harness.measure.scrapers import common
 
 RECORD_RE = re.compile(
@@ -36,10 +45,15 @@ RECORD_RE = re.compile(
     r"(?:last_data_time: (\S+)  )?")
 
 
+START_RE = re.compile(r"Starting training from iteration (\d+)")
+PERIOD = 20   # DefaultTrainer's PeriodicWriter
+
+
 class Detectron2Scraper(common.Scraper):
     key = "iter: "
     pattern = RECORD_RE
     native = "detectron2"
+    banners = ("Starting training from iteration ",)
 
     def __init__(self, prefer="global", warmup_iter=3, window=20):
         super().__init__()
@@ -48,6 +62,34 @@ class Detectron2Scraper(common.Scraper):
         self.prefer_last = prefer == "last"
         self.warmup_iter = warmup_iter
         self.window = window
+        self.start = 0   # iterations done before this run's process started; None: not known
+
+    def banner_start(self, line):
+        m = START_RE.search(line)
+        return int(m.group(1)) if m else None
+
+    def begin(self, rec, start):
+        if start is None:
+            start = 0 if rec.iteration <= PERIOD or rec.kind == ITERATION else None
+        if start != self.start:
+            self.start = start
+            rec = self.rebuild(rec)
+        if start is None and rec.data_time_s is not None:
+            # how many iterations since its start the first data window holds is not known
+            rec = rec._replace(data_time_s=None, data_span=0, data_kind=None)
+        self._python = start != 0   # the compiled scanner counts from iteration 0 only
+        return super().begin(rec, start)
+
+    def rebuild(self, rec):
+        """The record's spans and kind for this run's start."""
+        it0 = rec.iteration - 1
+        if rec.kind in (CUMULATIVE_MEAN, GLOBAL_MEAN):
+            span, kind = self._cumulative(it0)
+            data_span = self._data_span(it0) if rec.data_time_s is not None else 0
+            return rec._replace(span=span, kind=kind, data_span=data_span)
+        if rec.kind == WINDOW_MEDIAN:
+            return rec._replace(span=min(self.window, self._timed(it0)))
+        return rec
 
     def feed(self, line, index):
         if line.lstrip().startswith("{"):
@@ -55,7 +97,7 @@ class Detectron2Scraper(common.Scraper):
         return super().feed(line, index)
 
     def fast_ok(self, chunk):
-        return not common.has_json_line(chunk)
+        return super().fast_ok(chunk) and not common.has_json_line(chunk)
 
     def unmatched(self, line, index):
         if " time: " not in line:
@@ -63,8 +105,17 @@ class Detectron2Scraper(common.Scraper):
         return super().unmatched(line, index)
 
     def _timed(self, it0):
-        n = it0 + 2 - self.warmup_iter
+        n = it0 + 2 - self.warmup_iter - (self.start or 0)
         return n if n > 1 else 1
+
+    def _cumulative(self, it0):
+        if self.start is None:
+            return 1, GLOBAL_MEAN
+        return self._timed(it0), CUMULATIVE_MEAN
+
+    def _data_span(self, it0):
+        n = it0 + 1 - (self.start or 0)
+        return n if n < self.window else self.window
 
     def from_match(self, m, index):
         it0 = int(m.group(1))
@@ -77,12 +128,21 @@ class Detectron2Scraper(common.Scraper):
         last = m.group(3)
         if self.prefer_last and last is not None:
             data = m.group(5)
+            rounding = common.half_unit(last)
+            if data is not None:
+                rounding = max(rounding, common.half_unit(data))
             rec = IterationRecord(it0 + 1, index, float(last),
                                   None if data is None else float(data), 1, ITERATION,
-                                  None, None, mem, loss)
-        else:   # data_time (group 4) is a 20-iteration window, not this running mean's
-            rec = IterationRecord(it0 + 1, index, float(m.group(2)), None, self._timed(it0),
-                                  CUMULATIVE_MEAN, None, None, mem, loss)
+                                  None, None, mem, loss, self.run, rounding)
+        else:   # data_time (group 4) is a 20-iteration window mean, not this running mean's
+            time_s, data = m.group(2, 4)
+            rounding = common.half_unit(time_s)
+            if data is not None:
+                rounding = max(rounding, common.half_unit(data))
+            span, kind = self._cumulative(it0)
+            rec = IterationRecord(it0 + 1, index, float(time_s), None if data is None else float(data), span,
+                                  kind, None, None, mem, loss, self.run, rounding,
+                                  0 if data is None else self._data_span(it0), None if data is None else WINDOW_MEAN)
         return self.accept(rec)
 
     def from_json(self, line, index):
@@ -102,7 +162,9 @@ class Detectron2Scraper(common.Scraper):
             span = min(self.window, self._timed(it0))
             rec = IterationRecord(it0 + 1, index, time_s, None if data is None else float(data),
                                   span, WINDOW_MEDIAN, None, None, None,
-                                  None if loss is None else float(loss))
+                                  None if loss is None else float(loss), self.run,
+                                  max(common.value_half_unit(obj["time"]),
+                                      0.0 if data is None else common.value_half_unit(data)))
         except (TypeError, ValueError):
             return common.make_error(index, "metrics.json record lacks a readable field", line)
         return self.accept(rec)

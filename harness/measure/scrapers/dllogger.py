@@ -11,16 +11,18 @@ batch's time; from then on it is the mean of batches 10..batch_idx -> CUMULATIVE
 with span = batch_idx - 9 (or batch_idx + 1 before the reset). Two records of one
 epoch give the exact mean between them; a new epoch, whose batches 0..9 no record
 after the reset covers, starts a new running sum. train_data_time is the mean since
-batch 0 of the epoch: the same iterations as the time only before the reset, so it is
-kept there and None after it. The throughput figure is a mean of per-iteration rates
-and is not read. ``iteration`` = epoch * steps_per_epoch + batch_idx + 1.
+batch 0 of the epoch: the same iterations as the time before the reset, and after it a
+running mean of its own (data_kind CUMULATIVE_MEAN, data_span = batch_idx + 1), which
+covers an epoch's batches 0..9 too. The throughput figure is a mean of per-iteration
+rates and is not read. ``iteration`` = epoch * steps_per_epoch + batch_idx + 1.
 
 TF2 time_log.txt (step "PARAMETER", data {"Latency": "0.21 seconds", "fps": ...,
 "steps": [a, b]}): fps = images per second (all ranks) over steps a+1..b, measured
 from the start of the first batch of the window -> THROUGHPUT with span = b - a,
 iteration = b; time_s = Latency / span (Latency is rounded to 10 ms).
 
-Epoch summaries (step (epoch,)) and run summaries (step ()) are skipped.
+Epoch summaries (step (epoch,)) and run summaries (step ()) are skipped. The PARAMETER
+lines a trainer logs as it starts (its arguments: no fps) begin a run.
 """
 import json
 import re
@@ -31,6 +33,7 @@ from harness.measure.scrapers import common
 STEP_RE = re.compile(r"^DLL \S+ \S+ - (\(\d+, \d+, \d+\)|PARAMETER) (.*)$")
 METRIC_RE = re.compile(r"(\w+) : (\([^)]*\)|\[[^\]]*\]|\S+)(?: seconds)?")
 RESET_BATCH = 10
+STARTED = object()   # what a PARAMETER line without fps gives: a trainer's arguments
 
 
 def _train_record(step, data, index):
@@ -39,12 +42,17 @@ def _train_record(step, data, index):
         return None
     reset = batch >= RESET_BATCH
     span = batch - RESET_BATCH + 1 if reset else batch + 1
-    data_time = None if reset else data.get("train_data_time")   # since batch 0: other iterations
+    data_time = data.get("train_data_time")   # since batch 0: after the reset, other iterations
     loss = data.get("train_loss")
+    rounding = common.value_half_unit(data["train_batch_time"])
+    if data_time is not None:
+        rounding = max(rounding, common.value_half_unit(data_time))
     return IterationRecord(
         epoch * steps_per_epoch + batch + 1, index, float(data["train_batch_time"]),
         None if data_time is None else float(data_time), span, CUMULATIVE_MEAN,
-        loss=None if loss is None else float(loss))
+        loss=None if loss is None else float(loss), rounding=rounding,
+        data_span=batch + 1 if reset and data_time is not None else 0,
+        data_kind=CUMULATIVE_MEAN if reset and data_time is not None else None)
 
 
 def _fps_record(data, index):
@@ -58,7 +66,8 @@ def _fps_record(data, index):
     time_s = None
     if latency is not None:
         time_s = float(str(latency).split()[0]) / span
-    return IterationRecord(last, index, time_s, None, span, THROUGHPUT, float(data["fps"]))
+    return IterationRecord(last, index, time_s, None, span, THROUGHPUT, float(data["fps"]),
+                           rounding=common.value_half_unit(data["fps"]))
 
 
 def _tuple(text):
@@ -84,6 +93,11 @@ class DlloggerScraper(common.Scraper):
             return common.make_error(index, "unreadable dllogger record: %s" % exc, line)
         if rec is None:
             return None
+        if rec.__class__ is not IterationRecord:   # a trainer's arguments: a process starts
+            self._banner = (index, None)
+            return None
+        if rec.run != self.run:
+            rec = rec._replace(run=self.run)
         return self.accept(rec)
 
     def from_json(self, text, index):
@@ -96,7 +110,7 @@ class DlloggerScraper(common.Scraper):
         if isinstance(step, list) and len(step) == 3:
             return _train_record(step, data, index)
         if step == "PARAMETER":
-            return _fps_record(data, index)
+            return _fps_record(data, index) or STARTED
         return None
 
     def from_stdout(self, line, index):
@@ -107,7 +121,7 @@ class DlloggerScraper(common.Scraper):
         if m.group(1) == "PARAMETER":
             if "steps" in data:
                 data["steps"] = _tuple(data["steps"])
-            return _fps_record(data, index)
+            return _fps_record(data, index) or STARTED
         return _train_record(_tuple(m.group(1)), data, index)
 
 

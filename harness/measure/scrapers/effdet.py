@@ -12,7 +12,8 @@ keeps the means: CUMULATIVE_MEAN with span = batch_idx + 1 for time and data ali
 two records give the exact window mean between them (within the 3-decimal rounding);
 an epoch's sum continues the previous epoch's when that epoch's last batch was logged.
 ``iteration`` is global, 1-based: epoch * N + batch_idx + 1 (epochs counted from 0).
-loss is this iteration's.
+loss is this iteration's. train.py logs ``Scheduled epochs: N`` as each process starts: it
+begins a run (a resume starts at an epoch's first batch, so the meters need nothing more).
 """
 import re
 
@@ -27,12 +28,15 @@ RECORD_RE = re.compile(
 class EffdetScraper(common.Scraper):
     key = "  Time: "
     pattern = RECORD_RE
+    banners = ("Scheduled epochs: ",)
 
     def from_match(self, m, index):
         batch = int(m.group(2))
         iteration = int(m.group(1)) * int(m.group(3)) + batch + 1
-        rec = IterationRecord(iteration, index, float(m.group(5)), float(m.group(6)), batch + 1,
-                              CUMULATIVE_MEAN, None, None, None, float(m.group(4)))
+        time_s, data = m.group(5, 6)
+        rec = IterationRecord(iteration, index, float(time_s), float(data), batch + 1,
+                              CUMULATIVE_MEAN, None, None, None, float(m.group(4)), self.run,
+                              max(common.half_unit(time_s), common.half_unit(data)))
         return self.accept(rec)
 
     def unmatched(self, line, index):

@@ -1,11 +1,21 @@
-"""detbench's own log format: `DETBENCH_ITER {json}` lines (bundled trainer, calibration)."""
+"""detbench's own log format: `DETBENCH_ITER {json}` lines (bundled trainer, calibration).
+
+Times are printed in full (rounding 0). The `DETBENCH_META` line a workload prints as it
+starts, or an iteration that goes back, begins a run (harness.measure.scrapers.common).
+"""
 import json
 import math
 
 from harness import jsonlog
 from harness.measure.records import ITERATION, IterationRecord, ScrapeError
+from harness.measure.scrapers import common
 
 _PREFIX = jsonlog.ITER_PREFIX
+
+
+class _Runs(common.Scraper):
+    """The run bookkeeping of common.Scraper for the DETBENCH_ITER lines."""
+    banners = (jsonlog.META_PREFIX,)
 
 
 def _num(value):
@@ -16,22 +26,30 @@ def _num(value):
 
 
 def iter_scrape(lines, **_options):
-    """Yield an IterationRecord or a ScrapeError for every ITER line."""
+    """Yield an IterationRecord or a ScrapeError for every ITER line (and a fatal error
+    where a record is seen twice with other figures or out of order)."""
+    runs = _Runs()
     for index, line in enumerate(lines):
         start = line.find(_PREFIX)
         if start < 0:
+            if jsonlog.META_PREFIX in line:
+                runs.banner(line, index)
             continue
         body = line[start + len(_PREFIX):]
         try:
             obj = json.loads(body)
-            yield IterationRecord(
+            rec = IterationRecord(
                 iteration=int(obj[jsonlog.ITERATION]), line=index,
                 time_s=_num(obj[jsonlog.TIME_S]), data_time_s=_num(obj.get(jsonlog.DATA_TIME_S)),
                 kind=ITERATION, images=obj.get(jsonlog.IMAGES),
-                memory_mb=_num(obj.get(jsonlog.PEAK_MEM_MB)), loss=_num(obj.get(jsonlog.LOSS)))
+                memory_mb=_num(obj.get(jsonlog.PEAK_MEM_MB)), loss=_num(obj.get(jsonlog.LOSS)), run=runs.run)
         # OverflowError: an iteration of 1e400; RecursionError: JSON nested thousands deep
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as exc:
             yield ScrapeError(index, "unreadable %s line: %s" % (_PREFIX.strip(), exc), line[:200])
+            continue
+        out = runs.accept(rec)
+        if out is not None:
+            yield out
 
 
 def scrape(lines, **options):

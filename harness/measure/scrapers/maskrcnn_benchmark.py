@@ -9,23 +9,42 @@ MEAN SINCE THE START of the process (SmoothedValue.global_avg), both to 4 decima
 time runs from the end of the previous iteration to after the optimizer step (data
 loading included; the logging after it counts in the next iteration's data time). The
 record keeps the two means since the start: CUMULATIVE_MEAN with span = iteration, so
-two records give the exact window mean between them. A run resumed from a checkpoint
-starts its meters at the checkpoint's iteration; its spans are then too long by that
-iteration, which shifts a difference by that count times the change of the mean.
-loss is the median of the reduced total loss; ``max mem`` is rank 0's peak allocated MB.
+two records give the exact window mean between them. loss is the median of the reduced
+total loss; ``max mem`` is rank 0's peak allocated MB.
+
+Runs: do_train logs ``Start training`` as each process starts; it begins a run. A run
+resumed from a checkpoint starts its meters at the checkpoint's iteration, which the log
+does not print: a run starts at 0 when its first record lies within the first print
+period (20; checkpoints come far apart), otherwise its means have no known start and its
+records are GLOBAL_MEAN (approximate).
 """
 import re
 
-from harness.measure.records import CUMULATIVE_MEAN, IterationRecord
+from harness.measure.records import CUMULATIVE_MEAN, GLOBAL_MEAN, IterationRecord
 from harness.measure.scrapers import common
 
 RECORD_RE = re.compile(r"iter: (\d+)  [^\n]*?time: \S+ \((\S+)\)  data: \S+ \((\S+)\)")
+PERIOD = 20   # do_train prints every 20 iterations
 
 
 class MaskrcnnScraper(common.Scraper):
     key = "  data: "
     pattern = RECORD_RE
     native = "maskrcnn"
+    banners = ("Start training",)
+
+    def __init__(self):
+        super().__init__()
+        self.known_start = True   # this run's meters start at iteration 0
+
+    def begin(self, rec, start):
+        self.known_start = rec.iteration <= PERIOD
+        self._python = not self.known_start   # the compiled scanner counts from iteration 0 only
+        if self.known_start:
+            rec = rec._replace(span=rec.iteration, kind=CUMULATIVE_MEAN)
+        else:
+            rec = rec._replace(span=1, kind=GLOBAL_MEAN)
+        return super().begin(rec, start)
 
     def from_match(self, m, index):
         iteration = int(m.group(1))
@@ -33,9 +52,13 @@ class MaskrcnnScraper(common.Scraper):
         start = m.start()
         loss = common.field_after(string, "  loss: ", start, m.end())
         mem = common.field_after(string, "max mem: ", m.end())
+        time_s, data = m.group(2, 3)
+        known = self.known_start
         rec = IterationRecord(
-            iteration, index, float(m.group(2)), float(m.group(3)), iteration, CUMULATIVE_MEAN,
-            None, None, None if mem is None else float(mem), None if loss is None else float(loss))
+            iteration, index, float(time_s), float(data), iteration if known else 1,
+            CUMULATIVE_MEAN if known else GLOBAL_MEAN,
+            None, None, None if mem is None else float(mem), None if loss is None else float(loss), self.run,
+            max(common.half_unit(time_s), common.half_unit(data)))
         return self.accept(rec)
 
 

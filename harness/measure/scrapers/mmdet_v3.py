@@ -8,52 +8,95 @@ data_time, losses, time, epoch, iter (global, 1-based), memory, step.
 Semantics: mmengine's IterTimerHook measures time from the end of the previous
 iteration to the end of this one (data loading included). Time and data_time are
 the mean over the last ``window`` iterations of a history that spans the whole run
-(not reset per epoch), so a record is WINDOW_MEAN with span = min(window, iteration).
-``memory`` is rank 0's peak MB since the previous log line. ``iteration`` is global,
-1-based: (E - 1) * N + I for epoch-based loops.
+(not reset per epoch, and restored with a checkpoint), so a record is WINDOW_MEAN with
+span = min(window, iteration). ``memory`` is rank 0's peak MB since the previous log
+line. ``iteration`` is global, 1-based: (E - 1) * N + I for epoch-based loops. Times print
+with 4 decimals in the text, in full in the JSON.
+
+The window: the ``window`` option where given, else the LogProcessor's ``window_size`` in
+the config the text log dumps as training starts (``log_processor = dict(type=
+'LogProcessor', window_size=W, ...)``), else the text's logging interval (mmdet's
+default_runtime and mmengine's defaults set the two equal), taken from the first record
+that is not an epoch's last (the iteration less the one a resumed run starts from).
+Records before the window is known, and JSON records whose window no config gives, are
+means over a window the log does not state: GLOBAL_MEAN (approximate).
+
+Runs: CheckpointHook logs ``Checkpoints will be saved to ...`` as training starts, after
+``resumed epoch: E, iter: I`` where the run resumes: each begins a run.
 
 Options:
   window: the LogProcessor window_size (mmengine default 10, mmdet 3.x configs 50).
-    None (default) assumes the window equals the logging interval, as in mmdet's
-    default_runtime, and takes that from the first record (first logged iteration).
 """
 import json
 import re
 
-from harness.measure.records import WINDOW_MEAN, IterationRecord
+from harness.measure.records import GLOBAL_MEAN, WINDOW_MEAN, IterationRecord
 from harness.measure.scrapers import common
 
+RESUMED_RE = re.compile(r"resumed epoch: \d+, iter: (\d+)")
 TEXT_RE = re.compile(
     r"(?:Epoch\(train\) *\[(\d+)\]\[ *(\d+)/(\d+)\]|Iter\(train\) *\[ *(\d+)/(\d+)\])"
     r"  [^\n]*?  time: (\S+)  data_time: (\S+)  (?:memory: (\S+)  )?")
+
+
+WINDOW_RE = re.compile(r"LogProcessor'?,[^\n]*\bwindow_size=(\d+)")
+CONFIG_KEY = "window_size="
 
 
 class MmengineScraper(common.Scraper):
     key = "  data_time: "
     pattern = TEXT_RE
     native = "mmengine"
+    banners = ("Checkpoints will be saved to ", "resumed epoch: ")
 
     def __init__(self, window=None):
         super().__init__()
         self.window = window
+        self._given = window is not None   # the option, or the log's config, says the window
+        self._start = 0                    # the iteration this run resumed from
+
+    @property
+    def _python(self):
+        return self._handover or self.window is None   # the scanner reads only with a window
+
+    @_python.setter
+    def _python(self, value):
+        self._handover = value
+
+    def banner_start(self, line):
+        m = RESUMED_RE.search(line)
+        return int(m.group(1)) if m else None
+
+    def begin(self, rec, start):
+        self._start = start or 0
+        return super().begin(rec, start)
 
     def feed(self, line, index):
         if line.lstrip().startswith("{"):
             return self.from_json(line, index)
+        if CONFIG_KEY in line and self.key not in line:
+            m = WINDOW_RE.search(line)
+            if m:   # the config the log dumps: how it was written, whatever the option said
+                self.window, self._given = max(1, int(m.group(1))), True
+            return None
         return super().feed(line, index)
 
     def fast_ok(self, chunk):
-        return not common.has_json_line(chunk)
+        return super().fast_ok(chunk) and not common.has_json_line(chunk) and CONFIG_KEY not in chunk
 
     def unmatched(self, line, index):
         if "(val)" in line or "(test)" in line:
             return None
         return super().unmatched(line, index)
 
-    def _span(self, iteration):
+    def _span_kind(self, iteration, epoch_end):
+        """(span, kind) of a record, setting the window from it where nothing says it yet."""
         if self.window is None:
-            self.window = iteration if iteration > 0 else 1
-        return iteration if iteration < self.window else self.window
+            if epoch_end:
+                return 1, GLOBAL_MEAN
+            first = iteration - self._start
+            self.window = first if first > 0 else 1
+        return (iteration if iteration < self.window else self.window), WINDOW_MEAN
 
     def from_match(self, m, index):
         epoch, inner, length, it = m.group(1, 2, 3, 4)
@@ -63,11 +106,14 @@ class MmengineScraper(common.Scraper):
             iteration = int(it)
         loss = common.field_after(m.string, "  loss: ", m.end() - 2)
         mem = m.group(8)
+        time_s, data_s = m.group(6, 7)
+        time_f, data_f = float(time_s), float(data_s)
+        span, kind = self._span_kind(iteration, epoch is not None and inner == length)
         rec = IterationRecord(
-            iteration, index, float(m.group(6)), float(m.group(7)), self._span(iteration),
-            WINDOW_MEAN, None, None,
+            iteration, index, time_f, data_f, span, kind, None, None,
             None if mem is None else float(mem),
-            None if loss is None else float(loss))
+            None if loss is None else float(loss), self.run,
+            max(common.half_unit(time_s), common.half_unit(data_s)))
         return self.accept(rec)
 
     def from_json(self, line, index):
@@ -87,10 +133,14 @@ class MmengineScraper(common.Scraper):
             data = obj.get("data_time")
             mem = obj.get("memory")
             loss = obj.get("loss")
+            if self.window is None:   # no record of the JSON tells the window
+                span, kind = 1, GLOBAL_MEAN
+            else:
+                span, kind = min(self.window, iteration), WINDOW_MEAN
             rec = IterationRecord(
-                iteration, index, time_s, None if data is None else float(data),
-                self._span(iteration), WINDOW_MEAN, None, None,
-                None if mem is None else float(mem), None if loss is None else float(loss))
+                iteration, index, time_s, None if data is None else float(data), span, kind, None, None,
+                None if mem is None else float(mem), None if loss is None else float(loss), self.run,
+                max(common.value_half_unit(obj["time"]), 0.0 if data is None else common.value_half_unit(data)))
         except (KeyError, TypeError, ValueError):
             return common.make_error(index, "JSON train scalars lack a readable field", line)
         return self.accept(rec)

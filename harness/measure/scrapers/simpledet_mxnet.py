@@ -10,13 +10,17 @@ that of one worker's local GPUs). No iteration or data time is printed. So a rec
 THROUGHPUT with span = frequent and images_per_s per worker. Batch numbers are 0-based
 and printed when B % frequent == 0 (B > 0). ``iteration`` is 1-based: Iter + 1 in the new
 format; in the old one epoch * batches_per_epoch + B + 1. Every worker logs; lines are
-deduplicated by iteration (the first wins).
+deduplicated by iteration (the first wins): a record of an iteration among the last
+WORKER_LAG ones logged is another worker's, and one that goes back further begins a run,
+as does the ``total iter N`` line detection_train.py logs as each process starts (whose
+``Iter`` counts from 0 again).
 
 Options:
   frequent: log frequency (configs: 10). None (default) takes the first record's B.
-  batches_per_epoch: needed to place old-format records of epochs after epoch 0;
-    without it those lines become ScrapeErrors.
+  batches_per_epoch: needed to place old-format records of epochs after epoch 0 (the
+    log does not print it); without it those lines become ScrapeErrors.
 """
+import collections
 import re
 
 from harness.measure.records import THROUGHPUT, IterationRecord
@@ -27,14 +31,31 @@ RECORD_RE = re.compile(
     r"Speed: (\S+) samples/s")
 
 
+WORKER_LAG = 64   # records: how far behind rank 0 another worker's line may come
+
+
 class SpeedometerScraper(common.Scraper):
     key = "Speed: "
     pattern = RECORD_RE
+    banners = ("total iter ",)   # detection_train.py, rank 0, as each process starts
 
     def __init__(self, frequent=None, batches_per_epoch=None):
         super().__init__()
         self.frequent = frequent
         self.batches_per_epoch = batches_per_epoch
+        self._recent = collections.deque(maxlen=WORKER_LAG)
+
+    def accept(self, rec):
+        if self._banner is not None:
+            self._recent.clear()   # a process starts: its iterations count anew
+        elif rec.iteration in self._recent:
+            return None   # another worker's line of an iteration already read
+        elif self._last is not None and rec.iteration < self._last.iteration:
+            self._recent.clear()
+        out = super().accept(rec)
+        if out is not None and out.__class__ is not common.ScrapeError:
+            self._recent.append(rec.iteration)
+        return out
 
     def from_match(self, m, index):
         epoch = int(m.group(1))
@@ -49,11 +70,12 @@ class SpeedometerScraper(common.Scraper):
         elif epoch == 0:
             iteration = batch + 1
         else:
-            return common.make_error(
-                index, "epoch %d record needs batches_per_epoch to place it" % epoch,
+            return self.unplaced(
+                index, "a record after the first epoch " + common.UNPLACED + ": the log does not print the "
+                "epoch length (give the iterations per epoch)",
                 _line_of(m))
         rec = IterationRecord(iteration, index, None, None, self.frequent, THROUGHPUT,
-                              float(m.group(4)))
+                              float(m.group(4)), None, None, None, self.run, common.half_unit(m.group(4)))
         return self.accept(rec)
 
 

@@ -13,19 +13,23 @@ trigger (one epoch's steps_per_epoch) by the seconds its timer ran, and the time
 between its own before_epoch and after_epoch hooks: the epoch's steps with the per-step
 callbacks and the waits for the input queue, plus the before/after-epoch hooks of the
 callbacks registered between it and the step loop; the epoch-end triggers (checkpoints,
-summaries, this printing) fall outside. So a record is THROUGHPUT over one whole epoch:
-images/s (all GPUs) with span = steps_per_epoch and iteration = the epoch's last global
-step, n * steps_per_epoch for the n-th throughput line of a run that starts at epoch 1
-from global step 0 (train.py's defaults; a run resumed from a checkpoint is not placed).
-The number carries 5 significant digits, so the epoch's time is known to 5e-5 relatively;
-no iteration or data time is printed.
+summaries, this printing) fall outside. So a record is
+THROUGHPUT over one whole epoch: images/s (all GPUs) with span = the epoch's steps and
+iteration = the epoch's last global step. Both come from the log itself: a throughput
+line is placed at the global step of the ``Epoch N (global_step G) finished`` line before
+it, and the epoch's steps are G less the previous epoch's G (the first epoch of a run:
+G / N, as tensorpack counts N x steps_per_epoch steps by epoch N). Only a log without
+epoch lines is placed by counting: the n-th throughput line of a run at n x
+steps_per_epoch. The number carries 5 significant digits, so the epoch's time is known
+to 5e-5 relatively; no iteration or data time is printed.
 
-The epoch lines are read only to check the placing: ``Epoch N (global_step G)`` with G !=
-N * steps_per_epoch is a ScrapeError that names the steps_per_epoch the log implies, and
-changes no record. ``Throughput (steps/sec)`` lines (a tracker without samples_per_step)
-give no images/s and are not read.
+A global step that goes back (a run resumed from an older checkpoint, or started anew)
+begins a run, as does the ``Argv:`` line the logger prints as a process starts.
+``Throughput (steps/sec)`` lines (a tracker without samples_per_step) give no images/s
+and are not read.
 
-Options: steps_per_epoch (500, the FasterRCNN example's TRAIN.STEPS_PER_EPOCH).
+Options: steps_per_epoch (500, the FasterRCNN example's TRAIN.STEPS_PER_EPOCH), used only
+where the log prints no epoch lines.
 """
 import re
 
@@ -41,42 +45,66 @@ EPOCH_KEY = ") finished, time:"
 class TensorpackScraper(common.Scraper):
     key = THROUGHPUT_KEY
     pattern = RECORD_RE
+    banners = ("] Argv: ",)
 
     def __init__(self, steps_per_epoch=500):
         super().__init__()
         self.steps_per_epoch = int(steps_per_epoch)
         if self.steps_per_epoch < 1:
             raise ValueError("steps_per_epoch must be at least 1")
-        self.epochs = 0        # throughput lines seen, read or not: one per epoch
+        self.epochs = 0         # throughput lines of the run seen, read or not: one per epoch
+        self.epoch = None       # (global step, steps) of the epoch line the next throughput belongs to
+        self.epoch_step = None  # the global step of the run's last epoch line
+        self._counted = False   # the last record was placed by counting
 
     def feed(self, line, index):
         if EPOCH_KEY in line:
-            return self.check_epoch(line, index)
+            return self.read_epoch(line, index)
         return super().feed(line, index)
 
     def fast_ok(self, chunk):
-        return EPOCH_KEY not in chunk
+        return super().fast_ok(chunk) and EPOCH_KEY not in chunk
 
-    def check_epoch(self, line, index):
+    def read_epoch(self, line, index):
         m = EPOCH_RE.search(line)
         if m is None:
             return None
         epoch, step = int(m.group(1)), int(m.group(2))
-        if step == epoch * self.steps_per_epoch:
-            return None
-        implied = " (the log implies %d)" % (step // epoch) if epoch > 0 and step % epoch == 0 else ""
-        return common.make_error(index, "epoch %d ended at global step %d, not at epoch x steps_per_epoch %d%s"
-                                 % (epoch, step, self.steps_per_epoch, implied), line)
+        prev = self.epoch_step
+        if prev is not None and step <= prev:
+            prev = None   # the step went back: the record that follows begins a run
+        if prev is not None:
+            steps = step - prev
+        elif epoch > 0 and step > 0 and step % epoch == 0:
+            steps = step // epoch
+        else:
+            steps = self.steps_per_epoch
+        self.epoch = (step, steps)
+        self.epoch_step = step
+        return None
+
+    def begin(self, rec, start):
+        if self.run > 1 and self._counted:   # placed by counting: count this run from its start
+            self.epochs = 1
+            rec = rec._replace(iteration=self.steps_per_epoch)
+        return super().begin(rec, start)
 
     def unmatched(self, line, index):
         self.epochs += 1
+        self.epoch = None
         return super().unmatched(line, index)
 
     def from_match(self, m, index):
         self.epochs += 1
-        value = float(m.group(1))
-        rec = IterationRecord(self.epochs * self.steps_per_epoch, index, None, None, self.steps_per_epoch,
-                              THROUGHPUT, value)
+        value = m.group(1)
+        self._counted = self.epoch is None
+        if self.epoch is not None:
+            iteration, span = self.epoch
+            self.epoch = None
+        else:
+            iteration, span = self.epochs * self.steps_per_epoch, self.steps_per_epoch
+        rec = IterationRecord(iteration, index, None, None, span, THROUGHPUT, float(value), None, None, None,
+                              self.run, common.half_unit(value))
         return self.accept(rec)
 
 

@@ -11,6 +11,9 @@ is WINDOW_MEAN with span = min(window, i + 1). Losses print median (epoch mean);
 here is the median. ``iteration`` is global, 1-based: epoch * N + i + 1 (epochs of
 equal length N, counting from epoch 0). Evaluation lines (``Test:``) are skipped.
 
+Times print with 4 decimals. train.py prints ``Start training`` as each process starts:
+it begins a run.
+
 Options: window (20).
 """
 import re
@@ -26,6 +29,7 @@ RECORD_RE = re.compile(
 class TorchvisionScraper(common.Scraper):
     key = "  data: "
     pattern = RECORD_RE
+    banners = ("Start training",)
 
     def __init__(self, window=20):
         super().__init__()
@@ -42,10 +46,12 @@ class TorchvisionScraper(common.Scraper):
         loss = common.field_after(m.string, "  loss: ", m.start(), m.end())
         mem = m.group(6)
         window = self.window
+        time_s, data = m.group(4, 5)
         rec = IterationRecord(
-            iteration, index, float(m.group(4)), float(m.group(5)),
+            iteration, index, float(time_s), float(data),
             i + 1 if i + 1 < window else window, WINDOW_MEAN, None, None,
-            None if mem is None else float(mem), None if loss is None else float(loss))
+            None if mem is None else float(mem), None if loss is None else float(loss), self.run,
+            max(common.half_unit(time_s), common.half_unit(data)))
         return self.accept(rec)
 
 
