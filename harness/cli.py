@@ -156,6 +156,7 @@ def scrape(framework_name, fmt, list_formats, warmup, measure, images_per_iterat
     asked, several runs, lines that did not parse) go to stderr; an error is one line, exit 2.
     """
     from harness.measure import logfigure, scrapers
+    from harness.measure.records import IterationRecord
 
     if list_formats:
         width = max(map(len, scrapers.FORMATS))
@@ -171,7 +172,10 @@ def scrape(framework_name, fmt, list_formats, warmup, measure, images_per_iterat
     if max_error is not None and warmup is None:
         raise UserError("--max-error judges a window's figure: give --warmup and --measure too")
     how = logfigure.reading(logfile, framework_name, fmt, iters_per_epoch=iters_per_epoch)
-    records, errors = logfigure.read(logfile, how)
+    # first the figure, from the records its window needs (memory bounded by the window, not
+    # the log), then every record streamed to stdout: an error leaves stdout empty
+    window = (warmup + 1, warmup + measure) if warmup is not None else (0, 0)
+    records, errors = logfigure.read(logfile, how, window=window)
     logfigure.require_records(logfile, how, records)
     figure = None
     if warmup is not None:
@@ -180,7 +184,7 @@ def scrape(framework_name, fmt, list_formats, warmup, measure, images_per_iterat
         notes = list(figure.notes)
     else:
         notes = list(how.notes)
-        runs = max(r.run for r in records)
+        runs = max(max(r.run for r in records), errors.last_run)
         if run is not None and not 1 <= run <= runs:
             raise UserError("%s: the log holds %d run%s; there is no run %d" % (logfile, runs, "" if runs == 1 else "s",
                                                                                run))
@@ -188,7 +192,8 @@ def scrape(framework_name, fmt, list_formats, warmup, measure, images_per_iterat
             notes.insert(0, "reading %s as %s (detected)" % (logfile, how.scraper))
         if errors:
             notes.append("%s: %s" % (logfile, logfigure.noise_text(errors)))
-    shown = records if run is None else [r for r in records if r.run == run]
+    shown = (item for item in scrapers.iter_path(how.scraper, logfile, **how.options)
+             if item.__class__ is IterationRecord and (run is None or item.run == run))
     write = sys.stdout.write
     batch = []
     for line in logfigure.record_lines(shown):

@@ -511,3 +511,30 @@ def test_detectron2_prints_a_data_time_of_its_own_window_and_it_is_read(tmp_path
     assert fig["window"] == [41, 160]
     # the mean of the last 20 at each print: the prints tile the window, to 4 decimals
     assert abs(fig["data_time_s"] - logtext.truth(pairs, 41, 160)[1]) <= fig["data_error_bound_s"] <= 0.5e-4 * 1.0001
+
+
+# ---------------------------------------------------------------- bounded memory
+
+@pytest.mark.parametrize("text, windows", [
+    (lambda: logtext.mmcv_epoch(logtext.times(1000, seed=41), 500)
+     + logtext.mmcv_epoch(logtext.times(1500, seed=42), 500, first=501), [(600, 400), (0, 2000), (1000, 500)]),
+    (lambda: logtext.detectron2_v03(logtext.times(3000, seed=43)), [(0, 3000), (1201, 1000), (2990, 10)]),
+    (lambda: logtext.dllogger_pytorch(logtext.times(3000, seed=44), log_interval=50, steps_per_epoch=1000),
+     [(500, 1000), (0, 3000), (1995, 10)]),
+    (lambda: logtext.tensorpack(logtext.times(10000, seed=45), 100), [(500, 500), (0, 10000)]),
+])
+def test_a_window_read_alone_gives_the_figure_of_the_whole_log(tmp_path, text, windows):
+    """The command line keeps only the records a window's figure can use (memory bounded by
+    the window, not the log): the figure is the one every record gives."""
+    from harness.measure import logfigure
+    log = write(tmp_path, text())
+    how = logfigure.reading(log)
+    every, _ = logfigure.read(log, how)
+    sizes = []
+    for warmup, measure in windows:
+        kept, _ = logfigure.read(log, how, window=(warmup + 1, warmup + measure))
+        sizes.append(len(kept))
+        whole = logfigure.figure(log, every, warmup, measure, 2)
+        alone = logfigure.figure(log, kept, warmup, measure, 2)
+        assert alone == whole
+    assert min(sizes) < len(every) and max(sizes) <= len(every)

@@ -12,8 +12,11 @@ asked for, and the bound on its error that the printed digits imply (stats.repor
 What a user should know of a figure that is not what was asked (another window, several
 runs, lines that did not parse) comes as notes: one line each, printed only on success.
 """
+import bisect
+import collections
 import dataclasses
 import json
+import operator
 import os
 import re
 from dataclasses import dataclass, field
@@ -27,6 +30,7 @@ from harness.measure.records import IterationRecord
 from harness.measure.scrapers import mmdet_v3
 
 NOISE_LISTED = 3        # parse errors named in a note or a refusal; the rest are counted
+_ITERATION = operator.attrgetter("iteration")
 SOURCES = ("detected", "named", "framework")   # how a log's format was chosen (Figure.format_source)
 # the epoch length an mmdetection text log prints on every line: Epoch [E][I/N]
 _EPOCH_LINE_RE = re.compile(r"\bEpoch \[\d+\]\[\d+/(\d+)\]")
@@ -69,7 +73,7 @@ def reading(log, framework=None, fmt=None, iters_per_epoch=None):
                             % (log, "matches no known log format" if not found else
                                "mixes the formats %s" % " and ".join(found)))
         how = Reading(found[0], {}, "detected", "detected")
-    return _with_epoch_length(log, how, iters_per_epoch)
+    return _with_geometry(log, how, iters_per_epoch)
 
 
 def _made_by_detbench(log):
@@ -85,7 +89,8 @@ def _made_by_detbench(log):
     return False
 
 
-def _with_epoch_length(log, how, iters_per_epoch):
+def _with_geometry(log, how, iters_per_epoch):
+    """The reading with the window and epoch length the log, the files beside it or the user give."""
     if how.scraper == "mmdet-v3":
         how = _with_window_beside(log, how)
     option = scrapers.EPOCH_OPTIONS.get(how.scraper)
@@ -167,23 +172,102 @@ class Records(list):
     errors: tuple = ()
 
 
-def read(log, how, run=None):
-    """(records, errors) of the log as its Reading says. UserError where the log cannot give
-    a true figure at all: a fatal error of the scrape (a record line printed twice inside a
-    run, records out of order, a line too long, a file that is not text)."""
+class Noise(list):
+    """The lines of a log that did not parse: the first ERRORS_KEPT of them, and of all of
+    them the count, each reason's count and first line, and the last run one belongs to."""
+    ERRORS_KEPT = 1000
+
+    def __init__(self, errors=()):
+        super().__init__()
+        self.total = 0
+        self.groups = {}     # reason -> [count, first line]
+        self.last_run = 0
+        for e in errors:
+            self.add(e)
+
+    def add(self, e):
+        self.total += 1
+        self.groups.setdefault(e.reason, [0, e.line])[0] += 1
+        if e.run is not None and e.run > self.last_run:
+            self.last_run = e.run
+        if len(self) < self.ERRORS_KEPT:
+            self.append(e)
+
+    def unplaced(self):
+        """(count, first line) of the record lines whose iteration the log does not give."""
+        hits = [(count, line) for reason, (count, line) in self.groups.items() if scrapers.common.UNPLACED in reason]
+        return sum(c for c, _ in hits), min((line for _, line in hits), default=None)
+
+
+HEAD = stats.RUN_EDGE   # records kept of each run's start and end where only a window's are kept
+
+
+def read(log, how, run=None, window=None):
+    """(records, errors) of the log as its Reading says; errors a Noise. With `window`
+    (first, last), only the records a figure of that window can use are kept (those inside
+    it, two on either side, and each run's first and last HEAD): memory bounded by the
+    window, not by the log. UserError where the log cannot give a true figure at all: a
+    fatal error of the scrape (a record line printed twice inside a run, records out of
+    order, a line too long, a file that is not text)."""
+    noise = Noise()
+    keep = _Keeper(window)
     try:
-        records, errors = scrapers.scrape_path(how.scraper, log, **how.options)
+        for item in scrapers.iter_path(how.scraper, log, **how.options):
+            if item.__class__ is IterationRecord:
+                if run is None or item.run == run:
+                    keep.add(item)
+            elif item.fatal:
+                raise UserError("%s:%d: %s" % (log, item.line + 1, item.reason))
+            else:
+                noise.add(item)
     except OSError as exc:
         raise UserError("%s: cannot read: %s" % (log, exc.strerror)) from None
-    fatal = [e for e in errors if e.fatal]
-    if fatal:
-        raise UserError("%s:%d: %s" % (log, fatal[0].line + 1, fatal[0].reason))
-    out = Records(r for r in records if isinstance(r, IterationRecord))
+    out = Records(keep.records())
     out.how = how
-    out.errors = tuple(errors)
-    if run is not None:
-        out[:] = [r for r in out if r.run == run]
-    return out, errors
+    out.errors = noise
+    return out, noise
+
+
+class _Keeper:
+    """The records of a stream a window's figure can use (all of them without a window)."""
+
+    def __init__(self, window):
+        self.window = window
+        self.kept = []            # every record, or those of the finished runs
+        self.run = None
+        self._reset()
+
+    def _reset(self):
+        self.head, self.tail = [], collections.deque(maxlen=HEAD)
+        self.before, self.inside, self.after = collections.deque(maxlen=2), [], []
+
+    def add(self, rec):
+        if self.window is None:
+            self.kept.append(rec)
+            return
+        if rec.run != self.run:
+            self._flush()
+            self.run = rec.run
+        lo, hi = self.window
+        if len(self.head) < HEAD:
+            self.head.append(rec)
+        self.tail.append(rec)
+        if rec.iteration < lo:
+            self.before.append(rec)
+        elif rec.iteration <= hi:
+            self.inside.append(rec)
+        elif len(self.after) < 2:
+            self.after.append(rec)
+
+    def _flush(self):
+        if self.window is not None and self.run is not None:
+            chosen = {id(r): r for part in (self.head, self.before, self.inside, self.after, self.tail) for r in part}
+            self.kept.extend(sorted(chosen.values(), key=lambda r: r.line))
+        self._reset()
+
+    def records(self):
+        self._flush()
+        return self.kept
 
 
 def noise_text(errors):
@@ -191,14 +275,13 @@ def noise_text(errors):
     once, with its first line, for the first NOISE_LISTED reasons."""
     if not errors:
         return ""
-    groups = {}
-    for e in errors:
-        groups.setdefault(e.reason, [0, e.line])[0] += 1
+    noise = errors if isinstance(errors, Noise) else Noise(errors)
+    groups = noise.groups
     parts = ["line %d%s: %s" % (line + 1, " and %d more like it" % (count - 1) if count > 1 else "", reason)
              for reason, (count, line) in list(groups.items())[:NOISE_LISTED]]
     if len(groups) > NOISE_LISTED:
         parts.append("and lines of %d other kinds" % (len(groups) - NOISE_LISTED))
-    return "%d line%s did not parse (%s)" % (len(errors), "" if len(errors) == 1 else "s", "; ".join(parts))
+    return "%d line%s did not parse (%s)" % (noise.total, "" if noise.total == 1 else "s", "; ".join(parts))
 
 
 def require_records(log, how, records):
@@ -267,16 +350,17 @@ def figure(log, records, warmup, measure, images_per_iteration=None, run=None, m
     records = stats.dedupe(records)
     lo, hi = warmup + 1, warmup + measure
     _, spans = stats.run_spans(records)
+    noise = errors if isinstance(errors, Noise) else Noise(errors)
     # runs whose records the log does not place count too (a banner, then records it cannot place)
-    runs = max([len(spans)] + [e.run for e in errors if e.run is not None])
+    runs = max(len(spans), noise.last_run)
     if len(spans) <= 1 and run is None:
         last = max((r.iteration for r in records), default=0)
-        unplaced = [e for e in errors if scrapers.common.UNPLACED in e.reason]
+        unplaced, first = noise.unplaced()
         if last < hi and unplaced:
             raise UserError("%s: the window %d..%d lies past iteration %d, the last the log places: %d record "
                             "line%s cannot be placed, as the log does not print the epoch length (first: line %d); "
-                            "give --iters-per-epoch N" % (log, lo, hi, last, len(unplaced),
-                                                          "" if len(unplaced) == 1 else "s", unplaced[0].line + 1))
+                            "give --iters-per-epoch N" % (log, lo, hi, last, unplaced,
+                                                          "" if unplaced == 1 else "s", first + 1))
         if last < hi:
             raise UserError("%s: the log ends at iteration %d; the window needs iterations %d..%d%s"
                             % (log, last, lo, hi, _noise_suffix(errors)))
@@ -296,7 +380,7 @@ def figure(log, records, warmup, measure, images_per_iteration=None, run=None, m
 
 
 def _noise_suffix(errors):
-    return " (%s)" % noise_text(list(errors)) if errors else ""
+    return " (%s)" % noise_text(errors) if errors else ""
 
 
 def _reported(log, records, warmup, measure, images_per_iteration, run, spans, errors):
@@ -345,7 +429,7 @@ def _with_notes(log, fig, records, est, how, errors):
     if tuple(fig.window) != tuple(fig.requested_window) or fig.missing:
         notes.append("%s: %s" % (log, window_text(fig, records)))
     if errors:
-        notes.append("%s: %s" % (log, noise_text(list(errors))))
+        notes.append("%s: %s" % (log, noise_text(errors)))
     return Figure(**dict(fig.__dict__, notes=tuple(notes)))
 
 
@@ -382,9 +466,10 @@ def coverage_problem(records, fig):
     run = [r for r in stats.dedupe(records) if getattr(r, "run", 1) == fig.run
            and r.kind in (rec_kinds.ITERATION, rec_kinds.WINDOW_MEAN) and r.time_s is not None]
     lo, hi = fig.window
-    near = [r for r in run if lo - 1 <= r.iteration and r.iteration - r.span <= hi]
-    first = run.index(near[0]) if near else 0
-    apart = stats.spaced_wider(run[max(0, first - 2):first + len(near) + 2])
+    # the records the figure was summed from, and two on either side (as stats.reported took them)
+    first = bisect.bisect_right(run, lo - 1, key=_ITERATION)
+    last = bisect.bisect_right(run, hi, key=_ITERATION)
+    apart = stats.spaced_wider(run[max(0, first - 2):last + 2])
     if apart is not None:
         a, b = apart
         return ("its records of iterations %d and %d (log lines %d and %d) lie %d iterations apart, but each "

@@ -114,13 +114,18 @@ def _reach(records, warmup, measure):
         raise WindowError("the window %d..%d is larger than the log: it reaches iteration %d" % (lo, hi, last))
 
 
+RUN_EDGE = 8   # records at a run's start (and end) that say the iterations it covers
+
+
 def run_spans(records):
-    """{run: its records} in log order, and the RunSpan of each."""
+    """{run: its records} in log order, and the RunSpan of each (from its first and last
+    RUN_EDGE records: a run's records rise)."""
     by_run = {}
     for run, group in itertools.groupby(records, key=_RUN):
         by_run.setdefault(run, []).extend(group)
-    spans = tuple(RunSpan(run, min(r.iteration - max(r.span, 1) + 1 for r in recs[:8]), max(r.iteration for r in recs[-8:]),
-                          recs[0].line + 1, recs[-1].line + 1) for run, recs in by_run.items())
+    spans = tuple(RunSpan(run, min(r.iteration - max(r.span, 1) + 1 for r in recs[:RUN_EDGE]),
+                          max(r.iteration for r in recs[-RUN_EDGE:]), recs[0].line + 1, recs[-1].line + 1)
+                  for run, recs in by_run.items())
     return by_run, spans
 
 
@@ -164,8 +169,8 @@ def reported(records, warmup, measure, images_per_iteration, run=None):
     records = by_run.get(chosen, [])
     _check_order(records)
     _reach(records, warmup, measure)
-    # the records near the window (they rise: _check_order): one before it and two after, for
-    # the running means whose points lie just outside it
+    # the records near the window (they rise: _check_order) and two on either side, for the
+    # running means whose points lie just outside it and the spacing of window means
     first = bisect.bisect_right(records, lo - 1, key=_ITERATION)
     last = bisect.bisect_right(records, hi, key=_ITERATION)
     kind = records[bisect.bisect_right(records, warmup, key=_ITERATION)].kind

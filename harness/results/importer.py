@@ -136,7 +136,7 @@ def _check_log(log, how, framework, warmup, measure, images, batch_per_gpu, gpus
     if total is not None and total < warmup + measure:
         raise UserError("%s: the log trains %d iterations, fewer than --warmup %d + --measure %d"
                         % (log, total, warmup, measure))
-    records, _ = logfigure.read(log, how)
+    records, _ = logfigure.read(log, how, window=(warmup + 1, warmup + measure))
     logfigure.require_records(log, how, records)
     fig = logfigure.figure(log, records, warmup, measure, images, run=run, max_error=max_error)
     problem = logfigure.coverage_problem(records, fig)

@@ -96,17 +96,28 @@ def get(name):
         ) from None
 
 
+def iter_path(name, path, **options):
+    """The records and errors of the log file at ``path`` one by one, streamed from disk:
+    what scrape_path collects."""
+    get(name)   # an unknown name raises here
+    iter_file = PATH_SCRAPERS.get(name)
+    if iter_file is not None:
+        return iter_file(path, **options)
+    return _jsonl_path(path, options)
+
+
+def _jsonl_path(path, options):
+    """detbench-jsonl, the one format without a file reader of its own: its lines fed in
+    turn, then what stopped the reading (a line too long, a NUL byte)."""
+    problems = []
+    yield from jsonl.iter_scrape(common.read_lines(path, problems), **options)
+    yield from common.problem_errors(problems)
+
+
 def scrape_path(name, path, run=None, **options):
     """Return (records, errors) of the log file at ``path``, streamed from disk. With
     ``run``, only that run's records (and the errors of no run or of that one)."""
-    scrape = get(name)
-    iter_path = PATH_SCRAPERS.get(name)
-    if iter_path is None:
-        problems = []
-        records, errors = scrape(common.read_lines(path, problems), **options)
-        errors += common.problem_errors(problems)
-    else:
-        records, errors = common.collect(iter_path(path, **options))
+    records, errors = common.collect(iter_path(name, path, **options))
     if run is not None:
         records = [r for r in records if r.run == run]
         errors = [e for e in errors if e.run is None or e.run == run]
