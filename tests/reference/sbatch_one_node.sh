@@ -26,4 +26,4 @@ export PET_MASTER_PORT="$MASTER_PORT"
 srun --nodes=1 --ntasks-per-node=1 --kill-on-bad-exit=1 \
     bash -c 'rank="${SLURM_NODEID:-0}"; dir="$1"; shift; if [ "$rank" != 0 ]; then dir="$dir/node-$rank"; fi; export PET_NODE_RANK="$rank"; py="$1"; runner="$2"; shift 2; exec "$py" "$runner" --trial-dir "$dir" "$@"' detbench-node /shared/results/trials/20260101-000000-abcdef-0002 \
     <PYTHON> <ROOT>/runner.py --timeout 1200 --env-key NCCL_DEBUG \
-    -- <PYTHON> -m torch.distributed.run --nproc_per_node 8 --standalone -m harness.trainer.train <ROOT>/harness/trainer/configs/faster_r50v1_fpn_1x.py --set train.max_iter=60 --set train.precision=fp16 --set train.seed=0 --set data.images_per_device=2 --set data.input_size=800x1333 --set data.source=synthetic --set train.schedule=constant
+    -- <PYTHON> -m torch.distributed.run --nproc_per_node 8 --standalone -m harness.trainer.train <ROOT>/harness/trainer/configs/faster_r50v1_fpn_1x.py --set train.max_iter=60 --set train.precision=fp16 --set train.seed=0 --set data.images_per_device=2 --set data.input_size=800x1333 --set data.source=synthetic --set train.schedule=constant --set train.decay_norm_bias=true
