@@ -375,7 +375,7 @@ options:
 @pytest.mark.e2e
 @pytest.mark.parametrize("fw,model,size", [("torchvision", "faster_rcnn", [128, 128]),
                                            ("mmdetection", "mask_rcnn", [128, 128]),
-                                           ("effdet", "efficientdet_d0", [128, 128])])
+                                           ("effdet", "efficientdet_d0", [256, 256])])
 def test_a_real_trial_stores_the_settings_its_framework_ran_with(fw, model, size, tmp_path):
     from harness import run as run_mod
     from harness.launch import envs
