@@ -64,7 +64,7 @@ def test_ddp_trials_run_through_sbatch_into_the_store_and_the_scaling_report(clu
     trials = rows(results, "SELECT id, cell_key, status, throughput FROM trials ORDER BY seq")
     assert sorted((t[1].split("/")[4], t[2]) for t in trials) == [("1", "done"), ("2", "done")]
     assert all(t[3] > 0 for t in trials)
-    two = results / "trials" / trials[1][0]
+    two = results / "trials" / next(t[0] for t in trials if t[1].split("/")[4] == "2")
     assert (two / "job.sbatch").read_text().startswith("#!/bin/bash\n#SBATCH --job-name=detbench-")
     assert '"state": "COMPLETED"' in (two / "slurm.json").read_text()
     log = (two / "log.txt").read_text()
