@@ -82,6 +82,7 @@ def test_trainer_on_one_and_two_nodes_runs_into_the_store_and_the_scaling_report
     assert code == 0, out
     assert "on backend slurm" in out and "2 trials, 0 failed" in out, out
     trials = rows(results, "SELECT id, cell_key, status, throughput, telemetry_json FROM trials ORDER BY seq")
+    trials = sorted(trials, key=lambda t: nodes_of(t[1]))     # the round's order is shuffled
     assert [(nodes_of(t[1]), t[2]) for t in trials] == [(1, "done"), (2, "done")]
     assert all(t[3] > 0 for t in trials)
     assert all(json.loads(t[4])["samples"] > 0 for t in trials)
@@ -138,6 +139,7 @@ def test_calibration_on_one_and_two_nodes_gives_its_exact_figures(twonode, tmp_p
     assert "2 trials, 0 failed" in out, out
     trials = rows(results, "SELECT id, cell_key, status, throughput, observed, data_time_s FROM trials "
                            "ORDER BY seq")
+    trials = sorted(trials, key=lambda t: nodes_of(t[1]))     # the round's order is shuffled
     assert [(nodes_of(t[1]), t[2]) for t in trials] == [(1, "done"), (2, "done")]
     # 2 images per device per 50 ms iteration: 40 images/s on one node, 80 on two
     for (_, key, _, thr, obs, data), expected, rel in zip(trials, (40.0, 80.0), (0.01, 0.02)):
