@@ -65,8 +65,10 @@ def _generate(choose, max_iters, max_records, v1):
         if as_json:
             if not v1:
                 w.add(json.dumps({"env_info": "sys.platform: linux\nPython: 3.7.10\nCUDA available: True",
-                                  "config": "log_config = dict(interval=%d, hooks=[dict(type='TextLoggerHook')])"
-                                  % interval, "seed": 0, "exp_name": "faster_rcnn_r50_fpn_1x_coco.py"}))
+                                  "config": "log_config = dict(interval=%d, hooks=[dict(type='TextLoggerHook')])\n"
+                                  "runner = dict(type='%s', max_%s=%d)"
+                                  % (interval, "EpochBasedRunner" if by_epoch else "IterBasedRunner",
+                                     "epochs" if by_epoch else "iters", epochs if by_epoch else total), "seed": 0, "exp_name": "faster_rcnn_r50_fpn_1x_coco.py"}))
         else:
             if not v1:
                 w.add(head() + "Environment info:\n" + "-" * 60 + "\nsys.platform: linux\nPython: 3.7.10\n"
