@@ -143,7 +143,7 @@ def optional_module(name):
     """(module, None) or (None, why not): pynvml is used when present, never needed.
 
     Imported by name through importlib so that the file's import statements stay standard
-    library only (tests/test_runner.py checks them)."""
+    library only (tests/launch/test_runner.py checks them)."""
     import importlib
     try:
         return importlib.import_module(name), None
@@ -182,7 +182,7 @@ def gpu_devices():
 
 
 # Instruction-set extensions that change how fast the same code runs (x86, then Arm). A CPU
-# records the ones it has, as its "isa"; harness/spec/fingerprint.py hashes them.
+# records the ones it has, as its "isa"; harness/plan/fingerprint.py hashes them.
 CPU_FEATURES = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512dq", "avx512bw",
                 "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
                 "amx_int8", "asimd", "asimdhp", "asimddp", "sve", "sve2", "bf16", "i8mm", "sme")

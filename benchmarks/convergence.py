@@ -30,7 +30,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from harness.spec import learnable  # noqa: E402
+from harness.plan import learnable  # noqa: E402
 
 CONFIGS = {"retina": "retina_tiny.py", "faster": "faster_tiny.py", "mask": "mask_tiny.py"}
 TARGET = 0.5

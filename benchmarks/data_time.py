@@ -34,7 +34,7 @@ sys.path.insert(0, ROOT)
 from benchmarks.convergence import model_list  # noqa: E402
 from harness import jsonlog  # noqa: E402
 from harness.frameworks.detbench_trainer import CONFIG_DIR, CONFIGS  # noqa: E402
-from harness.spec import datasets  # noqa: E402
+from harness.plan import datasets  # noqa: E402
 
 QUICKSTART = {"size": (256, 256), "batch": 2, "threads": 2, "iterations": 11, "warmup": 3}
 TARGET = 0.05

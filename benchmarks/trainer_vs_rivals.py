@@ -46,7 +46,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from harness.launch import hostcpu  # noqa: E402
-from harness.spec import catalog  # noqa: E402
+from harness.vocab import catalog  # noqa: E402
 
 OURS = "detbench-trainer"
 RIVALS = ("torchvision", "mmdetection")

@@ -215,7 +215,7 @@ class Results:
 
 def _key_parts(cell_key):
     """framework, model, precision, platform, gpus, nodes from a cell key."""
-    from harness.spec.scenario import Cell
+    from harness.plan.scenario import Cell
 
     cell = Cell.from_key(cell_key)
     return {"cell_key": cell_key, "framework": cell.framework, "model": cell.model, "precision": cell.precision,
@@ -230,7 +230,7 @@ def _cell_parts(cell, trial=None):
 
 
 def _batch(cell_key):
-    from harness.spec.scenario import Cell
+    from harness.plan.scenario import Cell
 
     return Cell.from_key(cell_key).batch
 

@@ -119,7 +119,7 @@ def _emit(text, out_path):
 def validate(files):
     """Check scenario files; print one line per file."""
     from harness import launch
-    from harness.spec import scenario
+    from harness.plan import scenario
 
     for f in files:
         sc = launch.load_scenario(f)
@@ -279,7 +279,7 @@ def platform():
 @user_errors
 def platform_list():
     """List known platforms."""
-    from harness.spec import platforms
+    from harness.plan import platforms
 
     for name in platforms.known_names():
         click.echo(platforms.summary(platforms.load(name)))
@@ -290,7 +290,7 @@ def platform_list():
 @user_errors
 def platform_detect(as_json):
     """Describe this host, its fingerprint, and which platforms/*.yaml it matches."""
-    from harness.spec import hostreport
+    from harness.plan import hostreport
 
     click.echo(hostreport.render_json() if as_json else hostreport.render_text(), nl=False)
 
@@ -306,12 +306,12 @@ def platform_peak(threads, refresh, as_json):
     import json as json_mod
 
     from harness.errors import UserError
-    from harness.launch import limits
-    from harness.spec import fingerprint, platforms
+    from harness.measure import compute
+    from harness.plan import fingerprint, platforms
 
     facts = platforms.host_facts()
     env = {"OMP_NUM_THREADS": str(threads)} if threads else None
-    result = limits.peak(fingerprint.fingerprint(facts), env, refresh=refresh)
+    result = compute.peak(fingerprint.fingerprint(facts), env, refresh=refresh)
     if "error" in result:
         raise UserError("cannot measure this host's peak: %s" % result["error"])
     if as_json:
@@ -441,7 +441,7 @@ def weights():
 @user_errors
 def weights_make(model, out_path, seed):
     """Write one seeded initial state of MODEL (retinanet, faster_rcnn, mask_rcnn) in torchvision's layout."""
-    from harness.spec import weights as weights_mod
+    from harness.plan import weights as weights_mod
 
     click.echo(weights_mod.make(model, out_path, seed))
 
@@ -522,7 +522,7 @@ def dataset():
 @user_errors
 def dataset_make_coco(directory, images, size, seed, learnable, val_images):
     """Write a deterministic COCO-format dataset (PNG images + instances JSON)."""
-    from harness.spec import datasets
+    from harness.plan import datasets
 
     if not learnable:
         if val_images is not None:
@@ -530,7 +530,7 @@ def dataset_make_coco(directory, images, size, seed, learnable, val_images):
         ann, imgs = datasets.make_coco(directory, images=images, size=datasets.parse_size(size), seed=seed)
         click.echo("annotations: %s\nimages: %s" % (ann, imgs))
         return
-    from harness.spec import learnable as learnable_set
+    from harness.plan import learnable as learnable_set
 
     (ann, imgs), (val_ann, val_imgs) = learnable_set.make_learnable(
         directory, images=images, val_images=8 if val_images is None else val_images,

@@ -6,8 +6,8 @@ else a workload prints. Standard library only: workloads import it without the h
 The WORK line says how much detection work one iteration did (proposals kept, RoIs
 sampled, ...), so that frameworks can be shown to do the same work. The SETTINGS line says,
 once before the first iteration, the normalized settings a program really trains with (read
-from its framework's own objects, in the keys of harness/rivals/settings.py) and how it
-implements the parts that decide its speed. The rival drivers in harness/rivals/ run in their
+from its framework's own objects, in the keys of harness/drivers/settings.py) and how it
+implements the parts that decide its speed. The rival drivers in harness/drivers/ run in their
 own envs and write the same lines themselves.
 """
 import json
@@ -92,7 +92,7 @@ def meta_line(settings):
 
 
 # keys of a SETTINGS object
-SETTINGS = "settings"              # {normalized key: value}, the keys of harness/rivals/settings.py
+SETTINGS = "settings"              # {normalized key: value}, the keys of harness/drivers/settings.py
 IMPLEMENTATION = "implementation"  # {part: how it runs}, one of IMPLEMENTATION_PARTS each; not compared
 IMPLEMENTATION_PARTS = (
     "roi_align",     # the RoIAlign that ran: a kernel (whose) or the bundled trainer's sparse products

@@ -19,8 +19,8 @@ from harness.errors import BackendDown, BackendLost, ResultsWriteError, UserErro
 from harness.launch import hostcpu
 from harness.launch import progress as progress_mod
 from harness.results.store import Store, new_run_id
-from harness.spec import platforms
-from harness.spec import scenario as scenario_mod
+from harness.plan import platforms
+from harness.plan import scenario as scenario_mod
 
 
 @dataclass(frozen=True)
@@ -108,8 +108,8 @@ def start(scenario_path, results_dir, backend=None, dry_run=False, out=None, for
         launcher.dry_run(sc, trials, results_dir, out)
         return None
     launcher.preflight(sc, runnable)   # pinned envs, an engine and its images: before anything is written
-    from harness.launch import limits
-    bounds = limits.for_run(sc, runnable, host.get("fingerprint"), measure_peak=launcher.runs_here)
+    from harness.measure import compute
+    bounds = compute.for_run(sc, runnable, host.get("fingerprint"), measure_peak=launcher.runs_here)
     store = Store(results_dir)
     run_id = new_run_id()
     store.create_run(run_id, sc.name, str(scenario_path), sc.model_dump_json(), backend, host,
@@ -118,7 +118,7 @@ def start(scenario_path, results_dir, backend=None, dry_run=False, out=None, for
                      order=order_record(sc, seed))
     out.write("run %s: %d trials of %s on backend %s, order seed %d -> %s\n"
               % (run_id, len(trials), sc.name, backend, seed, results_dir))
-    for line in limits.unmeasured(bounds):
+    for line in compute.unmeasured(bounds):
         out.write("# %s\n" % line)
     for p in planned_cells:
         if p.excluded and p.excluded.startswith(hostcpu.THIS_HOST):

@@ -1,6 +1,6 @@
-"""Imports between harness's stages run one way: spec, launch, measure, results, report, then
-run.py, cli.py and api.py on top; the programs the harness launches (trainer/, workloads/) stand
-apart.
+"""Imports between harness's stages run one way: the shared vocabularies and the drivers, the
+framework records, plan, launch, measure, results, report, then run.py, cli.py and api.py on
+top; the programs the harness launches (trainer/, workloads/) stand apart.
 
 Read with `ast`, never imported, so a backward arrow inside a function counts as much as one at
 the top of a module, and the tree under test can be a copy with an arrow added.
@@ -16,17 +16,19 @@ BASE = 0
 RANKS = {
     # the first name under harness/ -> its rank; a module may import its own rank or lower
     "__init__": BASE, "errors": BASE, "jsonlog": BASE,
-    "spec": 1, "frameworks": 1, "rivals": 1,
-    "launch": 2,
-    "measure": 3,
-    "results": 4,
-    "report": 5,
-    "run": 6, "cli": 6, "api": 6,
+    "vocab": 1, "drivers": 1,
+    "frameworks": 2,
+    "plan": 3,
+    "launch": 4,
+    "measure": 5,
+    "results": 6,
+    "report": 7,
+    "run": 8, "cli": 8, "api": 8,
 }
 # programs the harness starts as processes and never imports: they may use base modules,
-# rivals/ and themselves, and no stage module may import them
+# drivers/ and themselves, and no stage module may import them
 PROGRAMS = ("trainer", "workloads")
-PROGRAM_MAY_IMPORT = {n for n, rank in RANKS.items() if rank == BASE} | {"rivals"}
+PROGRAM_MAY_IMPORT = {n for n, rank in RANKS.items() if rank == BASE} | {"drivers"}
 
 BACKEND_MODULES = ("harness.launch.local", "harness.launch.docker", "harness.launch.slurm",
                    "harness.launch.sbatch", "harness.launch.docker_reaper")
@@ -100,7 +102,7 @@ def backward_arrows(root):
             if own in PROGRAMS:
                 if other != own and other not in PROGRAM_MAY_IMPORT:
                     problems.append("%s:%d imports %s (%s/ is launched, not imported: it may use only "
-                                    "base modules, rivals/ and itself)" % (where, line, target, own))
+                                    "base modules, drivers/ and itself)" % (where, line, target, own))
             elif other in PROGRAMS:
                 problems.append("%s:%d imports %s (%s/ is a program the harness launches, never imports)"
                                 % (where, line, target, other))
@@ -120,18 +122,18 @@ def test_imports_run_one_way_through_the_stages():
 def test_the_checker_names_a_backward_import_added_to_a_copy(tmp_path):
     shutil.copytree(ROOT / "harness", tmp_path / "harness",
                     ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.c"))
-    names = tmp_path / "harness" / "spec" / "names.py"
+    names = tmp_path / "harness" / "vocab" / "names.py"
     text = names.read_text(encoding="utf-8")
     lines = text.count("\n")
     names.write_text(text + "\n\ndef late():\n    from harness.report import markdown\n"
                      "    from harness import run\n    from ..measure import scrapers\n"
                      "    import harness.trainer.config\n", encoding="utf-8")
-    found = [p for p in backward_arrows(tmp_path) if p.startswith("harness/spec/names.py:")]
+    found = [p for p in backward_arrows(tmp_path) if p.startswith("harness/vocab/names.py:")]
     assert found == [
-        "harness/spec/names.py:%d imports harness.report.markdown (rank 5 > 1)" % (lines + 4),
-        "harness/spec/names.py:%d imports harness.run (rank 6 > 1)" % (lines + 5),
-        "harness/spec/names.py:%d imports harness.measure.scrapers (rank 3 > 1)" % (lines + 6),
-        "harness/spec/names.py:%d imports harness.trainer.config (trainer/ is a program the harness "
+        "harness/vocab/names.py:%d imports harness.report.markdown (rank 7 > 1)" % (lines + 4),
+        "harness/vocab/names.py:%d imports harness.run (rank 8 > 1)" % (lines + 5),
+        "harness/vocab/names.py:%d imports harness.measure.scrapers (rank 5 > 1)" % (lines + 6),
+        "harness/vocab/names.py:%d imports harness.trainer.config (trainer/ is a program the harness "
         "launches, never imports)" % (lines + 7),
     ]
 
@@ -140,13 +142,13 @@ def test_the_checker_keeps_the_programs_apart(tmp_path):
     shutil.copytree(ROOT / "harness", tmp_path / "harness",
                     ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.c"))
     calibrate = tmp_path / "harness" / "workloads" / "calibrate.py"
-    calibrate.write_text("from harness import jsonlog\nfrom harness.rivals import settings\n"
+    calibrate.write_text("from harness import jsonlog\nfrom harness.drivers import settings\n"
                          "from harness.measure import stats\n", encoding="utf-8")
     (tmp_path / "harness" / "extra.py").write_text("", encoding="utf-8")
     assert sorted(p for p in backward_arrows(tmp_path) if "workloads" in p or "extra" in p) == [
         "harness/extra.py:1 is in no stage (rank it in tests/test_layers.py)",
         "harness/workloads/calibrate.py:3 imports harness.measure.stats (workloads/ is launched, not "
-        "imported: it may use only base modules, rivals/ and itself)",
+        "imported: it may use only base modules, drivers/ and itself)",
     ]
 
 

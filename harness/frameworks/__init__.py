@@ -1,5 +1,5 @@
 """Framework adapters, one module each, listed explicitly."""
-from harness.spec import names
+from harness.vocab import names
 from harness.errors import UserError
 from harness.frameworks import calibrate, detbench_trainer
 from harness.frameworks import (detectron2, effdet, maskrcnn_benchmark, mmdetection, mmdetection_v1,

@@ -70,7 +70,7 @@ class Framework:
     settings: Callable[[TrialContext], dict]     # normalized settings for like-for-like checks
     pins: Dict[str, str] = field(default_factory=dict)
     scrape_options: Dict[str, object] = field(default_factory=dict)   # passed to the scraper
-    env: Optional[object] = None        # harness.spec.pins.EnvSpec when it runs in its own pinned venv
+    env: Optional[object] = None        # harness.vocab.pins.EnvSpec when it runs in its own pinned venv
     # files the trial needs in its folder, {name: text} (derived configs of frameworks that take
     # their batch, devices, precision or iteration count only from a config file); every launcher
     # writes them there before the start, and the argv names them as TRIAL_DIR + "/" + name
@@ -102,7 +102,7 @@ class Framework:
     def argv(self, ctx):
         """The trial's command line: its inference driver's for an inference context. Extra
         arguments that would make the framework download a file at start are refused."""
-        from harness.rivals.initial import no_downloads
+        from harness.drivers.initial import no_downloads
         no_downloads(self.name, ctx.extra_args)
         return self.infer(ctx) if ctx.inference is not None else self.command(ctx)
 

@@ -1,6 +1,6 @@
 """The calibration workload: exactly known iteration and data times."""
 from harness.frameworks.base import RUNS_HERE, Framework
-from harness.spec.catalog import MODELS, PRECISIONS
+from harness.vocab.catalog import MODELS, PRECISIONS
 
 
 def command(ctx):

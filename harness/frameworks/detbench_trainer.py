@@ -3,7 +3,7 @@ import os
 
 from harness.errors import UserError
 from harness.frameworks.base import RUNS_HERE, Framework, infer_args
-from harness.rivals import settings as rival_settings
+from harness.drivers import settings as rival_settings
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "trainer", "configs")

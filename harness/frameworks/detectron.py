@@ -29,8 +29,8 @@ of 20k + 1 iterations puts the window's start on a record too.
 """
 from harness.errors import UserError
 from harness.frameworks.base import CONTAINER_ONLY, TRIAL_DIR, Framework
-from harness.rivals import initial
-from harness.rivals import settings as rival_settings
+from harness.drivers import initial
+from harness.drivers import settings as rival_settings
 
 CONFIGS = {"retinanet": "configs/12_2017_baselines/retinanet_R-50-FPN_1x.yaml",
            "faster_rcnn": "configs/12_2017_baselines/e2e_faster_rcnn_R-50-FPN_1x.yaml",

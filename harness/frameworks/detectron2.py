@@ -16,8 +16,8 @@ images and annotations, and DATASETS.TRAIN is that one set. The metric printer's
 window mean.
 """
 from harness.frameworks.base import NEEDS_GPU, TRIAL_DIR, Framework
-from harness.rivals import initial
-from harness.rivals import settings as rival_settings
+from harness.drivers import initial
+from harness.drivers import settings as rival_settings
 
 CONFIGS = {"retinanet": "configs/COCO-Detection/retinanet_R_50_FPN_1x.yaml",
            "faster_rcnn": "configs/COCO-Detection/faster_rcnn_R_50_FPN_1x.yaml",

@@ -2,7 +2,7 @@
 
 Which one a cell uses is its scenario option ``options.effdet.trainer``:
 
-- ``library`` (the default): harness/rivals/effdet_driver.py trains through the effdet 0.4.1
+- ``library`` (the default): harness/drivers/effdet_driver.py trains through the effdet 0.4.1
   library from PyPI (``create_model(..., bench_task="train")``, its transforms, collate and
   anchor labeler, timm's optimizer) in effdet's pinned env (`detbench env build effdet`),
   on the CPU or one CUDA device, at the scenario's input size (sides multiples of 128), in
@@ -17,7 +17,7 @@ Which one a cell uses is its scenario option ``options.effdet.trainer``:
   the model config's 512x512 and its mixed precision is fp16 only. detbench sets
   --log-interval 1 and --output in the trial folder. train.py has no flag to skip timm's
   ImageNet backbone download or to stop before a whole epoch and its evaluation, so
-  harness/rivals/effdet_launch.py starts it with random weights and ends it (exit 0) after
+  harness/drivers/effdet_launch.py starts it with random weights and ends it (exit 0) after
   warmup + measured iterations.
 
 Both print train.py's line at every iteration: each value and the mean since the epoch's
@@ -28,17 +28,17 @@ import os
 from pathlib import Path
 
 from harness.errors import UserError
-from harness.spec.pins import TELEMETRY, EnvSpec
+from harness.vocab.pins import TELEMETRY, EnvSpec
 from harness.frameworks.base import RUNS_HERE, TRIAL_DIR, Framework, infer_args
-from harness.rivals import initial
-from harness.rivals import settings as rival_settings
+from harness.drivers import initial
+from harness.drivers import settings as rival_settings
 
 COMMIT = "861838fdb4693b2ebc84ac857c1d04285d30120f"
 PINS = {"efficientdet-pytorch": COMMIT, "torch": "2.14.1", "torchvision": "0.29.1", "timm": "1.0.15",
         "pycocotools": "2.0.11", "omegaconf": "2.3.0"}
 WORKDIR = "/opt/efficientdet-pytorch"
 DATA = "/data/coco"               # COCO 2017 layout, mounted into the container
-RIVALS = Path(__file__).resolve().parents[1] / "rivals"
+RIVALS = Path(__file__).resolve().parents[1] / "drivers"
 LAUNCH = RIVALS / "effdet_launch.py"
 DRIVER = RIVALS / "effdet_driver.py"
 TRAINERS = ("library", "upstream")
@@ -129,13 +129,13 @@ def settings(ctx):
     return out
 
 
-INFER_DRIVER = Path(__file__).resolve().parents[1] / "rivals" / "effdet_infer.py"
+INFER_DRIVER = Path(__file__).resolve().parents[1] / "drivers" / "effdet_infer.py"
 NMS_THRESHOLD = 0.5                    # fixed in effdet's generate_detections
 CANDIDATES = 5000                      # effdet's max_detection_points, over all levels
 
 
 def infer(ctx):
-    """harness/rivals/effdet_infer.py: effdet's DetBenchPredict parts (its model, _post_process and
+    """harness/drivers/effdet_infer.py: effdet's DetBenchPredict parts (its model, _post_process and
     _batch_detection), in the effdet env."""
     if ctx.gpus * ctx.nodes != 1:
         raise UserError("effdet inference runs on one device only")

@@ -15,8 +15,8 @@ start: the scraper keeps the means, and two of them give the exact window mean.
 One node only (torch.distributed.launch without a rendezvous across nodes).
 """
 from harness.frameworks.base import CONTAINER_ONLY, TRIAL_DIR, Framework
-from harness.rivals import initial
-from harness.rivals import settings as rival_settings
+from harness.drivers import initial
+from harness.drivers import settings as rival_settings
 
 CONFIGS = {"retinanet": "configs/retinanet/retinanet_R-50-FPN_1x.yaml",
            "faster_rcnn": "configs/e2e_faster_rcnn_R_50_FPN_1x.yaml",

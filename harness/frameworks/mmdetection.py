@@ -1,6 +1,6 @@
 """mmdetection 3.3.0 (mmengine 0.10.7, mmcv 2.1.0), run through its own tools/train.py.
 
-harness/rivals/mmdet_driver.py writes a small config inheriting the model config of the
+harness/drivers/mmdet_driver.py writes a small config inheriting the model config of the
 installed mmdet and executes the train.py that ships in the mmdet wheel. It logs every
 iteration with LogProcessor window_size=1, so each ``time:`` is that iteration's own
 (the scraper is told window=1). mmcv 2.1.0 has no wheel for torch 2.14: `detbench env
@@ -11,14 +11,14 @@ frozen BN, proposal counts, samplers, RoIAlign, box losses, an infinite sampler.
 """
 import os
 
-from harness.spec.pins import TELEMETRY, EnvSpec, SourceBuild
+from harness.vocab.pins import TELEMETRY, EnvSpec, SourceBuild
 from harness.errors import UserError
 from harness.frameworks.base import RUNS_HERE, Framework, infer_args
-from harness.rivals import initial
-from harness.rivals import settings as rival_settings
+from harness.drivers import initial
+from harness.drivers import settings as rival_settings
 
 DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                      "rivals", "mmdet_driver.py")
+                      "drivers", "mmdet_driver.py")
 MODELS = ("retinanet", "faster_rcnn", "mask_rcnn")
 TORCH = {"torch": "2.14.1", "torchvision": "0.29.1"}
 PINS = dict(TORCH, **{
@@ -102,11 +102,11 @@ def settings(ctx):
 
 
 INFER_DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            "rivals", "mmdet_infer.py")
+                            "drivers", "mmdet_infer.py")
 
 
 def infer(ctx):
-    """harness/rivals/mmdet_infer.py: mmdetection's data preprocessor, model and predict_by_feat in eval mode."""
+    """harness/drivers/mmdet_infer.py: mmdetection's data preprocessor, model and predict_by_feat in eval mode."""
     if ctx.gpus * ctx.nodes != 1:
         raise UserError("mmdetection inference runs on one device only")
     return [ctx.python, INFER_DRIVER] + infer_args(ctx) + list(ctx.extra_args)

@@ -13,8 +13,8 @@ first logged iteration at or after the window's end. The work folder is the tria
 Records are window means over LOG_INTERVAL iterations. One node only.
 """
 from harness.frameworks.base import CONTAINER_ONLY, TRIAL_DIR, Framework
-from harness.rivals import initial
-from harness.rivals import settings as rival_settings
+from harness.drivers import initial
+from harness.drivers import settings as rival_settings
 
 CONFIGS = {"retinanet": "retinanet_r50_fpn_1x.py", "faster_rcnn": "faster_rcnn_r50_fpn_1x.py",
            "mask_rcnn": "mask_rcnn_r50_fpn_1x.py"}

@@ -14,7 +14,7 @@ the trial folder (detbench_simpledet.py): at import it reads the pinned config, 
 checkpoint options.weights names, PREFIX-EPOCH.params), refusing to start unless each line
 it edits appears exactly once, and adds a batch-end callback that ends the process (exit 0)
 once the Speedometer has printed the first record at or after the last window iteration.
-harness/rivals/simpledet_launch.py starts detection_train.py on it in the trial folder.
+harness/drivers/simpledet_launch.py starts detection_train.py on it in the trial folder.
 The Speedometer prints images/s of the last `frequent` batches (configs: 10), so records
 are THROUGHPUT over 10 iterations. One node only (no DMLC launcher here).
 """
@@ -22,8 +22,8 @@ import re
 from pathlib import Path
 
 from harness.frameworks.base import CONTAINER_ONLY, TRIAL_DIR, Framework
-from harness.rivals import initial
-from harness.rivals import settings as rival_settings
+from harness.drivers import initial
+from harness.drivers import settings as rival_settings
 
 CONFIGS = {"retinanet": "config/retina_r50v1_fpn_1x.py",
            "faster_rcnn": "config/faster_r50v1_fpn_accel_1x.py",
@@ -37,7 +37,7 @@ PINS = {"simpledet": COMMIT, "mxnext": MXNEXT_COMMIT,
 WORKDIR = "/opt/simpledet"
 FREQUENT = 10
 DERIVED = "detbench_simpledet.py"
-LAUNCH = Path(__file__).resolve().parents[1] / "rivals" / "simpledet_launch.py"
+LAUNCH = Path(__file__).resolve().parents[1] / "drivers" / "simpledet_launch.py"
 OPTIONS = ("weights",)
 CHECKPOINT = re.compile(r"^(.+)-(\d{4})\.params$")
 

@@ -32,8 +32,8 @@ when it ends, 5 significant digits: records are THROUGHPUT over STEPS_PER_EPOCH 
 """
 from harness.errors import UserError
 from harness.frameworks.base import CONTAINER_ONLY, TRIAL_DIR, WORKDIR as TRIAL_WORKDIR, Framework
-from harness.rivals import initial
-from harness.rivals import settings as rival_settings
+from harness.drivers import initial
+from harness.drivers import settings as rival_settings
 
 MODELS = ("faster_rcnn", "mask_rcnn")
 COMMIT = "d71184c41e622ba68d7028bc9d7e6c7fee2be8e2"   # 2019-08-31, "fix #1312"

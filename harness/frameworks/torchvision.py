@@ -1,4 +1,4 @@
-"""torchvision 0.29 detection models, trained by harness/rivals/torchvision_driver.py.
+"""torchvision 0.29 detection models, trained by harness/drivers/torchvision_driver.py.
 
 The driver runs in the framework's own pinned venv (`detbench env build torchvision`)
 and prints torchvision's reference MetricLogger line at every iteration with window 1,
@@ -6,13 +6,13 @@ so every record is one iteration's exact time.
 """
 import os
 
-from harness.spec.pins import TELEMETRY, EnvSpec
+from harness.vocab.pins import TELEMETRY, EnvSpec
 from harness.errors import UserError
 from harness.frameworks.base import RUNS_HERE, Framework, infer_args
-from harness.rivals import settings as rival_settings
+from harness.drivers import settings as rival_settings
 
 DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                      "rivals", "torchvision_driver.py")
+                      "drivers", "torchvision_driver.py")
 INFER_DRIVER = os.path.join(os.path.dirname(DRIVER), "torchvision_infer.py")
 MODELS = {"retinanet": "retinanet_resnet50_fpn", "faster_rcnn": "fasterrcnn_resnet50_fpn",
           "mask_rcnn": "maskrcnn_resnet50_fpn"}
@@ -80,7 +80,7 @@ def settings(ctx):
 
 
 def infer(ctx):
-    """harness/rivals/torchvision_infer.py: torchvision's model, transform and post-processing in eval mode."""
+    """harness/drivers/torchvision_infer.py: torchvision's model, transform and post-processing in eval mode."""
     if ctx.gpus * ctx.nodes != 1:
         raise UserError("torchvision inference runs on one device only")
     _options(ctx)     # the scenario's torchvision options are still checked; none changes inference

@@ -2,7 +2,7 @@
 `base.py`), listed explicitly here under the name scenarios and `--backend` use."""
 from harness.errors import UserError
 from harness.launch import docker, local, slurm
-from harness.spec import scenario as scenario_mod
+from harness.plan import scenario as scenario_mod
 
 LAUNCHERS = {
     "local": local.LocalLauncher,

@@ -31,9 +31,9 @@ from harness.errors import BackendDown, BackendLost, UserError
 from harness.launch import engine, hostcpu, images, trialfiles
 from harness.launch.docker_reaper import alive
 from harness.launch.local import ROOT, runner_argv
-from harness.spec import names
-from harness.spec.scenario import CocoData
-from harness.spec.strict import Strict
+from harness.vocab import names
+from harness.plan.scenario import CocoData
+from harness.plan.strict import Strict
 from runner import write_json_atomic
 
 RECORD = "container.json"

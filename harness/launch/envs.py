@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from harness.errors import UserError
-from harness.spec.pins import EnvSpec, SourceBuild
+from harness.vocab.pins import EnvSpec, SourceBuild
 
 MARKER = "detbench-env.json"
 BUILDER_VERSION = 1          # bump when the way envs are built changes

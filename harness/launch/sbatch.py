@@ -13,7 +13,7 @@ from typing import List, Optional, Tuple
 
 from pydantic import Field, field_validator
 
-from harness.spec.strict import Strict
+from harness.plan.strict import Strict
 
 # one word of the kind Slurm uses for partitions, accounts, QOS names: no spaces, quotes or `$`
 NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.,+-]*$"

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.spec import platforms
+from harness.plan import platforms
 from harness.errors import BackendDown, BackendLost, UserError
 from harness.launch import local, sbatch, trialfiles
 from harness.launch.local import ROOT, RUNNER
@@ -432,7 +432,7 @@ class SlurmLauncher:
 
 def dry_run(scenario, trials, results_dir, run_id, out):
     """Write the sbatch script of every trial (as `detbench run --dry-run --backend slurm` shows them)."""
-    from harness.spec.scenario import Cell
+    from harness.plan.scenario import Cell
     for t in trials:
         cell = t.cell if isinstance(t.cell, Cell) else Cell.from_key(t.cell)
         trial_dir = Path(results_dir).absolute() / "trials" / ("%s-%04d" % (run_id, t.seq))

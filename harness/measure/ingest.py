@@ -9,7 +9,7 @@ import os
 
 from harness import jsonlog
 from harness.measure import latency, scrapers, stats, work
-from harness.spec.fingerprint import fingerprint
+from harness.plan.fingerprint import fingerprint
 from harness.launch.trialfiles import read_trial_json
 from harness.measure.records import IterationRecord
 from harness.measure.result import TrialResult

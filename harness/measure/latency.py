@@ -4,7 +4,7 @@ Every figure of a trial comes from the same measured batches (the window the thr
 covers), so the mean, the percentiles and the throughput agree by construction: the
 throughput is the window's images over the sum of the same batch times. A percentile is
 interpolated linearly between the two closest ranks (numpy's default), and only given
-where the batches support it (harness.spec.scenario.batches_needed): p99 of 50 batches
+where the batches support it (harness.plan.scenario.batches_needed): p99 of 50 batches
 would be the slowest batch under another name, so it is None instead.
 """
 import json
@@ -12,7 +12,7 @@ import math
 
 from harness import jsonlog
 from harness.measure import work
-from harness.spec.scenario import batches_needed
+from harness.plan.scenario import batches_needed
 
 MEDIAN = 50.0
 PHASES = {jsonlog.PRE_S: "pre-processing", jsonlog.NET_S: "network", jsonlog.POST_S: "post-processing"}

@@ -7,7 +7,7 @@ a trial's figure is the mean of each count over the measured window, and the rep
 flags a row whose frameworks differ in any count (harness.measure.flags, unequal-work).
 
 The same means give each cell its counted work (`iteration_flops`): the fixed part of its
-work model plus each count times the FLOPs one unit of it costs (harness.launch.limits).
+work model plus each count times the FLOPs one unit of it costs (harness.measure.compute).
 """
 import json
 import math

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from harness.errors import UserError
 from harness.results.store import DB_NAME, Store
-from harness.spec import catalog, platforms
+from harness.vocab import catalog
+from harness.plan import platforms
 from harness.report import inference, measured, rows as store_rows, scaling
 from harness.report import published as published_mod
 from harness.report.model import TRIAL_COLUMNS, Failure, Report, Run, Trace

@@ -13,7 +13,7 @@ from pathlib import Path
 import jinja2
 
 from harness import __version__, frameworks
-from harness.spec import catalog
+from harness.vocab import catalog
 from harness.measure import flags, work
 from harness.report import figures, markdown, plots
 from harness.report.model import ITERATION, THROUGHPUT

@@ -7,8 +7,8 @@ mean, percentiles and throughput come from the same measured batches (harness.me
 from collections import defaultdict
 
 from harness import frameworks
-from harness.spec import catalog
-from harness.spec.scenario import Cell
+from harness.vocab import catalog
+from harness.plan.scenario import Cell
 from harness.measure import latency as latency_mod
 from harness.measure import stats
 from harness.report import measured

@@ -1,5 +1,5 @@
 """A Report as Markdown: tables in the form of SimpleDet's BENCHMARK.md, then scaling efficiency."""
-from harness.spec import catalog
+from harness.vocab import catalog
 from harness.measure import flags
 from harness.report import inference, scaling
 from harness.report.model import INFERENCE, ITERATION, THROUGHPUT

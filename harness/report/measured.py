@@ -4,9 +4,10 @@ import dataclasses
 import json
 from collections import defaultdict
 
-from harness.launch import limits
-from harness.spec import catalog, platforms
-from harness.spec.scenario import Cell
+from harness.measure import compute
+from harness.vocab import catalog
+from harness.plan import platforms
+from harness.plan.scenario import Cell
 from harness import frameworks
 from harness.measure import flags, place, stats, telemetry, work
 from harness.measure.ingest import DECLARED, NOT_SETTINGS, PROBLEM, SOURCE
@@ -85,9 +86,9 @@ def place_line(rid, order, check):
 
 
 def run_limits(run):
-    """The run's stored limits (harness.launch.limits.for_run), {} where it has none, with each
+    """The run's stored limits (harness.measure.compute.for_run), {} where it has none, with each
     precision's peak raised to a higher one measured since on the same kind of machine
-    (limits.best_peak)."""
+    (compute.best_peak)."""
     text = run["limits_json"] if "limits_json" in run.keys() else None
     value = _loads(text)
     if not isinstance(value, dict):
@@ -102,7 +103,7 @@ def run_limits(run):
         env = scenario.get("env") if isinstance(scenario, dict) else None
         value_threads = env.get("OMP_NUM_THREADS") if isinstance(env, dict) else None
         threads = str(value_threads) if value_threads else "default"
-    return limits.best_peak(value, fingerprint, threads)
+    return compute.best_peak(value, fingerprint, threads)
 
 
 def cell_limits(cell, bounds, counts=None):

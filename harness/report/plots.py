@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from harness.spec import catalog  # noqa: E402
+from harness.vocab import catalog  # noqa: E402
 from harness.measure import flags  # noqa: E402
 
 PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C",

@@ -9,10 +9,11 @@ from typing import Annotated, Dict, List, Literal, Optional, Union
 
 from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, ValidationError
 
-from harness.spec import catalog, yamlfile
+from harness.vocab import catalog
+from harness.plan import yamlfile
 from harness.errors import UserError, located
 from harness.report.model import Column, Entry, Latency, LatencyTable, Table, batch_note
-from harness.spec.strict import Strict
+from harness.plan.strict import Strict
 
 SPEED = "speed"   # a published form with images/s alone, printed as given: cells like 54
 
@@ -160,7 +161,7 @@ def load(name, directory=PUBLISHED_DIR):
 def _check_forms(pub, path, positions):
     """What the typed models cannot say: something to show, known frameworks, models and platforms,
     every percentile column filled, a batch size once, rows as wide as the headings."""
-    from harness.spec import platforms
+    from harness.plan import platforms
 
     def fail(where, message):
         raise UserError(located(path, yamlfile.line_of(positions, where), ".".join(map(str, where)), message))

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.spec import names
+from harness.vocab import names
 from harness.errors import UserError
 
 SCHEMA = "detbench-baseline"

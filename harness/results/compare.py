@@ -248,7 +248,7 @@ def host_diff(a, b):
     """(blocking differences, other differences) between two runs' host records.
 
     Where both record the raw host facts, the blocking differences are those of the facts the
-    machine fingerprint hashes (harness/spec/fingerprint.py: CPU and its instruction set, NUMA,
+    machine fingerprint hashes (harness/plan/fingerprint.py: CPU and its instruction set, NUMA,
     memory, kernel, GPUs, driver, links), each instruction-set extension named with both sides;
     a record that lists no instruction set against one that does is a difference of its own
     (an fp1 fingerprint cannot show the same CPU). Older records without facts fall back to
@@ -256,7 +256,7 @@ def host_diff(a, b):
     """
     if not a or not b:
         return [], []
-    from harness.spec import fingerprint
+    from harness.plan import fingerprint
 
     fa, fb = a.get("facts"), b.get("facts")
     if isinstance(fa, dict) and isinstance(fb, dict):
@@ -278,7 +278,7 @@ def host_notes(a, b, hard):
     that neither record can show which instruction set its CPU had."""
     if not a or not b:
         return []
-    from harness.spec import fingerprint
+    from harness.plan import fingerprint
 
     prints = [h.get("fingerprint") or "no fingerprint" for h in (a, b)]
     if hard:

@@ -20,11 +20,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from harness.spec import catalog, platforms
+from harness.vocab import catalog
+from harness.plan import platforms
 from harness import frameworks
 from harness.measure import ingest, logfigure, scrapers
 from harness.measure.result import TrialResult
-from harness.spec import scenario as scenario_mod
+from harness.plan import scenario as scenario_mod
 from harness.errors import UserError
 from harness.results.store import DB_NAME, ResultsWriteError, Store, new_run_id
 

@@ -159,9 +159,9 @@ class StoredRun(_Row):
     backend: str
     created: float                              # wall clock, seconds since the epoch
     scenario_path: Optional[str] = None
-    host: Optional[Dict[str, Any]] = None       # the host record (harness.spec.platforms.host_record)
+    host: Optional[Dict[str, Any]] = None       # the host record (harness.plan.platforms.host_record)
     origin: str = MEASURED
-    limits: Optional[Dict[str, Any]] = None     # peak and work models (harness.launch.limits), as stored
+    limits: Optional[Dict[str, Any]] = None     # peak and work models (harness.measure.compute), as stored
     order: Optional[StoredOrder] = None         # None: a run stored before shuffled orders
     columns: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -201,7 +201,7 @@ class StoredCell(_Row):
     @property
     def batch(self) -> int:
         """The batch size of an inference cell (its key's last part), 0 for a training cell."""
-        from harness.spec.scenario import Cell
+        from harness.plan.scenario import Cell
         return Cell.from_key(self.cell_key).batch
 
 

@@ -3,7 +3,7 @@
 Mann-Whitney U (rank-sum) test, written out so the gate depends on nothing but the
 standard library: the exact null distribution when both samples are small and hold no
 ties, the normal approximation with tie correction and continuity correction otherwise.
-Checked against scipy.stats.mannwhitneyu in tests/test_compare_significance.py.
+Checked against scipy.stats.mannwhitneyu in tests/results/test_compare_significance.py.
 
 Plus a bootstrap confidence interval of the ratio of two medians (numpy).
 """

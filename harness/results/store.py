@@ -15,7 +15,7 @@ one iteration-time definition), window_json (the iterations the figure covers), 
 and peak_device_mb (memory measured one way for every framework). Schema 3 added, per
 trial, latency_json: an inference trial's latency mean and percentiles over its measured
 batches, and the mean time of each of its phases; per run, limits_json: the machine's measured
-compute peak per precision and each cell's counted work per image (harness.launch.limits),
+compute peak per precision and each cell's counted work per image (harness.measure.compute),
 from which reports give achieved TFLOP/s and the fraction of peak. Schema 4 added, per run,
 order_json: how the trials of each round were ordered ({"seed": N, "drawn": bool}: shuffled from that
 seed, drawn by `detbench run` where the scenario gave none; empty for a run stored before, whose
@@ -28,7 +28,7 @@ import time
 import uuid
 from pathlib import Path
 
-from harness.spec import names
+from harness.vocab import names
 from harness.errors import ResultsWriteError, UserError
 from harness.results import records
 
@@ -91,7 +91,7 @@ class Store:
                 self.root.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise ResultsWriteError("%s: cannot create the results folder: %s" % (self.root, exc.strerror)) from None
-        self.renamed = False    # set when a row read carried a framework's old name (harness.spec.names)
+        self.renamed = False    # set when a row read carried a framework's old name (harness.vocab.names)
         self.db = self._connect()
 
     # -------------------------------------------------------------- opening
@@ -164,7 +164,7 @@ class Store:
     def create_run(self, run_id, scenario_name, scenario_path, scenario_json, backend, host,
                    cells, trials, origin="measured", limits=None, order=None):
         """cells: dicts with cell columns; trials: (seq, cell_key, repeat, argv) in run order;
-        limits: the machine's peak and the cells' work per image (harness.launch.limits), or None;
+        limits: the machine's peak and the cells' work per image (harness.measure.compute), or None;
         order: how each round's trials were ordered ({"seed": N, "drawn": bool}), or None."""
         with self.transaction() as db:
             db.execute("INSERT INTO runs (id, scenario, scenario_path, scenario_json, backend, created, host_json,"

@@ -21,7 +21,7 @@ Training (`--mode train`) prints the work as a model of the step:
 The unit costs are counted on each head alone, on two units and on one, and differenced; the
 fixed part is one whole step on a synthetic batch less its units (`counted` names that step).
 A trial's work per iteration is then `fixed_flops + sum(unit_flops[k] * count[k])` with the
-counts it logged (harness.launch.limits), so a framework that samples fewer RoIs is counted
+counts it logged (harness.measure.compute), so a framework that samples fewer RoIs is counted
 for fewer. The step is counted in the model's plain form (`COUNTED_FORM`): levers that change
 how the same work is computed (sparse RoIAlign, target-class mask logits, the sync-free padded
 slots, RetinaNet's merged first convolutions and fused focal loss) change nothing counted.

@@ -10,7 +10,7 @@ model.weights=FILE (also `--weights FILE`): a whole detector, in one of
   - a detbench weights file (`detbench weights make`, torchvision's layout, model checked);
   - a trainer checkpoint (checkpoint.py) or a plain state_dict of the bundled model;
   - a plain state_dict of torchvision's detector (keys backbone.body.*, rpn.*, roi_heads.*).
-torchvision's layout is mapped by harness/rivals/weights_map.py.
+torchvision's layout is mapped by harness/drivers/weights_map.py.
 
 A file that does not fit raises WeightsError: one line naming the file and the first key
 that does not fit. Files are read with torch.load(weights_only=True): no code runs.
@@ -19,8 +19,8 @@ import re
 
 import torch
 
-from harness.rivals import weights_map
-from harness.rivals.weights_map import COUNTERS, WeightsError
+from harness.drivers import weights_map
+from harness.drivers.weights_map import COUNTERS, WeightsError
 
 from .weights import TRAINER_MODELS
 

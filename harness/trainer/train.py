@@ -229,7 +229,7 @@ def run(argv):
                 meta["resumed_after_iteration"] = start
                 print(f"resuming {args.resume} after iteration {start}", flush=True)
             print(jsonlog.meta_line(meta), flush=True)
-            from harness.rivals import asrun   # the settings as run, in the rivals' keys, from what was built
+            from harness.drivers import asrun   # the settings as run, in the rivals' keys, from what was built
             print(jsonlog.settings_line(*asrun.trainer(cfg, model, world, engine.make_optimizer(model, cfg, world)[0],
                                                        torch.get_num_threads())), flush=True)
             if meta["emulated_bf16"]:

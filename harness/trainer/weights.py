@@ -3,7 +3,7 @@
     python -m harness.trainer.weights make MODEL --out FILE --seed S
     python -m harness.trainer.weights check MODEL FILE
 
-A file holds torchvision's layout (see harness/rivals/weights_map.py): the state_dict of
+A file holds torchvision's layout (see harness/drivers/weights_map.py): the state_dict of
 the model the torchvision driver trains, built from `torch.manual_seed(S)` by torchvision's
 own initialisation, with seeded, non-trivial frozen batch-norm statistics (so a wrong
 mapping of a norm shows in the features) and fixed values in the class slots that some
@@ -14,8 +14,8 @@ import os
 import sys
 import tempfile
 
-from harness.rivals import weights_map
-from harness.rivals.weights_map import MODELS, WeightsError
+from harness.drivers import weights_map
+from harness.drivers.weights_map import MODELS, WeightsError
 
 # the bundled trainer's model names -> the scenario's
 TRAINER_MODELS = {"retina": "retinanet", "faster": "faster_rcnn", "mask": "mask_rcnn"}
@@ -24,7 +24,7 @@ TRAINER_MODELS = {"retina": "retinanet", "faster": "faster_rcnn", "mask": "mask_
 def reference_model(model):
     """torchvision's model exactly as the torchvision driver builds it for training (its defaults:
     FrozenBatchNorm2d, conv1 and layer1 frozen, 81 classes)."""
-    from harness.rivals import torchvision_driver
+    from harness.drivers import torchvision_driver
     if model not in MODELS:
         raise WeightsError("unknown model %r (known: %s)" % (model, ", ".join(MODELS)))
     args = torchvision_driver.parse_args(["--model", model, "--iterations", "1", "--device", "cpu"])

@@ -18,8 +18,8 @@ from harness.errors import UserError
 from harness.measure import stats
 from harness.results import store as store_mod
 from tests.conftest import GOOD_SCENARIO
-from tests.test_inference import INFERENCE
-from tests.test_names import NEW_KEY, schema_1_store
+from tests.frameworks.test_inference import INFERENCE
+from tests.plan.test_names import NEW_KEY, schema_1_store
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e

@@ -11,8 +11,8 @@ from harness.measure.result import TrialResult
 from harness.results import records
 from harness.results import store as store_mod
 from harness.results.store import Store
-from harness.spec import scenario as scenario_mod
-from tests.test_names import NEW_KEY, schema_1_store
+from harness.plan import scenario as scenario_mod
+from tests.plan.test_names import NEW_KEY, schema_1_store
 
 KEY = "calibrate/retinanet/fp32/local/1/1"
 ARGV = ["python", "-m", "harness.workloads.calibrate", "--iterations", "12"]

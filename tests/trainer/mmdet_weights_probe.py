@@ -15,7 +15,7 @@ from mmengine.config import Config
 from mmdet.registry import MODELS
 from mmdet.utils import register_all_modules
 
-from harness.rivals import mmdet_driver, torchvision_driver, weights_map
+from harness.drivers import mmdet_driver, torchvision_driver, weights_map
 
 
 def rel(a, b):

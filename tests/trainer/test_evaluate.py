@@ -11,7 +11,7 @@ pytest.importorskip("pycocotools", reason="evaluation needs pycocotools (the tra
 
 from conftest import ROOT, config_path, env_for_subprocess  # noqa: E402
 
-from harness.spec import learnable  # noqa: E402
+from harness.plan import learnable  # noqa: E402
 from harness.trainer import cocometrics, evaluate  # noqa: E402
 
 

@@ -13,7 +13,7 @@ from conftest import ROOT, config_path  # noqa: E402
 from torchvision.ops import box_iou  # noqa: E402
 
 from harness import jsonlog  # noqa: E402
-from harness.rivals import torchvision_driver  # noqa: E402
+from harness.drivers import torchvision_driver  # noqa: E402
 from harness.trainer import postprocess, weights  # noqa: E402
 from harness.trainer.config import load_config_module  # noqa: E402
 from harness.trainer.data import _MEAN, _STD  # noqa: E402

@@ -31,7 +31,7 @@ from conftest import config_path  # noqa: E402
 from torchvision.models.detection import _utils as det_utils  # noqa: E402
 from torchvision.ops import box_iou, sigmoid_focal_loss  # noqa: E402
 
-from harness.rivals import torchvision_driver  # noqa: E402
+from harness.drivers import torchvision_driver  # noqa: E402
 from harness.trainer import assign, rcnn, rpn, weights  # noqa: E402
 from harness.trainer.anchors import AnchorGenerator  # noqa: E402
 from harness.trainer.config import load_config_module, resolve_for_device  # noqa: E402

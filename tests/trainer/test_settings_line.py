@@ -7,7 +7,7 @@ import pytest
 from harness import jsonlog
 from harness.frameworks import FRAMEWORKS
 from harness.frameworks.base import TrialContext
-from harness.rivals import asrun
+from harness.drivers import asrun
 from tests.trainer.conftest import config_path
 
 torch = pytest.importorskip("torch")

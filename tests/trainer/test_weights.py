@@ -22,8 +22,8 @@ from conftest import ROOT, config_path, env_for_subprocess, run_module  # noqa: 
 from harness.launch import envs  # noqa: E402
 from harness.cli import main as cli  # noqa: E402
 from harness.frameworks import FRAMEWORKS  # noqa: E402
-from harness.rivals import torchvision_driver, weights_map  # noqa: E402
-from harness.rivals.weights_map import WeightsError  # noqa: E402
+from harness.drivers import torchvision_driver, weights_map  # noqa: E402
+from harness.drivers.weights_map import WeightsError  # noqa: E402
 from harness.trainer import weights  # noqa: E402
 from harness.trainer.config import load_config_module  # noqa: E402
 from tests.conftest import need_service  # noqa: E402
@@ -296,7 +296,7 @@ def test_a_scenario_names_one_file_per_model_and_validate_checks_it(made, tmp_pa
 
 def test_every_framework_of_a_cell_gets_the_same_file_and_says_so(made, tmp_path):
     from harness import launch
-    from harness.spec import scenario as scenario_mod
+    from harness.plan import scenario as scenario_mod
     path, _ = made("retinanet")
     scenario = tmp_path / "s.yaml"
     scenario.write_text("name: w\nmatrix:\n  framework: [detbench-trainer, torchvision]\n  model: [retinanet]\n"

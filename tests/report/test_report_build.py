@@ -1,0 +1,49 @@
+"""One Report, built once from the store: every renderer is a function of it alone."""
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from harness.report import build, export, html, markdown
+from tests.report.test_report_html import synthetic_store
+
+REPORT = Path(build.__file__).resolve().parent
+RENDERERS = (markdown.render, html.render, export.render_csv, export.render_json)
+
+
+def imported(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.update([node.module] + ["%s.%s" % (node.module, a.name) for a in node.names])
+    return names
+
+
+def test_only_the_builder_opens_the_store():
+    for path in sorted(REPORT.glob("*.py")):
+        reads = any(n.startswith("harness.results") for n in imported(path))
+        assert reads is (path.name == "build.py"), path.name
+
+
+def test_renderers_neither_change_the_report_nor_read_the_clock(tmp_path):
+    synthetic_store(tmp_path / "results")
+    report = build.report(tmp_path / "results", "P2", published="simpledet-benchmark")
+    first = [render(report) for render in RENDERERS]
+    assert [render(report) for render in RENDERERS] == first
+    assert not any(c.key.startswith("published:") for t in report.measured for c in t.columns)
+    assert any(c.key.startswith("published:") for t in report.shown for c in t.columns)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report.platform = "P1"
+
+
+def test_csv_rows_are_a_field_of_the_report(tmp_path):
+    synthetic_store(tmp_path / "results")
+    cells = build.report(tmp_path / "results", "P2", ci=False)
+    trials = dataclasses.replace(cells, rows="trials")
+    assert export.render_csv(cells).splitlines()[0].startswith("source,table,")
+    assert export.render_csv(trials).splitlines()[0].startswith("trial_id,run_id,")
+    assert len(export.render_csv(trials).splitlines()) == 1 + len(cells.trials) == 1 + 8
