@@ -204,7 +204,8 @@ class Clock:
 
     def __init__(self, choose):
         day = choose.integer("day", 0, 3000)
-        self.start = datetime.datetime(2018, 1, 1) + datetime.timedelta(days=day, seconds=choose.integer("sec", 0, 86399))
+        seconds = choose.integer("sec", 0, 86399)
+        self.start = datetime.datetime(2018, 1, 1) + datetime.timedelta(days=day, seconds=seconds)
         self.seconds = 0.0
         self._cached = (None, "")
 
@@ -250,6 +251,44 @@ class Writer:
         run.record_lines.append(line)
         run.spans.append((iteration if first is None else first, iteration))
         return line
+
+
+class Ranks:
+    """The processes of a multi-node training that print records: every node's local rank 0
+    (a training script that logs where ``local_rank == 0``), their output merged into one log.
+    ``labels`` are srun --label's prefixes (the global rank of each, "0: ", "4: "), or None:
+    the lines carry no prefix and nothing tells the processes apart."""
+
+    def __init__(self, choose, rng, share=(85, 15)):
+        self.nodes = choose.weighted("nodes", [(1, share[0]), (2, share[1])])
+        per_node = choose.choice("gpus_per_node", [2, 4, 8]) if self.nodes > 1 else 1
+        self.labels = None
+        if self.nodes > 1 and choose.chance("labelled", 50):
+            self.labels = ["%d: " % (k * per_node) for k in range(self.nodes)]
+        self.rng = rng
+        self.others = set()        # 1-based numbers of the lines the other nodes printed
+
+    @property
+    def state(self):
+        """What the log's params say of its processes: one, labelled or unlabelled."""
+        return "one" if self.nodes == 1 else "labelled" if self.labels else "unlabelled"
+
+    def times(self, t, d):
+        """Another node's times of the same iterations: close to rank 0's, never the same."""
+        jitter = self.rng.uniform(0.97, 1.03, len(t))
+        return t * jitter, d * jitter
+
+    def add(self, writer, text):
+        """Add a line another node printed (its record beside rank 0's, or its banner)."""
+        last = writer.add(text)
+        self.others.update(range(last - text.count("\n"), last + 1))
+
+    def label(self, writer):
+        """Prefix every line with its process's srun label, where the log has labels."""
+        if self.labels is None:
+            return
+        zero, other = self.labels[0], self.labels[-1]
+        writer.lines = [(other if k in self.others else zero) + line for k, line in enumerate(writer.lines, 1)]
 
 
 def seeded(choose):

@@ -29,9 +29,9 @@ def generate(choose, max_iters=200000, max_records=None):
     segments = plan_runs(choose, total, ckpt)
     w = Writer()
     runs = []
-    for k, seg in enumerate(segments):
+    for seg in segments:
         run = new_run(rng, runs, seg, base, 0.2)
-        t, d, n = run.times, run.data, len(run.times)
+        t, n = run.times, len(run.times)
         w.add("Found Detectron ops lib: /usr/local/lib/python2.7/dist-packages/torch/lib/"
               "libcaffe2_detectron_ops_gpu.so")
         w.add("INFO train_net.py:  95: Called with args:")

@@ -51,7 +51,7 @@ def _pytorch(choose, max_iters, max_records, as_json):
     segments = plan_runs(choose, total, steps)
     w = Writer()
     runs = []
-    for k, seg in enumerate(segments):
+    for seg in segments:
         run = new_run(rng, runs, seg, base, 0.2)
         t, d, n = run.times, run.data, len(run.times)
         started = clock.t
@@ -110,9 +110,9 @@ def _tf2(choose, max_iters, max_records):
     segments = plan_runs(choose, total, steps)
     w = Writer()
     runs = []
-    for k, seg in enumerate(segments):
+    for seg in segments:
         run = new_run(rng, runs, seg, base, 0.2, first=1)     # global steps count from 0 in each fit()
-        t, d, n = run.times, run.data, len(run.times)
+        t, n = run.times, len(run.times)
         started = clock.t
         w.add(_emit(w, clock, True, "PARAMETER", {"model_name": "efficientdet-d0", "batch_size": batch // 8,
                                                   "num_epochs": epochs, "log_steps": log_steps}, started))

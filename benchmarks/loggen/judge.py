@@ -60,6 +60,10 @@ def judge(log, req, answer, ask=None):
 def _figure(log, req, fig):
     v = Verdict(refused=False)
     lo, hi = req.window
+    if log.params.get("ranks") == "unlabelled":
+        v.problems.append("a figure from a log whose records several processes print with no rank prefix: "
+                          "nothing says which of them are rank 0's")
+        return v
     missing = [k for k in KEYS if k not in fig]
     if missing:
         v.problems.append("the figure lacks %s" % ", ".join(missing))
@@ -98,6 +102,11 @@ def _figure(log, req, fig):
     if not (r.first <= a <= b <= r.last):
         v.problems.append("window %d..%d is not inside run %d (%d..%d): the figure mixes runs or counts "
                           "iterations that never finished" % (a, b, run, r.first, r.last))
+        return v
+    if lenient and log.params.get("unplaced_records"):
+        # a record line that does not print its iteration, moved or copied: it takes the place the
+        # lines around it give, and nothing in the log tells the figure is another's
+        v.notes.append("a misplaced record line that carries no iteration: the figure is not checked")
         return v
     truth, truth_data = log.mean(r.index, a, b)
     value = fig.get("iteration_time_s")
@@ -146,6 +155,7 @@ def _figure(log, req, fig):
 # refusal classes: (name, pattern), the first that matches names the reason
 REASONS = (
     ("interface", re.compile(re.escape(MISSING))),
+    ("ranks", re.compile(r"several processes")),
     ("faults", re.compile(r"twice|out of order|duplicate|repeat|seen before|swapped")),
     ("shrink", re.compile(r"shrink")),
     ("max-error", re.compile(r"max.error|cannot meet|error bound|bound of")),
@@ -185,6 +195,17 @@ def _refusal(log, req, answer, ask=None):
     lenient = any(not f.benign for f in log.faults)
     if reason == "interface":
         v.problems.append(msg)
+    elif reason == "ranks":
+        if log.params.get("ranks") != "unlabelled" and _restarts_look_like_ranks(
+                log, {int(x) for pair in re.findall(r"lines (\d+) and (\d+)", msg) for x in pair}):
+            v.notes.append("refused as several processes: two restarts in a row each began at the iteration "
+                           "just logged, after at most one new record, which is what two processes' "
+                           "alternating records look like")
+        elif log.params.get("ranks") != "unlabelled":
+            v.problems.append("refused for records of several processes in a log whose records %s: %s" % (
+                "carry rank prefixes" if log.params.get("ranks") == "labelled" else "one process prints", msg))
+    elif (reason == "faults" or reason == "goes-back") and log.params.get("ranks") == "unlabelled":
+        v.notes.append("refused for a record line of another process, word for word rank 0's")
     elif reason == "faults" or reason == "goes-back":
         if not log.faults:
             v.problems.append("refused for repeated or misordered records in a log that has none "
@@ -237,6 +258,18 @@ def _refusal(log, req, answer, ask=None):
     else:
         v.problems.append("refusal whose reason this judge cannot check: %s" % msg)
     return v
+
+
+def _restarts_look_like_ranks(log, cited):
+    """Whether the log holds two restarts in a row that each began at the iteration the run
+    before had just logged, the middle run having logged at most one other record, and the
+    refusal cites their lines: records two processes would print in just that order."""
+    runs = [r for r in log.runs if r.records]
+    for a, b, c in zip(runs, runs[1:], runs[2:]):
+        if (b.records[0] == a.records[-1] and c.records[0] == b.records[-1] and len(b.records) <= 2
+                and {a.record_lines[-1], b.record_lines[0], b.record_lines[-1], c.record_lines[0]} <= cited):
+            return True
+    return False
 
 
 def _gap(run):

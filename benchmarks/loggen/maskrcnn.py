@@ -37,7 +37,7 @@ def generate(choose, max_iters=200000, max_records=None):
     segments = plan_runs(choose, total, ckpt)
     w = Writer()
     runs = []
-    for k, seg in enumerate(segments):
+    for seg in segments:
         run = new_run(rng, runs, seg, base, 0.2)
         t, d, n = run.times, run.data, len(run.times)
         w.add(_head(clock, "maskrcnn_benchmark") + "Using 8 GPUs")

@@ -55,7 +55,7 @@ def _generate(choose, max_iters, max_records, v1):
     runs = []
     head = (lambda: clock.stamp() + " - INFO - ") if v1 else (lambda: clock.stamp() + " - mmdet - INFO - ")
     eta_state = {}
-    for k, seg in enumerate(segments):
+    for seg in segments:
         run = new_run(rng, runs, seg, base, 0.3)
         t, d, n = run.times, run.data, len(run.times)
         if sleeps:    # the 2 s sleep at each (data loader) epoch start lands in that iteration's data time
@@ -68,7 +68,8 @@ def _generate(choose, max_iters, max_records, v1):
                                   "config": "log_config = dict(interval=%d, hooks=[dict(type='TextLoggerHook')])\n"
                                   "runner = dict(type='%s', max_%s=%d)"
                                   % (interval, "EpochBasedRunner" if by_epoch else "IterBasedRunner",
-                                     "epochs" if by_epoch else "iters", epochs if by_epoch else total), "seed": 0, "exp_name": "faster_rcnn_r50_fpn_1x_coco.py"}))
+                                     "epochs" if by_epoch else "iters", epochs if by_epoch else total),
+                              "seed": 0, "exp_name": "faster_rcnn_r50_fpn_1x_coco.py"}))
         else:
             if not v1:
                 w.add(head() + "Environment info:\n" + "-" * 60 + "\nsys.platform: linux\nPython: 3.7.10\n"
@@ -80,14 +81,16 @@ def _generate(choose, max_iters, max_records, v1):
                                                                "IterBasedRunner", "epochs" if by_epoch else "iters",
                                                                epochs if by_epoch else total))
             if seg.start:
-                w.add(head() + "load checkpoint from %s" % ("work_dirs/faster_rcnn/epoch_%d.pth" % (seg.start // epoch_len)
-                                                            if by_epoch else "work_dirs/faster_rcnn/iter_%d.pth" % seg.start))
+                checkpoint = ("work_dirs/faster_rcnn/epoch_%d.pth" % (seg.start // epoch_len) if by_epoch
+                              else "work_dirs/faster_rcnn/iter_%d.pth" % seg.start)
+                w.add(head() + "load checkpoint from %s" % checkpoint)
                 w.add(head() + "resumed epoch %d, iter %d" % (seg.start // epoch_len, seg.start))
             w.add(head() + "Start running, host: root@f0c1a2, work_dir: ./work_dirs/faster_rcnn")
             if not v1:
                 w.add(head() + "Hooks will be executed in the following order:\nbefore_run:\n"
                       "(VERY_HIGH   ) StepLrUpdaterHook\n(NORMAL      ) CheckpointHook\n(VERY_LOW    ) TextLoggerHook")
-            w.add(head() + "workflow: [('train', 1)], max: %d %s" % ((epochs, "epochs") if by_epoch else (total, "iters")))
+            w.add(head() + "workflow: [('train', 1)], max: %d %s"
+                  % ((epochs, "epochs") if by_epoch else (total, "iters")))
         tp, dp = prefix(t), prefix(d)
         eta_state["tot"], eta_state["start"] = 0.0, seg.start
         clock0 = clock.seconds

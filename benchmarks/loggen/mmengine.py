@@ -44,7 +44,7 @@ def generate(choose, max_iters=200000, max_records=None):
     timeline_d = np.zeros(0)
     head = lambda: "%s - mmengine - INFO - " % clock.fmt("%m/%d %H:%M:%S")   # noqa: E731
     ep_width = len(str(epochs)) + 3
-    for k, seg in enumerate(segments):
+    for seg in segments:
         run = new_run(rng, runs, seg, base, 0.3)
         t, d, n = run.times, run.data, len(run.times)
         # the checkpoint carries the history up to the resume point
@@ -126,7 +126,8 @@ def _validate(w, head, rnd, as_json, epoch):
         return
     m = rnd.choice([50, 500])
     if as_json:
-        w.add(json.dumps({"coco/bbox_mAP": round(rnd.uniform(0, 0.4), 4), "coco/bbox_mAP_50": round(rnd.uniform(0, 0.6), 4),
+        w.add(json.dumps({"coco/bbox_mAP": round(rnd.uniform(0, 0.4), 4),
+                          "coco/bbox_mAP_50": round(rnd.uniform(0, 0.6), 4),
                           "data_time": rnd.uniform(0.001, 0.01), "time": rnd.uniform(0.05, 0.1), "step": epoch}))
         return
     w.add(head() + "Saving checkpoint at %d epochs" % epoch)

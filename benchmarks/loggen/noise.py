@@ -3,7 +3,8 @@
 WARNINGS = [
     "/opt/conda/lib/python3.8/site-packages/torch/functional.py:445: UserWarning: torch.meshgrid: in an upcoming "
     "release, it will be required to pass the indexing argument. (Triggered internally at "
-    "../aten/src/ATen/native/TensorShape.cpp:2157.)\n  return _VF.meshgrid(tensors, **kwargs)  # type: ignore[attr-defined]",
+    "../aten/src/ATen/native/TensorShape.cpp:2157.)\n"
+    "  return _VF.meshgrid(tensors, **kwargs)  # type: ignore[attr-defined]",
     "/usr/local/lib/python3.7/site-packages/torch/optim/lr_scheduler.py:131: UserWarning: Detected call of "
     "`lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and later, you should call them in the "
     "opposite order.\n  warnings.warn(\"Detected call of `lr_scheduler.step()` before `optimizer.step()`. \"",

@@ -37,12 +37,12 @@ def generate(choose, max_iters=200000, max_records=None):
     runs = []
     shown = [",\t".join("%s=%f" % (m, rnd.uniform(0.0, 1.0)) for m in METRICS) + ",\t" for _ in range(16)]
     head = lambda: clock.fmt("%m-%d %H:%M:%S") + " "   # noqa: E731
-    for k, seg in enumerate(segments):
+    for seg in segments:
         # the log's numbering: Iter + 1 counts from this run's start (new format), or
         # epoch * N + nbatch + 1 (old format)
         first = 1 if new else seg.start + 1
         run = new_run(rng, runs, seg, base, 0.2, first=first)
-        t, d, n = run.times, run.data, len(run.times)
+        t, n = run.times, len(run.times)
         begin_epoch = seg.start // epoch_len
         w.add(head() + "total iter %d" % (epoch_len * (epochs - begin_epoch)))
         w.add(head() + "lr 0.02, lr_iters [%d, %d]" % (total * 2 // 3, total * 8 // 9))

@@ -47,9 +47,9 @@ def generate(choose, max_iters=200000, max_records=None):
     def head(name, line_no):
         return "\x1b[32m[%s @%s:%d]\x1b[0m " % (clock.fmt("%m%d %H:%M:%S"), name, line_no)
 
-    for k, seg in enumerate(segments):
+    for seg in segments:
         run = new_run(rng, runs, seg, base, 0.2)
-        t, d, n = run.times, run.data, len(run.times)
+        t = run.times
         w.add(head("logger.py", 90) + "Argv: ./train.py --config MODE_MASK=True TRAIN.STEPS_PER_EPOCH=%d" % steps)
         w.add(head("train.py", 73) + "Warm Up Schedule (steps, value): [(0, 0.0033), (1000, 0.01)]")
         w.add(head("base.py", 209) + "Setup callbacks graph ...")
@@ -71,7 +71,8 @@ def generate(choose, max_iters=200000, max_records=None):
                 break
             w.add(bar)
             g = (e0 + 1) * steps
-            w.add(head("base.py", 285) + "Epoch %d (global_step %d) finished, time:%s." % (e0 + 1, g, humanize(seconds)))
+            w.add(head("base.py", 285)
+                  + "Epoch %d (global_step %d) finished, time:%s." % (e0 + 1, g, humanize(seconds)))
             w.add(head("misc.py", 109) + "Estimated Time Left: 5 days 3 hours 11 minutes 2 seconds")
             scalars = {"GPUUtil/0": rnd.uniform(80, 95), "HostFreeMemory (GB)": rnd.uniform(200, 300),
                        "PeakMemory(MB)/gpu:0": rnd.uniform(6000, 7000), "QueueInput/queue_size": rnd.uniform(40, 50),
@@ -94,4 +95,4 @@ def generate(choose, max_iters=200000, max_records=None):
     faults = inject_faults(choose, w, runs)
     return Log(FORMAT, "tensorpack, %d steps per epoch, %d GPU(s), %d run(s)" % (steps, gpus, len(runs)), w.lines, runs,
                images_per_iteration=gpus, epoch_length=steps, faults=faults, framework="tensorpack",
-               params=dict(steps=steps, total=total))
+               params=dict(steps=steps, total=total, unplaced_records=True))

@@ -36,7 +36,7 @@ def generate(choose, max_iters=200000, max_records=None):
     w = Writer()
     runs = []
     width = len(str(epoch_len))
-    for k, seg in enumerate(segments):
+    for seg in segments:
         run = new_run(rng, runs, seg, base, 0.3)
         t, d, n = run.times, run.data, len(run.times)
         w.add("| distributed init (rank 0): env://" if rnd.random() < 0.5 else "Not using distributed mode")

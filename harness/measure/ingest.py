@@ -8,8 +8,9 @@ import json
 import os
 
 from harness import jsonlog
-from harness.measure import latency, scrapers, stats, work
+from harness.measure import latency, logfigure, scrapers, stats, work
 from harness.plan.fingerprint import fingerprint
+from harness.launch import trialfiles
 from harness.launch.trialfiles import read_trial_json
 from harness.measure.records import IterationRecord
 from harness.measure.result import TrialResult
@@ -29,7 +30,7 @@ NOT_SETTINGS = (SOURCE, jsonlog.IMPLEMENTATION, PROBLEM)
 def read_times(trial_dir):
     times = []
     try:
-        with open(os.path.join(trial_dir, "log.times")) as f:
+        with open(os.path.join(trial_dir, trialfiles.LOG_TIMES)) as f:
             for line in f:
                 mono, _, _ = line.partition("\t")
                 times.append(float(mono))
@@ -39,7 +40,7 @@ def read_times(trial_dir):
 
 
 def log_tail(trial_dir, n=TAIL_LINES):
-    path = os.path.join(trial_dir, "log.txt")
+    path = os.path.join(trial_dir, trialfiles.LOG)
     if not os.path.exists(path):
         return []
     return list(collections.deque((l for l in read_lines(path) if l.strip()), maxlen=n))
@@ -48,11 +49,11 @@ def log_tail(trial_dir, n=TAIL_LINES):
 def failure_reason(record, trial_dir):
     if record is None:
         try:
-            with open(os.path.join(trial_dir, "runner.err"), errors="replace") as f:
+            with open(os.path.join(trial_dir, trialfiles.RUNNER_ERR), errors="replace") as f:
                 said = [l.strip() for l in f if l.strip()]
         except OSError:
             said = []
-        if os.path.exists(os.path.join(trial_dir, "trial.json")):
+        if os.path.exists(os.path.join(trial_dir, trialfiles.RECORD)):
             return "trial.json is not a record runner.py wrote (unreadable or not an object)"
         return "runner wrote no trial.json" + (": " + said[-1][:300] if said else "")
     if record.get("error"):
@@ -149,47 +150,117 @@ def analyse(trial_dir, scraper_name, warmup, measure, images_per_iteration, scra
     record = read_trial_json(trial_dir)
     reason = failure_reason(record, trial_dir)
     scrapers.get(scraper_name)   # an unknown name raises here, not in the try below
-    log_path = os.path.join(trial_dir, "log.txt")
-    try:   # streamed from disk, through the compiled scanner where it is built
-        records, errors = (scrapers.scrape_path(scraper_name, log_path, **(scrape_options or {}))
-                           if os.path.exists(log_path) else ([], []))
-    except Exception as exc:   # scrapers must not raise; should one, the trial fails and the run goes on
-        records, errors = [], []
-        reason = reason or "the %s scraper failed on this log: %s: %s" % (scraper_name, type(exc).__name__, exc)
-    records = stats.dedupe([r for r in records if isinstance(r, IterationRecord)])
+    log_path = os.path.join(trial_dir, trialfiles.LOG)
     times = read_times(trial_dir)
-    mems = [r.memory_mb for r in records if r.memory_mb is not None]
-    iterations = tuple((r.iteration, r.time_s, r.data_time_s, times[r.line] if r.line < len(times) else None)
-                       for r in records)
+    try:   # streamed from disk, through the compiled scanner where it is built
+        scraped = (_scrape(scraper_name, log_path, scrape_options, (warmup + 1, warmup + measure), times)
+                   if os.path.exists(log_path) else _Scraped())
+    except Exception as exc:   # scrapers must not raise; should one, the trial fails and the run goes on
+        scraped = _Scraped()
+        reason = reason or "the %s scraper failed on this log: %s: %s" % (scraper_name, type(exc).__name__, exc)
+    records = scraped.records
+    if reason is None and scraped.fatal is not None:
+        reason = "log.txt line %d: %s" % (scraped.fatal.line + 1, scraped.fatal.reason)
     figures = {}
+    chosen = None
     if reason is None:
         try:
             rep = stats.reported(records, warmup, measure, images_per_iteration)
             figures.update(throughput=rep.throughput, iteration_time_s=rep.iteration_time_s,
                            data_time_s=rep.data_time_s, exact=bool(rep.exact), figure_kind=rep.kind,
                            window=tuple(rep.window))
+            chosen = rep
         except stats.WindowError as exc:
             reason = str(exc)
-            if errors:
-                reason += " (%d unreadable lines, first: %s)" % (len(errors), errors[0].reason)
+            if scraped.errors:
+                reason += " (%d unreadable lines, first: %s)" % (scraped.errors, scraped.first_error.reason)
     if reason is None and times:
-        try:
-            figures["observed"] = stats.observed(records, times, warmup, measure, images_per_iteration).throughput
+        try:   # from the same run as the reported figure
+            mine = [r for r in records if r.run == chosen.run]
+            figures["observed"] = stats.observed(mine, times, warmup, measure, images_per_iteration).throughput
         except (stats.WindowError, IndexError):
             pass
     lat = None
     if reason is None and percentiles is not None:
-        lat = latency.trial_latency(records, figures["window"], percentiles, log_path, images_per_iteration)
+        lat = latency.trial_latency([r for r in records if r.run == chosen.run], figures["window"], percentiles,
+                                    log_path, images_per_iteration)
     summary = record.get("telemetry") if record else None
-    means = work.window_means(log_path, warmup + 1, warmup + measure) if reason is None else None
+    means = (work.window_means(log_path, warmup + 1, warmup + measure, run_lines(chosen))
+             if reason is None else None)
     return TrialResult(
         status="failed" if reason else "done", reason=reason,
         ended=_number(record.get("end_wall")) if record else None,
         exit_code=_number(record.get("exit_code")) if record else None,
-        records=len(records), scrape_errors=len(errors), peak_mem_mb=max(mems) if mems else None,
+        records=scraped.count, scrape_errors=scraped.errors, peak_mem_mb=scraped.peak_mem_mb,
         fingerprint=_fingerprint(record), telemetry=summary if isinstance(summary, dict) and summary else None,
-        work=means or None, settings=trial_settings(log_path, settings), iterations=iterations, latency=lat,
-        **figures, **memory_peaks(summary))
+        work=means or None, settings=trial_settings(log_path, settings), iterations=tuple(scraped.iterations),
+        latency=lat, **figures, **memory_peaks(summary))
+
+
+def run_lines(est):
+    """(first, stop) 0-based: the lines of the log that belong to the run the estimate comes from,
+    from its first record line to the next run's first (a line printed after a record, such as
+    its DETBENCH_WORK line, belongs to that record's run); None where the log holds one run."""
+    if est is None or len(est.runs) < 2:
+        return None
+    spans = sorted(est.runs, key=lambda s: s.first_line)
+    for k, span in enumerate(spans):
+        if span.run == est.run:
+            after = spans[k + 1].first_line - 1 if k + 1 < len(spans) else None
+            return span.first_line - 1, after
+    return None
+
+
+class _Scraped:
+    """What ingest keeps of a scrape: the records a window's figure can use (each run's edges
+    and those near the window: logfigure.Keeper), one compact row per record for the store,
+    the count, the framework's memory peak, the lines that did not parse and the first fatal
+    error."""
+
+    def __init__(self, window=None):
+        self.keeper = logfigure.Keeper(window)
+        self.iterations = []
+        self.count = 0
+        self.peak_mem_mb = None
+        self.errors = 0            # lines that did not parse
+        self.first_error = None
+        self.fatal = None
+        self._records = None
+
+    @property
+    def records(self):
+        if self._records is None:
+            self._records = self.keeper.records()
+        return self._records
+
+
+def _scrape(name, path, options, window, times):
+    """Stream the log once. A `run` among the options keeps that run's records only (and the
+    errors of no run or of that one), as scrapers.scrape_path does."""
+    out = _Scraped(window)
+    options = dict(options or {})
+    run = options.pop("run", None)
+    last = None
+    for item in scrapers.iter_path(name, path, **options):
+        if run is not None and item.run is not None and item.run != run:
+            continue
+        if item.__class__ is not IterationRecord:
+            out.errors += 1
+            out.first_error = out.first_error or item
+            if item.fatal and out.fatal is None:
+                out.fatal = item
+            continue
+        key = (item.run, item.iteration)
+        if key == last:
+            continue   # another rank's copy of the record just read (stats.dedupe keeps the first)
+        last = key
+        out.count += 1
+        out.keeper.add(item)
+        if item.memory_mb is not None and (out.peak_mem_mb is None or item.memory_mb > out.peak_mem_mb):
+            out.peak_mem_mb = item.memory_mb
+        out.iterations.append((item.iteration, item.time_s, item.data_time_s,
+                               times[item.line] if item.line < len(times) else None))
+    return out
 
 
 def _fingerprint(record):

@@ -210,7 +210,7 @@ def read(log, how, run=None, window=None):
     fatal error of the scrape (a record line printed twice inside a run, records out of
     order, a line too long, a file that is not text)."""
     noise = Noise()
-    keep = _Keeper(window)
+    keep = Keeper(window)
     try:
         for item in scrapers.iter_path(how.scraper, log, **how.options):
             if item.__class__ is IterationRecord:
@@ -228,7 +228,7 @@ def read(log, how, run=None, window=None):
     return out, noise
 
 
-class _Keeper:
+class Keeper:
     """The records of a stream a window's figure can use (all of them without a window)."""
 
     def __init__(self, window):

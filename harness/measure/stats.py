@@ -17,20 +17,21 @@ import dataclasses
 import itertools
 import math
 import operator
-from collections import namedtuple
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from harness.measure import flags
 from harness.measure.records import (CUMULATIVE_MEAN, EXACT, EXACT_CUMULATIVE, GLOBAL_MEAN, GLOBAL_MEAN_FIGURE,
                              ITERATION, THROUGHPUT, THROUGHPUT_FIGURE, WINDOW_MEAN, WINDOW_MEANS_FIGURE,
-                             WINDOW_MEDIAN_FIGURE)
+                             WINDOW_MEDIAN_FIGURE, IterationRecord)
 
 OUTLIER_Z = 3.5             # modified z-score on the MAD
 _RUN = operator.attrgetter("run")
 _ITERATION = operator.attrgetter("iteration")
 EXACT_WITHIN = 0.001        # a figure is exact when its error bound is at most 0.1% of it
 UNIT_ROUNDOFF = 2.0 ** -53  # of the float sums behind a figure
+
+Records = Sequence[IterationRecord]
 
 
 class WindowError(ValueError):
@@ -50,7 +51,7 @@ class RunSpan:
     first_line: int
     last_line: int
 
-    def text(self):
+    def text(self) -> str:
         return "run %d covers iterations %d..%d (lines %d..%d)" % (
             self.run, self.first, self.last, self.first_line, self.last_line)
 
@@ -75,11 +76,11 @@ class TrialEstimate:
     missing: int = 0                # iterations of `window` no record covers: the figure is the others'
 
 
-def _covered(rec):
+def _covered(rec: IterationRecord) -> Tuple[int, int]:
     return rec.iteration - rec.span + 1, rec.iteration
 
 
-def in_window(records, warmup, measure):
+def in_window(records: Iterable[IterationRecord], warmup: int, measure: int) -> List[IterationRecord]:
     """Records whose covered iterations lie inside (warmup, warmup + measure]."""
     lo, hi = warmup + 1, warmup + measure
     out = []
@@ -90,7 +91,7 @@ def in_window(records, warmup, measure):
     return out
 
 
-def _check_order(records):
+def _check_order(records: Records) -> None:
     """Iterations must rise in log order (after dedupe: repeats of other ranks are gone)."""
     its = [r.iteration for r in records]
     if all(map(operator.lt, its, its[1:])):
@@ -101,7 +102,7 @@ def _check_order(records):
                                % (prev.iteration, prev.line + 1, rec.iteration, rec.line + 1))
 
 
-def _reach(records, warmup, measure):
+def _reach(records: Records, warmup: int, measure: int) -> None:
     """The log must cover the whole window: no figure from part of it."""
     lo, hi = warmup + 1, warmup + measure
     if not records:
@@ -117,10 +118,10 @@ def _reach(records, warmup, measure):
 RUN_EDGE = 8   # records at a run's start (and end) that say the iterations it covers
 
 
-def run_spans(records):
+def run_spans(records: Records) -> Tuple[Dict[int, List[IterationRecord]], Tuple[RunSpan, ...]]:
     """{run: its records} in log order, and the RunSpan of each (from its first and last
     RUN_EDGE records: a run's records rise)."""
-    by_run = {}
+    by_run: Dict[int, List[IterationRecord]] = {}
     for run, group in itertools.groupby(records, key=_RUN):
         by_run.setdefault(run, []).extend(group)
     spans = tuple(RunSpan(run, min(r.iteration - max(r.span, 1) + 1 for r in recs[:RUN_EDGE]),
@@ -129,15 +130,15 @@ def run_spans(records):
     return by_run, spans
 
 
-def pick_run(spans, lo, hi, run=None):
+def pick_run(spans: Sequence[RunSpan], lo: int, hi: int, run: Optional[int] = None) -> int:
     """The run a figure of lo..hi comes from: `run` where given; else the last run whose
     records cover the window; else the last that reaches its end and covers at least half
     of it (a run that starts inside the window: its figure then covers less, and says so);
     else WindowError naming each run."""
     if run is not None:
         if run not in [s.run for s in spans]:
-            raise WindowError("the log holds %d run%s; there is no run %d" % (len(spans), "" if len(spans) == 1 else "s",
-                                                                             run))
+            raise WindowError("the log holds %d run%s; there is no run %d"
+                              % (len(spans), "" if len(spans) == 1 else "s", run))
         return run
     if len(spans) == 1:
         return spans[0].run
@@ -147,11 +148,15 @@ def pick_run(spans, lo, hi, run=None):
     partly = [s for s in spans if s.last >= hi and 2 * (hi - max(lo, s.first) + 1) >= hi - lo + 1]
     if partly:
         return partly[-1].run
+    if all(s.first > hi for s in spans):
+        raise WindowError("no record of the log lies inside the window %d..%d: the records of every run begin "
+                          "after it (%s)" % (lo, hi, "; ".join(s.text() for s in spans)))
     raise WindowError("no single run of the log covers the window %d..%d, and a figure never mixes runs: %s; "
                       "pick one with --run N" % (lo, hi, "; ".join(s.text() for s in spans)))
 
 
-def reported(records, warmup, measure, images_per_iteration, run=None):
+def reported(records: Records, warmup: int, measure: int, images_per_iteration: Optional[int],
+             run: Optional[int] = None) -> TrialEstimate:
     """Throughput from the framework's own figures over the measured window.
 
     images_per_iteration may be None (not known): a figure that depends on it is then None.
@@ -185,12 +190,12 @@ def reported(records, warmup, measure, images_per_iteration, run=None):
     return dataclasses.replace(est, exact=is_exact(est))
 
 
-def _rate(images_per_iteration, seconds_per_iteration):
+def _rate(images_per_iteration: Optional[int], seconds_per_iteration: float) -> Optional[float]:
     """images/s, None where the images per iteration are not known."""
     return None if images_per_iteration is None else images_per_iteration / seconds_per_iteration
 
 
-def is_exact(est):
+def is_exact(est: TrialEstimate) -> bool:
     """Within EXACT_WITHIN of the truth by its bound, over the window asked for, every iteration counted."""
     return (est.error_bound_s is not None and est.iteration_time_s is not None and est.iteration_time_s > 0
             and est.missing == 0
@@ -198,20 +203,26 @@ def is_exact(est):
             and (est.requested is None or tuple(est.window) == tuple(est.requested)))
 
 
-def _approximate(records, kind, warmup, measure, images_per_iteration):
+def _approximate(records: Records, kind: str, warmup: int, measure: int,
+                 images_per_iteration: Optional[int]) -> TrialEstimate:
     window = in_window(records, warmup, measure)
     if not window:
         raise WindowError("no record of the log lies inside the window %d..%d (records cover %d iterations each)"
                           % (warmup + 1, warmup + measure, max(r.span for r in records)))
     edges = (min(_covered(r)[0] for r in window), max(r.iteration for r in window))
     if kind == THROUGHPUT:
-        rated = [r for r in window if r.images_per_s]
+        rated = [(r.span, r.images_per_s) for r in window if r.images_per_s]
         if not rated:
             raise WindowError("no throughput figures in the window")
-        iters = sum(r.span for r in rated)
-        rate = iters / sum(r.span / r.images_per_s for r in rated)   # images/s over the window
+        iters = sum(span for span, _ in rated)
+        rate = iters / sum(span / images_per_s for span, images_per_s in rated)   # images/s over the window
+        bound = None
+        if images_per_iteration is not None:   # the printed digits bound the time the rates imply
+            got = _tile(_rate_times(window, images_per_iteration), edges[0], edges[1])
+            if got is not None and got.error is not None and math.isfinite(got.error):
+                bound = _per(got.error, got.iterations)
         return TrialEstimate(rate, None if images_per_iteration is None else images_per_iteration / rate, None,
-                             False, iters, edges, THROUGHPUT_FIGURE)
+                             False, iters, edges, THROUGHPUT_FIGURE, bound)
     # window medians and running means of unknown start: no exact sum exists; take the median
     times = [r.time_s for r in window if r.time_s is not None]
     if not times:
@@ -225,16 +236,38 @@ def _approximate(records, kind, warmup, measure, images_per_iteration):
 
 # One printed figure as the sums below use it: the mean `value` of the `span` iterations
 # ending at `iteration`, off by at most `rounding`.
-_Mean = namedtuple("_Mean", "iteration span value rounding line")
+class _Mean(NamedTuple):
+    iteration: int
+    span: int
+    value: float
+    rounding: float
+    line: int
 
 
-def _times(records):
+def _times(records: Records) -> List[_Mean]:
     return [_Mean(r.iteration, r.span, r.time_s, r.rounding, r.line) for r in records if r.time_s is not None]
 
 
-def _datas(records):
+def _rate_times(records: Records, images_per_iteration: int) -> List[_Mean]:
+    """Throughput records as the mean iteration times they imply, each with the bound its
+    printed digits give: a rate v printed to within h stands for images / v seconds per
+    iteration, off by at most images * h / (v * (v - h)); unbounded where h is not below v
+    (or the record has no rate)."""
+    out = []
+    for r in records:
+        v, h = r.images_per_s, r.rounding
+        if not v or not v > 0:
+            out.append(_Mean(r.iteration, r.span, math.nan, math.inf, r.line))
+            continue
+        off = images_per_iteration * h / (v * (v - h)) if h < v else math.inf
+        out.append(_Mean(r.iteration, r.span, images_per_iteration / v, off, r.line))
+    return out
+
+
+def _datas(records: Records) -> Tuple[Optional[str], List[_Mean]]:
     """The data figures, with the span and kind each covers; (kind, means)."""
-    out, kind = [], None
+    out: List[_Mean] = []
+    kind: Optional[str] = None
     for r in records:
         if r.data_time_s is None:
             continue
@@ -253,7 +286,7 @@ class _Sum:
     missing: int              # iterations of first..last no figure covers
 
 
-def _tile(means, lo, hi):
+def _tile(means: Iterable[_Mean], lo: int, hi: int) -> Optional[_Sum]:
     """The sum of the window means lying inside lo..hi, or None where none does."""
     inside = sorted((m for m in means if m.iteration - m.span + 1 >= lo and m.iteration <= hi),
                     key=lambda m: m.iteration)
@@ -279,7 +312,7 @@ def _tile(means, lo, hi):
     return _Sum(seconds, None if overlap or missing or math.isnan(error) else error, iters, first, last, missing)
 
 
-def window_sum(records, warmup, measure, images_per_iteration):
+def window_sum(records: Records, warmup: int, measure: int, images_per_iteration: Optional[int]) -> TrialEstimate:
     """Per-iteration times and window means over the window, added up: every iteration once.
 
     The window is what the records lying inside the one asked for cover. Where they leave
@@ -297,8 +330,8 @@ def window_sum(records, warmup, measure, images_per_iteration):
     if images_per_iteration is None and any(r.images is None or r.span != 1 for r in inside):
         images = None   # the log does not count them
     else:
-        images = sum(r.images if (r.images is not None and r.span == 1) else images_per_iteration * r.span
-                     for r in inside)
+        per = 0 if images_per_iteration is None else images_per_iteration   # None: every record counts its own
+        images = sum(r.images if (r.images is not None and r.span == 1) else per * r.span for r in inside)
     data_time, data_bound = _data_over(records, got.first, got.last)
     kind = EXACT if all(r.span == 1 for r in inside) else WINDOW_MEANS_FIGURE
     bound = _per(got.error, got.iterations)
@@ -308,7 +341,7 @@ def window_sum(records, warmup, measure, images_per_iteration):
                          True, got.iterations, (got.first, got.last), kind, bound, data_bound, missing=got.missing)
 
 
-def spaced_wider(records):
+def spaced_wider(records: Records) -> Optional[Tuple[IterationRecord, IterationRecord]]:
     """(a, b) for two records of window means that lie further apart than the later one's span
     (and its iterations less than a span after the earlier), or None. A log skips fewer
     iterations than a span only where an epoch ends before its interval does; more, and the
@@ -320,11 +353,11 @@ def spaced_wider(records):
     return None
 
 
-def _per(error, iterations):
+def _per(error: Optional[float], iterations: int) -> Optional[float]:
     return None if error is None else error / iterations
 
 
-def _data_over(records, first, last):
+def _data_over(records: Records, first: int, last: int) -> Tuple[Optional[float], Optional[float]]:
     """(mean data time, its bound) over first..last: None, None where the log prints none."""
     kind, means = _datas(records)
     if not means:
@@ -346,16 +379,23 @@ def _data_over(records, first, last):
 
 # A point of a running sum: the seconds summed from its chain's start to `iteration`,
 # off by at most `error`. A chain's start is a point too (nothing summed yet, no error).
-_Point = namedtuple("_Point", "iteration seconds error magnitude chain line")
+class _Point(NamedTuple):
+    iteration: int
+    seconds: float
+    error: float
+    magnitude: float
+    chain: int
+    line: int
 
 
-def _chain_points(means):
+def _chain_points(means: Sequence[_Mean]) -> List[_Point]:
     """The points of the running sums: a mean whose first iteration differs from the one
     before's begins a chain (a framework that restarts its meters), whose start point sits
     right before its first iteration. Chains must follow one another; points of one chain
     can be differenced."""
-    points, chains = [], []
-    start = None
+    points: List[_Point] = []
+    chains: List[int] = []
+    start: Optional[int] = None
     for m in means:
         if m.span < 1 or m.span > m.iteration:
             raise CounterError("log line %d: a running mean over %d iterations ending at iteration %d"
@@ -374,7 +414,7 @@ def _chain_points(means):
     return points
 
 
-def _check_sums(points):
+def _check_sums(points: Sequence[_Point]) -> None:
     """A running sum never shrinks by more than the rounding of its two printed means allows."""
     for a, b in zip(points, points[1:]):
         if a.chain != b.chain:
@@ -386,7 +426,7 @@ def _check_sums(points):
                                    a.seconds, a.iteration, a.line + 1, b.seconds, b.iteration, b.line + 1))
 
 
-def _running_sum(points, start, end, edges_only=True):
+def _running_sum(points: Sequence[_Point], start: int, end: int, edges_only: bool = True) -> Optional[_Sum]:
     """The sum over start+1..end from the points (start and end are point iterations), chain by
     chain; iterations between chains are missing. None where no point sits at either edge."""
     its = {p.iteration for p in points}
@@ -400,7 +440,7 @@ def _running_sum(points, start, end, edges_only=True):
         start, end = below[-1], upto[-1]
     seconds = error = magnitude = 0.0
     covered = 0
-    by_chain = {}
+    by_chain: Dict[int, List[_Point]] = {}
     for p in points:
         by_chain.setdefault(p.chain, []).append(p)
     for chain in by_chain.values():
@@ -418,7 +458,8 @@ def _running_sum(points, start, end, edges_only=True):
     return _Sum(seconds, None if missing else error, covered, start + 1, end, missing)
 
 
-def cumulative_window(records, warmup, measure, images_per_iteration):
+def cumulative_window(records: Records, warmup: int, measure: int,
+                      images_per_iteration: Optional[int]) -> TrialEstimate:
     """Exact window mean from running means: (n2*g2 - n1*g1) / (n2 - n1).
 
     The points are the records' running sums and each chain's start (_chain_points). The
@@ -449,6 +490,7 @@ def cumulative_window(records, warmup, measure, images_per_iteration):
                               "mean needs two" % (means[-1].iteration, lo, hi))
         end = later[0]
     got = _running_sum(points, start, end)
+    assert got is not None      # start and end are both points, end after start
     covered = got.iterations
     if 2 * covered < measure:
         raise WindowError("the running means nearest the window %d..%d, at iterations %d and %d, span only %d "
@@ -468,7 +510,8 @@ def cumulative_window(records, warmup, measure, images_per_iteration):
                          missing=got.missing)
 
 
-def observed(records, line_times, warmup, measure, images_per_iteration):
+def observed(records: Records, line_times: Sequence[float], warmup: int, measure: int,
+             images_per_iteration: int) -> TrialEstimate:
     """Throughput from when the log lines arrived: iterations between two lines / elapsed.
 
     `line_times[i]` is the monotonic time at which log line i arrived. The start anchor is
@@ -493,13 +536,13 @@ def observed(records, line_times, warmup, measure, images_per_iteration):
                          (a.iteration + 1, b.iteration), EXACT)
 
 
-def dedupe(records):
+def dedupe(records: Records) -> Records:
     """Keep the first record of each iteration of each run (several ranks may print the same one)."""
     keys = [(r.run, r.iteration) for r in records]
     if len(set(keys)) == len(keys):
         return records
     seen = set()
-    out = []
+    out: List[IterationRecord] = []
     for key, r in zip(keys, records):
         if key not in seen:
             seen.add(key)
@@ -509,7 +552,7 @@ def dedupe(records):
 
 # ---------------------------------------------------------------- summaries over repeats
 
-def median(values):
+def median(values: Iterable[float]) -> float:
     v = sorted(values)
     n = len(v)
     if n == 0:
@@ -518,7 +561,7 @@ def median(values):
     return v[mid] if n % 2 else (v[mid - 1] + v[mid]) / 2.0
 
 
-def quantile(values, q):
+def quantile(values: Iterable[float], q: float) -> float:
     """Linear interpolation between closest ranks (numpy's default method)."""
     v = sorted(values)
     if not v:
@@ -529,11 +572,11 @@ def quantile(values, q):
     return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
-def iqr(values):
+def iqr(values: Sequence[float]) -> float:
     return quantile(values, 0.75) - quantile(values, 0.25)
 
 
-def cv(values):
+def cv(values: Sequence[float]) -> float:
     """Coefficient of variation: sample standard deviation / mean (0 for one value)."""
     n = len(values)
     if n < 2:
@@ -543,7 +586,8 @@ def cv(values):
     return math.sqrt(var) / mean if mean else float("nan")
 
 
-def bootstrap_median_ci(values, confidence=0.95, resamples=2000, seed=0):
+def bootstrap_median_ci(values: Sequence[float], confidence: float = 0.95, resamples: int = 2000,
+                        seed: int = 0) -> Tuple[float, float]:
     """Percentile bootstrap CI of the median; deterministic for a given seed."""
     import numpy as np
 
@@ -558,7 +602,7 @@ def bootstrap_median_ci(values, confidence=0.95, resamples=2000, seed=0):
     return float(low), float(high)
 
 
-def outliers(values, threshold=OUTLIER_Z):
+def outliers(values: Sequence[float], threshold: float = OUTLIER_Z) -> List[int]:
     """Indexes of values whose modified z-score (0.6745 (x - median) / MAD) exceeds threshold."""
     if len(values) < 3:
         return []

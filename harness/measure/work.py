@@ -53,21 +53,30 @@ def parse(text):
     return it, {k: v for k, v in counts.items() if v is not None}
 
 
-def window_lines(path, prefix, parse, first, last):
+def window_lines(path, prefix, parse, first, last, lines=None):
     """{iteration: parse(line)} for the lines of a log holding `prefix` whose iteration lies in
     first..last (an iteration printed twice counts once: its last line), or None when the file
-    cannot be read. `parse(text)` returns (iteration, value) or None for a line it refuses."""
+    cannot be read. `parse(text)` returns (iteration, value) or None for a line it refuses.
+    With `lines` (a, b), only the lines a..b-1 (0-based; b None: to the end) are read: the lines
+    of one run of a log that holds several."""
     raw_prefix = prefix.encode()
     per_iteration = {}
+    base = 0   # the index of the block's first line
     try:
         for block, end in read_blocks(path):
             at = block.find(raw_prefix, 0, end)
+            counted, line = 0, base
             while at >= 0:   # only the lines that hold the prefix are cut out and decoded
                 start = block.rfind(b"\n", 0, at) + 1
                 stop = block.find(b"\n", at, end)
                 stop = end if stop < 0 else stop
                 raw = block[start:stop]
                 at = block.find(raw_prefix, stop, end)
+                if lines is not None:
+                    line += block.count(b"\n", counted, start)
+                    counted = start
+                    if line < lines[0] or (lines[1] is not None and line >= lines[1]):
+                        continue   # another run's line
                 seen = _ITERATION_RE.search(raw)
                 if seen is not None and not first <= int(seen.group(1)) <= last:
                     continue   # outside the window: not worth decoding
@@ -78,15 +87,16 @@ def window_lines(path, prefix, parse, first, last):
                 got = parse(text) if text else None
                 if got is not None and first <= got[0] <= last:
                     per_iteration[got[0]] = got[1]
+            base += block.count(b"\n", 0, end) if lines is not None else 0
     except OSError:
         return None
     return per_iteration
 
 
-def window_means(path, first, last):
-    """{key: mean per iteration} over iterations first..last of a log's WORK lines, or None
-    when the window holds none."""
-    per_iteration = window_lines(path, WORK_PREFIX, parse, first, last)
+def window_means(path, first, last, lines=None):
+    """{key: mean per iteration} over iterations first..last of a log's WORK lines (of the
+    lines `lines` only, where given: window_lines), or None when the window holds none."""
+    per_iteration = window_lines(path, WORK_PREFIX, parse, first, last, lines)
     if not per_iteration:
         return None
     means = {}

@@ -112,3 +112,41 @@ def test_the_store_writes_every_field_of_a_result_and_reads_it_back_column_for_c
     assert [tuple(it) for it in store.iterations("r-0001")] == list(result.iterations)
     assert len(result.iterations) == WARMUP + MEASURE
     store.close()
+
+
+def test_work_comes_from_the_run_the_figure_comes_from_in_a_restarted_log(tmp_path):
+    # the first process dies at iteration 5 and a resume starts again from iteration 1: the window
+    # 3..6 is the second run's, and the first run's far larger counts of 3..5 must not blend in
+    first = iteration_lines(5, lambda i: {"proposals": 9000})
+    second = iteration_lines(WARMUP + MEASURE, lambda i: {"proposals": 100 + i})
+    result = analyse(trial_folder(tmp_path, first + ["Traceback (most recent call last):"] + second))
+    assert json.loads(result.columns()["work_json"]) == {"proposals": 100 + (WARMUP + 1 + WARMUP + MEASURE) / 2}
+    assert len(result.iterations) == 5 + WARMUP + MEASURE   # the store still gets every record of both runs
+
+
+def test_work_lines_of_the_earlier_run_count_when_its_figure_does(tmp_path):
+    # the restarted process dies before the window ends: the figure and the work are the first run's
+    first = iteration_lines(WARMUP + MEASURE, lambda i: {"proposals": 100 + i})
+    second = iteration_lines(3, lambda i: {"proposals": 9000})
+    result = analyse(trial_folder(tmp_path, first + second))
+    assert json.loads(result.columns()["work_json"]) == {"proposals": 100 + (WARMUP + 1 + WARMUP + MEASURE) / 2}
+
+
+def test_ingest_keeps_the_records_near_the_window_not_the_whole_log(tmp_path):
+    lines = iteration_lines(5000)
+    folder = trial_folder(tmp_path, lines)
+    scraped = ingest._scrape("detbench-jsonl", folder + "/log.txt", None, (WARMUP + 1, WARMUP + MEASURE), [])
+    assert scraped.count == 5000 and len(scraped.iterations) == 5000
+    assert len(scraped.records) <= MEASURE + 4 + 2 * 8   # the window, two either side, each run's edges
+    result = ingest.analyse(folder, "detbench-jsonl", WARMUP, MEASURE, 2)
+    assert result.status == "done" and result.window == (WARMUP + 1, WARMUP + MEASURE) and result.records == 5000
+
+
+def test_records_of_two_processes_without_rank_prefixes_fail_the_trial_saying_so(tmp_path):
+    # two processes print every iteration, each its own time, and nothing tells rank 0's lines
+    lines = []
+    for i in range(1, WARMUP + MEASURE + 1):
+        lines += [jsonlog.iter_line(i, 0.5, 0.01, 2), jsonlog.iter_line(i, 0.7, 0.01, 2)]
+    result = ingest.analyse(trial_folder(tmp_path, lines), "detbench-jsonl", WARMUP, MEASURE, 2)
+    assert result.status == "failed"
+    assert result.reason.startswith("log.txt line 4: records of several processes: iteration 1 on lines 1 and 2")

@@ -97,12 +97,19 @@ def test_two_running_means_give_the_exact_mean_between_them():
     assert est.data_time_s is None
 
 
-def test_throughput_only_records():
-    recs = [IterationRecord(iteration=i, line=i, span=10, kind=THROUGHPUT, images_per_s=r)
+def test_throughput_only_records_are_bounded_by_their_printed_digits_when_the_images_are_known():
+    # rates printed to 2 decimals: each is off by at most 0.005 images/s
+    recs = [IterationRecord(iteration=i, line=i, span=10, kind=THROUGHPUT, images_per_s=r, rounding=0.005)
             for i, r in [(10, 5.0), (20, 40.0), (30, 20.0)]]
     est = stats.reported(recs, warmup=10, measure=20, images_per_iteration=4)
     assert est.throughput == pytest.approx(80 / (40 / 40.0 + 40 / 20.0))
-    assert not est.exact and est.kind == THROUGHPUT_FIGURE and est.window == (11, 30)
+    assert est.kind == THROUGHPUT_FIGURE and est.window == (11, 30)
+    # a rate v within h gives a time per iteration within images * h / (v (v - h))
+    per_record = [4 * 0.005 / (v * (v - 0.005)) for v in (40.0, 20.0)]
+    assert est.error_bound_s == pytest.approx(sum(per_record) / 2, rel=1e-6)
+    assert est.exact    # 2.1e-4 of the figure
+    unknown = stats.reported(recs, warmup=10, measure=20, images_per_iteration=None)
+    assert unknown.error_bound_s is None and not unknown.exact
 
 
 def test_window_medians_are_approximate():

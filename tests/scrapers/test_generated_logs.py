@@ -113,7 +113,7 @@ def test_a_window_figure_is_within_its_bound_or_refused_for_a_true_reason(fmt, d
     count = data.draw(st.integers(1, WINDOWS), label="windows")
     with tempfile.TemporaryDirectory() as folder:
         results = ask_windows(log, choose, count, folder)
-    for req, answer, verdict in results:
+    for _req, _answer, verdict in results:
         event("refused: %s" % verdict.reason if verdict.refused else
               "figure, exact" if verdict.exact else "figure")
     note(explain(log, results))

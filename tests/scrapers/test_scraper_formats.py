@@ -213,6 +213,13 @@ def test_scrape_path_of_the_jsonl_format_reads_its_lines(tmp_path):
     assert [(r.iteration, r.line, r.time_s) for r in records] == [(3, 1, 0.5)] and not errors
 
 
+def test_each_format_is_one_record_named_once_and_known_by_its_lines():
+    names = [f.name for f in scrapers.LOG_FORMATS]
+    assert len(names) == len(set(names))            # a second record of a name would hide the first
+    assert all(f.signature is not None for f in scrapers.LOG_FORMATS)   # detect() finds every format
+    assert list(scrapers.FORMATS) == list(scrapers.SCRAPERS) == names
+
+
 def test_path_scrapers_are_the_formats_that_have_a_file_path():
     assert set(scrapers.PATH_SCRAPERS) == set(scrapers.SCRAPERS) - {"detbench-jsonl"}
     with pytest.raises(KeyError):

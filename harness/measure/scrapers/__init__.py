@@ -5,14 +5,18 @@ input. Modules also offer ``iter_scrape`` (a generator, flat memory) and, except
 jsonl, ``iter_scrape_path`` (streaming from a file with a chunked fast path, and the
 compiled scanner for the text formats of mmdetection, detectron2 and
 maskrcnn-benchmark). ``scrape_path(name, path)`` reads a log file the fastest way its
-format has; every way gives the same (records, errors). ``FORMATS`` says in one line
-which frameworks write each format, ``EPOCH_OPTIONS`` the option that gives a format its
-epoch length where its lines do not print it, and ``detect(path)`` names the formats
-whose signature lines a log carries.
+format has; every way gives the same (records, errors). ``LOG_FORMATS`` holds one
+``LogFormat`` per format: its name, the frameworks that write it, its scrape functions,
+the signature its lines carry and the option that gives its epoch length where its lines
+do not print it; ``SCRAPERS``, ``FORMATS``, ``EPOCH_OPTIONS`` and ``PATH_SCRAPERS`` are
+lookups by name read off it, and ``detect(path)`` names the formats whose signature lines
+a log carries.
 """
 import itertools
 import json
 import re
+from dataclasses import dataclass
+from typing import Callable, Optional, Pattern
 
 from harness import jsonlog
 from harness.measure.scrapers import (common, detectron2, dllogger, effdet, jsonl,
@@ -20,63 +24,94 @@ from harness.measure.scrapers import (common, detectron2, dllogger, effdet, json
                               simpledet_mxnet, torchvision_ref)
 from harness.measure.scrapers import detectron, tensorpack
 
-SCRAPERS = {
-    "detbench-jsonl": jsonl.scrape,
-    "mmdet-v1": mmdet_v1.scrape,
-    "mmdet-v2": mmdet_v2.scrape,
-    "mmdet-v3": mmdet_v3.scrape,
-    "maskrcnn-benchmark": maskrcnn_benchmark.scrape,
-    "detectron2": detectron2.scrape,
-    "torchvision-ref": torchvision_ref.scrape,
-    "simpledet-mxnet": simpledet_mxnet.scrape,
-    "dllogger": dllogger.scrape,
-    "effdet": effdet.scrape,
-    "detectron": detectron.scrape,
-    "tensorpack": tensorpack.scrape,
-}
+@dataclass(frozen=True)
+class LogFormat:
+    """One log format: its name, who writes it, how it is read and how a line of it is known."""
+    name: str
+    writers: str                 # one line: which frameworks (and versions) write it
+    scrape: Callable             # scrape(lines, **options) -> (records, errors)
+    # a file read with the format's chunked fast path; None: the lines fed in turn
+    iter_scrape_path: Optional[Callable] = None
+    signature: Optional[Pattern] = None      # a text line only this format writes
+    json_line: Optional[Callable[[dict], bool]] = None    # a JSON-object line of this format
+    # the scraper option that sets the iterations per epoch where the format's lines do not
+    # always print it (mmdetection's .log.json, SimpleDet's old lines, tensorpack without its
+    # epoch lines); None where every record prints it or the format counts iterations only
+    epoch_option: Optional[str] = None
 
-# One line per format: which frameworks (and versions) write it.
-FORMATS = {
-    "detbench-jsonl": "DETBENCH_ITER {json} lines: detbench's bundled trainer and calibration workload",
-    "mmdet-v1": "mmdetection 1.x (mmcv 0.2 TextLoggerHook): 'Epoch [E][I/N]<TAB>lr: ...' text and .log.json",
-    "mmdet-v2": "mmdetection 2.x (mmcv 1.x TextLoggerHook): 'Epoch [E][I/N]' or 'Iter [I/N]' text and .log.json",
-    "mmdet-v3": "mmdetection 3.x (mmengine LogProcessor): 'Epoch(train) [E][I/N]' or 'Iter(train) [I/N]' "
-                "text and vis_data JSON",
-    "maskrcnn-benchmark": "maskrcnn-benchmark trainer: 'iter: N ... time: T (mean)  data: D (mean)'",
-    "detectron2": "detectron2 CommonMetricPrinter text (2019, v0.3 to v0.6 and current) and metrics.json",
-    "torchvision-ref": "torchvision references/detection MetricLogger: 'Epoch: [E]  [ i/N] ... time: T  data: D'",
-    "simpledet-mxnet": "SimpleDet (MXNet) Speedometer: 'Epoch[E] Batch [B] ... Speed: S samples/sec' (images/s only)",
-    "dllogger": "NVIDIA DeepLearningExamples EfficientDet through dllogger: 'DLL ...' and 'DLLL {json}' "
-                "(PyTorch and TF2)",
-    "effdet": "rwightman/efficientdet-pytorch train.py: 'Train: E [ i/N (p%)]  Loss: ...  Time: ...'",
-    "detectron": "Detectron (Caffe2) training stats: 'json_stats: {...}' with a running-mean 'time' (2018-2019)",
-    "tensorpack": "tensorpack ThroughputTracker at each epoch's end: 'Throughput (samples/sec): X' (images/s only)",
-}
 
-# The scraper option that sets the iterations per epoch, for the formats whose lines do not
-# always print it (mmdetection's .log.json, SimpleDet's old lines, tensorpack without its
-# epoch lines). The other formats print it on every record or count iterations only.
-EPOCH_OPTIONS = {
-    "mmdet-v1": "iters_per_epoch",
-    "mmdet-v2": "iters_per_epoch",
-    "simpledet-mxnet": "batches_per_epoch",
-    "tensorpack": "steps_per_epoch",
-}
+def _after_lr(obj):
+    """The key after "lr" of an mmcv TextLoggerHook .log.json training record ("time" in mmcv 0.2,
+    "memory" or "data_time" in mmcv 1.x; "" when lr is the last), or None for any other object."""
+    if obj.get("mode") != "train" or "iter" not in obj or "lr" not in obj:
+        return None
+    keys = list(obj)
+    at = keys.index("lr") + 1
+    return keys[at] if at < len(keys) else ""
 
-# The formats that read a file with a fast path (all but detbench-jsonl).
-PATH_SCRAPERS = {
-    "mmdet-v1": mmdet_v1.iter_scrape_path,
-    "mmdet-v2": mmdet_v2.iter_scrape_path,
-    "mmdet-v3": mmdet_v3.iter_scrape_path,
-    "maskrcnn-benchmark": maskrcnn_benchmark.iter_scrape_path,
-    "detectron2": detectron2.iter_scrape_path,
-    "torchvision-ref": torchvision_ref.iter_scrape_path,
-    "simpledet-mxnet": simpledet_mxnet.iter_scrape_path,
-    "dllogger": dllogger.iter_scrape_path,
-    "effdet": effdet.iter_scrape_path,
-    "detectron": detectron.iter_scrape_path,
-    "tensorpack": tensorpack.iter_scrape_path,
-}
+
+# Every format, in the order `detbench scrape --list-formats` lists them and detection tries
+# them on a line: the first whose signature matches claims it, so a format whose lines also
+# match a looser signature comes first (mmdet-v1 before mmdet-v2, maskrcnn-benchmark before
+# detectron2).
+LOG_FORMATS = (
+    LogFormat("detbench-jsonl", "DETBENCH_ITER {json} lines: detbench's bundled trainer and calibration workload",
+              jsonl.scrape, None, re.compile(re.escape(jsonlog.ITER_PREFIX) + r"\{")),
+    LogFormat("mmdet-v1", "mmdetection 1.x (mmcv 0.2 TextLoggerHook): 'Epoch [E][I/N]<TAB>lr: ...' text and .log.json",
+              mmdet_v1.scrape, mmdet_v1.iter_scrape_path,
+              # mmdetection 1.x logs through the root logger: no logger name between time and level
+              re.compile(r"\d,\d{3} - INFO - Epoch \[\d+\]\[\d+/\d+\]\tlr: "),
+              lambda obj: "env_info" not in obj and _after_lr(obj) == "time",
+              epoch_option="iters_per_epoch"),
+    LogFormat("mmdet-v2", "mmdetection 2.x (mmcv 1.x TextLoggerHook): 'Epoch [E][I/N]' or 'Iter [I/N]' "
+                          "text and .log.json",
+              mmdet_v2.scrape, mmdet_v2.iter_scrape_path,
+              re.compile(r"(?:Epoch \[\d+\]\[\d+/\d+\]|Iter \[\d+/\d+\])\tlr: "),
+              # env_info: the first line of an mmdetection 2.x .log.json
+              lambda obj: "env_info" in obj or _after_lr(obj) not in (None, "time"),
+              epoch_option="iters_per_epoch"),
+    LogFormat("mmdet-v3", "mmdetection 3.x (mmengine LogProcessor): 'Epoch(train) [E][I/N]' or 'Iter(train) [I/N]' "
+                          "text and vis_data JSON",
+              mmdet_v3.scrape, mmdet_v3.iter_scrape_path,
+              re.compile(r"(?:Epoch\(train\) *\[\d+\]\[ *\d+/\d+\]|Iter\(train\) *\[ *\d+/\d+\])  "),
+              lambda obj: "step" in obj and "iter" in obj and "time" in obj),
+    LogFormat("maskrcnn-benchmark", "maskrcnn-benchmark trainer: 'iter: N ... time: T (mean)  data: D (mean)'",
+              maskrcnn_benchmark.scrape, maskrcnn_benchmark.iter_scrape_path,
+              re.compile(r"\biter: \d+  .*\btime: [0-9.]+ \([0-9.]+\)  data: ")),
+    LogFormat("detectron2", "detectron2 CommonMetricPrinter text (2019, v0.3 to v0.6 and current) and metrics.json",
+              detectron2.scrape, detectron2.iter_scrape_path,
+              re.compile(r"\biter: \d+  .*\btime: [0-9.]+  "),
+              lambda obj: "iteration" in obj and "time" in obj),
+    LogFormat("torchvision-ref", "torchvision references/detection MetricLogger: "
+                                 "'Epoch: [E]  [ i/N] ... time: T  data: D'",
+              torchvision_ref.scrape, torchvision_ref.iter_scrape_path,
+              re.compile(r"Epoch: \[\d+\]  \[ *\d+/\d+\]  ")),
+    LogFormat("simpledet-mxnet", "SimpleDet (MXNet) Speedometer: 'Epoch[E] Batch [B] ... Speed: S samples/sec' "
+                                 "(images/s only)",
+              simpledet_mxnet.scrape, simpledet_mxnet.iter_scrape_path,
+              re.compile(r"(?:Epoch|Iter)\[\d+\] Batch \[\d+\]\t.*Speed: \S+ samples/s"),
+              epoch_option="batches_per_epoch"),
+    LogFormat("dllogger", "NVIDIA DeepLearningExamples EfficientDet through dllogger: 'DLL ...' and 'DLLL {json}' "
+                          "(PyTorch and TF2)",
+              dllogger.scrape, dllogger.iter_scrape_path, re.compile(r"^DLLL \{|^DLL \S+ \S+ - ")),
+    LogFormat("effdet", "rwightman/efficientdet-pytorch train.py: 'Train: E [ i/N (p%)]  Loss: ...  Time: ...'",
+              effdet.scrape, effdet.iter_scrape_path, re.compile(r"Train: \d+ \[ *\d+/\d+ \( *\S+%\)\]  Loss: ")),
+    LogFormat("detectron", "Detectron (Caffe2) training stats: 'json_stats: {...}' with a running-mean 'time' "
+                           "(2018-2019)",
+              detectron.scrape, detectron.iter_scrape_path, re.compile(r"^json_stats: \{")),
+    LogFormat("tensorpack", "tensorpack ThroughputTracker at each epoch's end: 'Throughput (samples/sec): X' "
+                            "(images/s only)",
+              tensorpack.scrape, tensorpack.iter_scrape_path,
+              re.compile(r"^\[\d{4} \d\d:\d\d:\d\d @[\w.]+\.py:\d+\] (?:Start Epoch \d+ \.\.\.|"
+                         r"Epoch \d+ \(global_step \d+\) finished, time:|Throughput \(samples/sec\): )"),
+              epoch_option="steps_per_epoch"),
+)
+
+# lookups by name, read off LOG_FORMATS
+SCRAPERS = {f.name: f.scrape for f in LOG_FORMATS}
+FORMATS = {f.name: f.writers for f in LOG_FORMATS}
+EPOCH_OPTIONS = {f.name: f.epoch_option for f in LOG_FORMATS if f.epoch_option}
+PATH_SCRAPERS = {f.name: f.iter_scrape_path for f in LOG_FORMATS if f.iter_scrape_path}
 
 
 class UnknownScraperError(KeyError):
@@ -128,25 +163,6 @@ def scrape_path(name, path, run=None, **options):
 
 DETECT_LINES = 5000   # a log shows its format within its first lines; detection reads no further
 
-# (format, signature) in the order they are tried on a text line: the first that matches
-# claims the line, so a format whose lines also match a looser signature comes first
-# (mmdet-v1 before mmdet-v2, maskrcnn-benchmark before detectron2).
-SIGNATURES = (
-    ("detbench-jsonl", re.compile(re.escape(jsonlog.ITER_PREFIX) + r"\{")),
-    ("mmdet-v3", re.compile(r"(?:Epoch\(train\) *\[\d+\]\[ *\d+/\d+\]|Iter\(train\) *\[ *\d+/\d+\])  ")),
-    # mmdetection 1.x logs through the root logger: no logger name between time and level
-    ("mmdet-v1", re.compile(r"\d,\d{3} - INFO - Epoch \[\d+\]\[\d+/\d+\]\tlr: ")),
-    ("mmdet-v2", re.compile(r"(?:Epoch \[\d+\]\[\d+/\d+\]|Iter \[\d+/\d+\])\tlr: ")),
-    ("maskrcnn-benchmark", re.compile(r"\biter: \d+  .*\btime: [0-9.]+ \([0-9.]+\)  data: ")),
-    ("detectron2", re.compile(r"\biter: \d+  .*\btime: [0-9.]+  ")),
-    ("torchvision-ref", re.compile(r"Epoch: \[\d+\]  \[ *\d+/\d+\]  ")),
-    ("simpledet-mxnet", re.compile(r"(?:Epoch|Iter)\[\d+\] Batch \[\d+\]\t.*Speed: \S+ samples/s")),
-    ("dllogger", re.compile(r"^DLLL \{|^DLL \S+ \S+ - ")),
-    ("effdet", re.compile(r"Train: \d+ \[ *\d+/\d+ \( *\S+%\)\]  Loss: ")),
-    ("detectron", re.compile(r"^json_stats: \{")),
-    ("tensorpack", re.compile(r"^\[\d{4} \d\d:\d\d:\d\d @[\w.]+\.py:\d+\] (?:Start Epoch \d+ \.\.\.|"
-                              r"Epoch \d+ \(global_step \d+\) finished, time:|Throughput \(samples/sec\): )")),
-)
 JSON_LINE_MAX = 1 << 16   # a JSON log line longer than this is not a training record
 
 
@@ -160,28 +176,14 @@ def _json_format(line):
         return None
     if not isinstance(obj, dict):
         return None
-    keys = list(obj)
-    if "env_info" in obj:              # the first line of an mmdetection 2.x .log.json
-        return "mmdet-v2"
-    if obj.get("mode") == "train" and "iter" in obj and "lr" in keys:
-        # mmcv 0.2 writes time right after lr; mmcv 1.x writes memory and data_time there
-        after_lr = keys[keys.index("lr") + 1] if keys.index("lr") + 1 < len(keys) else None
-        return "mmdet-v1" if after_lr == "time" else "mmdet-v2"
-    if "step" in obj and "iter" in obj and "time" in obj:
-        return "mmdet-v3"
-    if "iteration" in obj and "time" in obj:
-        return "detectron2"
-    return None
+    return next((f.name for f in LOG_FORMATS if f.json_line is not None and f.json_line(obj)), None)
 
 
 def line_format(line):
     """The format whose signature this (cleaned) log line carries, or None."""
     if line.lstrip().startswith("{"):
         return _json_format(line.strip())
-    for name, signature in SIGNATURES:
-        if signature.search(line):
-            return name
-    return None
+    return next((f.name for f in LOG_FORMATS if f.signature is not None and f.signature.search(line)), None)
 
 
 def detect(path, max_lines=DETECT_LINES, problems=None):

@@ -391,7 +391,8 @@ int fastscan_maskrcnn(state_t *st, const char *s, const char *e, rec_t *r)
     tok_t time = NO_TOK, data = NO_TOK, loss, mem;
 
     if (FIND(s, e, "  data: ") == NULL)   /* MaskrcnnScraper.banners go to feed() */
-        return FIND(s, e, "Start training") != NULL ? PYTHON : SKIP;
+        return FIND(s, e, "Start training") != NULL || FIND(s, e, "Loading checkpoint from ") != NULL
+            ? PYTHON : SKIP;
     for (c = FIND(s, e, "iter: "); c != NULL; c = FIND(c + 1, e, "iter: ")) {
         q = digits(c + 6, e);
         if (q > c + 6 && STARTS(q, e, "  ")

@@ -16,7 +16,14 @@ counter that does not rise, begins the next run, and every record carries its ru
 record that falls between the two before it (lines swapped), or one printed twice word
 for word with the run going on after it (a log pasted together), is a fatal ScrapeError
 naming both lines; a run's last line printed twice (a writer that flushes it again as
-training ends) is read once.
+training ends) is read once. Several processes that print records without a rank prefix
+(every node's local rank 0, every worker) repeat each iteration with other figures: a
+record of one of the last two iterations begins a run once (a resume can do that), and a
+run that began so and goes back to a recent iteration again, after at most one new record
+(the processes' records alternate) and within RANKS_NEAR logging periods, is a fatal
+ScrapeError naming both pairs of lines, not a string of spurious runs; a resumed run that
+logs on before it crashes and resumes again is two runs. Rank-prefixed lines are read for
+rank 0 only (``clean_line``).
 
 Files are read in blocks of bounded size: a line longer than LINE_MAX, or a NUL byte
 (a file that is not text), ends the reading with a fatal ScrapeError at that line.
@@ -50,6 +57,7 @@ LINE_MAX = 1 << 20     # bytes: a longer line is no log line, and reading stops 
 # to a run's first record, a banner waits for its record, or the run's state is one only
 # Python computes): a value the scanner does not take, so it hands each line back.
 HANDOVER = 1 << 62
+RANKS_NEAR = 4         # logging periods: how soon a second process's records come again
 UNPLACED = "cannot be placed"   # in the reason of a record line whose iteration the log does not give
 
 
@@ -308,6 +316,9 @@ class Scraper:
         self._banner = None        # (line index, start iteration or None) since the last record
         self._python = False       # the run's figures are ones only feed() computes
         self._repeat = None        # (line, line) of the run's last record, printed twice
+        self._went_back = None     # (iteration, line, line): the run began at a record of an iteration just logged
+        self._rises = 0            # records the run took since it began (the counter rising)
+        self._unplaced = False     # the run has a record line whose iteration the log does not give
 
     # what the compiled scanner reads (and writes back, which changes nothing: the
     # records it appends are taken up by saw_native)
@@ -323,6 +334,7 @@ class Scraper:
 
     def saw_native(self, out: list, first: int) -> None:
         """Take up the records the compiled scanner appended to ``out`` from ``first`` on."""
+        self._rises += len(out) - first
         if len(out) - first >= 2:
             self._before, self._last = out[-2], out[-1]
         else:
@@ -373,11 +385,12 @@ class Scraper:
         last = self._last
         if last is not None and self._banner is None and self._repeat is None and rec.iteration > last.iteration:
             self._before, self._last = last, rec   # the usual case: the counter rises
+            self._rises += 1
             return rec
         banner = self._banner
         if banner is not None:
             self._banner = None
-            if last is not None:
+            if last is not None or self._unplaced:
                 return self._new_run(rec, banner[1])
         if last is None:
             rec = self.begin(rec, None if banner is None else banner[1])
@@ -393,7 +406,20 @@ class Scraper:
                 return ScrapeError(rec.line, "records out of order: iteration %d on line %d comes after iteration "
                                    "%d on line %d" % (rec.iteration, rec.line + 1, last.iteration, last.line + 1),
                                    "", True, self.run)
-            return self._new_run(rec, None)   # the counter did not rise: a restarted process
+            twin = self._twin_of(rec)
+            if twin is not None and self._went_back is not None and self._near_went_back(rec):
+                it, a, b = self._went_back
+                return ScrapeError(rec.line, "records of several processes: iteration %d on lines %d and %d and "
+                                   "iteration %d on lines %d and %d carry different figures, and no rank prefix "
+                                   "says which process printed which (or a run crashed and resumed twice right "
+                                   "after logging: the log cannot tell; log from rank 0 only, or label the lines: "
+                                   "srun --label, torchrun --tee)" % (it, a + 1, b + 1, rec.iteration,
+                                                                       twin.line + 1, rec.line + 1),
+                                   "", True, self.run)
+            out = self._new_run(rec, None)   # the counter did not rise: a restarted process
+            if twin is not None:   # ... or a second process that logs the iterations just logged
+                self._went_back = (rec.iteration, twin.line, rec.line)
+            return out
         elif self._repeat is not None:
             # the last record came twice, and the run goes on: not a writer's last line again
             first, second = self._repeat
@@ -402,21 +428,45 @@ class Scraper:
             return ScrapeError(second, "iteration %d is logged twice: on line %d and on line %d"
                                % (last.iteration, first + 1, second + 1), "", True, self.run)
         self._before, self._last = last, rec
+        self._rises += 1
         return rec
+
+    def _near_went_back(self, rec: IterationRecord) -> bool:
+        """Whether ``rec`` lies within RANKS_NEAR logging periods of the record the run began
+        at (a twin): a second process goes on logging beside the first, while a restarted run
+        that later restarts again has run on for a while."""
+        if self._rises > 1:
+            return False   # the run logged on after it began: a resumed run, not another process
+        last, before = self._last, self._before
+        period = last.iteration - before.iteration if before is not None else 1
+        return rec.iteration - self._went_back[0] <= RANKS_NEAR * max(1, period)
+
+    def _twin_of(self, rec: IterationRecord) -> Optional[IterationRecord]:
+        """The record among the run's last two of the same iteration as ``rec`` (whose
+        figures differ: a copy word for word is handled before), or None."""
+        for other in (self._last, self._before):
+            if other is not None and other.iteration == rec.iteration:
+                return other
+        return None
 
     def unplaced(self, index: int, reason: str, text: str, restarted: bool = False) -> ScrapeError:
         """The error of a record line whose iteration the log does not give (UNPLACED in its
         reason): it still begins the run a banner announced, or that its counters going back
         show (``restarted``), so the runs are counted right."""
-        if (self._banner is not None or restarted) and self._last is not None:
+        if (self._banner is not None or restarted) and (self._last is not None or self._unplaced):
             self._banner = None
             self.run += 1
+            self._rises = 0
             self._before = self._last = None
-            self._python, self._repeat = False, None
+            self._python, self._repeat, self._went_back = False, None, None
+        self._unplaced = True   # the run has a record line, placed or not: a banner after it begins the next
         return ScrapeError(index, reason, text[:ERROR_TEXT_MAX], False, self.run)
 
     def _new_run(self, rec: IterationRecord, start: Optional[int]) -> IterationRecord:
         self.run += 1
+        self._went_back = None
+        self._rises = 0
+        self._unplaced = False
         self._python = False
         self._repeat = None   # the run's last line came twice: a writer's last flush
         rec = self.begin(rec, start)

@@ -1,6 +1,7 @@
 """detbench's own log format: `DETBENCH_ITER {json}` lines (bundled trainer, calibration).
 
-Times are printed in full (rounding 0). The `DETBENCH_META` line a workload prints as it
+Times are printed in full (rounding 0). Behind a launcher's rank prefix only rank 0's lines
+are read. The `DETBENCH_META` line a workload prints as it
 starts, or an iteration that goes back, begins a run (harness.measure.scrapers.common).
 """
 import json
@@ -31,6 +32,11 @@ def iter_scrape(lines, **_options):
     runs = _Runs()
     for index, line in enumerate(lines):
         start = line.find(_PREFIX)
+        if start > 0 and line[0] in "[0123456789" and common.RANK_RE.match(line):
+            line = common.clean_line(line)   # a launcher's rank prefix: rank 0's line, or another's
+            if line is None:
+                continue
+            start = line.find(_PREFIX)
         if start < 0:
             if jsonlog.META_PREFIX in line:
                 runs.banner(line, index)

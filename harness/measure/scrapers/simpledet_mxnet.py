@@ -13,7 +13,9 @@ format; in the old one epoch * batches_per_epoch + B + 1. Every worker logs; lin
 deduplicated by iteration (the first wins): a record of an iteration among the last
 WORKER_LAG ones logged is another worker's, and one that goes back further begins a run,
 as does the ``total iter N`` line detection_train.py logs as each process starts (whose
-``Iter`` counts from 0 again).
+``Iter`` counts from 0 again). Speed carries 2 decimals, so a window the records tile has a
+bound on its time (stats); once a second worker's line is seen, the records that follow are
+whichever worker's came first and carry none.
 
 Options:
   frequent: log frequency (configs: 10). None (default) takes the first record's B.
@@ -44,12 +46,16 @@ class SpeedometerScraper(common.Scraper):
         self.frequent = frequent
         self.batches_per_epoch = batches_per_epoch
         self._recent = collections.deque(maxlen=WORKER_LAG)
+        self.workers = False    # another worker's lines were seen
 
     def accept(self, rec):
         if self._banner is not None:
             self._recent.clear()   # a process starts: its iterations count anew
         elif rec.iteration in self._recent:
+            self.workers = True
             return None   # another worker's line of an iteration already read
+        if self.workers:   # the records are of whichever worker printed first: no bound from the digits
+            rec = rec._replace(rounding=float("inf"))
         elif self._last is not None and rec.iteration < self._last.iteration:
             self._recent.clear()
         out = super().accept(rec)

@@ -21,7 +21,8 @@ it, and the epoch's steps are G less the previous epoch's G (the first epoch of 
 G / N, as tensorpack counts N x steps_per_epoch steps by epoch N). Only a log without
 epoch lines is placed by counting: the n-th throughput line of a run at n x
 steps_per_epoch. The number carries 5 significant digits, so the epoch's time is known
-to 5e-5 relatively; no iteration or data time is printed.
+to 5e-5 relatively (a window of whole epochs gets that bound on its mean iteration time
+where the images per step are given); no iteration or data time is printed.
 
 A global step that goes back (a run resumed from an older checkpoint, or started anew)
 begins a run, as does the ``Argv:`` line the logger prints as a process starts.
