@@ -8,10 +8,10 @@ This file is the contract between detbench and whatever environment a trial runs
 ONE file, standard library only, and run on Python 3.6 and newer.
 
 It spawns ARGV (never through a shell) in DIR/work, a fresh writable folder of the trial's own
-(frameworks that write next to themselves, or resolve relative paths, do so there), with stdout and stderr merged into one pipe, and
-for every output line writes the raw bytes to DIR/log.txt and, on the same line number
-of DIR/log.times, the monotonic and wall-clock seconds at which the line arrived. It
-forwards SIGINT and SIGTERM to the trial's whole process group, kills the group at the
+(frameworks that write next to themselves, or resolve relative paths, do so there), with stdout
+and stderr merged into one pipe, and for every output line writes the raw bytes to DIR/log.txt
+and, on the same line number of DIR/log.times, the monotonic and wall-clock seconds at which the
+line arrived. It forwards SIGINT and SIGTERM to the trial's whole process group, kills the group at the
 timeout, and finally writes DIR/trial.json atomically (write, fsync, rename).
 
 trial.json also describes the machine ("host": CPU, memory, NUMA, kernel, GPUs and how
@@ -39,7 +39,14 @@ import time
 
 SCHEMA = 1
 GRACE_S = 5.0
+# what runner.py makes in the trial's folder; the harness reads these names from here
+# (harness/launch/trialfiles.py)
 WORKDIR = "work"     # the trial's working directory, inside its folder
+LOG = "log.txt"                  # the trial's stdout and stderr, merged, as raw bytes
+LOG_TIMES = "log.times"          # per line of LOG: the monotonic and wall-clock seconds it arrived
+RECORD = "trial.json"            # the trial's record, written atomically at its end
+TELEMETRY = "telemetry.jsonl"    # the telemetry samples, one JSON object a line
+PIDFILE = "trial.pid"            # the trial's process (and process group) id
 CHUNK = 1 << 16
 # environment variables that decide how a trial performs; recorded in trial.json
 RELEVANT_ENV = re.compile(
@@ -98,7 +105,7 @@ def write_pid(trial_dir, pid):
     """trial.pid: the trial's process (and process group) id, so that whoever started this runner
     can end the trial's processes should the runner itself be killed. Best effort."""
     try:
-        with open(os.path.join(trial_dir, "trial.pid"), "w") as f:
+        with open(os.path.join(trial_dir, PIDFILE), "w") as f:
             f.write("%d\n" % pid)
     except (OSError, IOError):
         pass
@@ -719,11 +726,11 @@ class Trial(object):
         nvml, nvml_error = load_nvml()
         record["host"] = host_facts(nvml, nvml_error)
         if self.args.sample_interval > 0:
-            self.sampler = Sampler(os.path.join(self.dir, "telemetry.jsonl"), self.args.sample_interval,
+            self.sampler = Sampler(os.path.join(self.dir, TELEMETRY), self.args.sample_interval,
                                    nvml, record["host"]["cores_available"], nvml_error=nvml_error,
                                    devices=gpu_devices())
-        log = open(os.path.join(self.dir, "log.txt"), "wb")
-        times = open(os.path.join(self.dir, "log.times"), "w")
+        log = open(os.path.join(self.dir, LOG), "wb")
+        times = open(os.path.join(self.dir, LOG_TIMES), "w")
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, self.on_signal)
         record["start_wall"] = time.time()
@@ -830,7 +837,7 @@ class Trial(object):
                 f.close()
             except (OSError, IOError):
                 pass   # the error that stopped the trial is in the record already
-        path = os.path.join(self.dir, "trial.json")
+        path = os.path.join(self.dir, RECORD)
         earlier = read_json(path)
         if isinstance(earlier, dict):
             # the launcher gave its verdict while this runner was cut off from it (e.g. Slurm

@@ -54,7 +54,8 @@ def parse_args(argv):
     p.add_argument("--models", default="retina,faster,mask")
     p.add_argument("--quick", action="store_true", help="a few hundred iterations, target: above chance")
     p.add_argument("--iterations", type=int, help="override every model's iteration count")
-    p.add_argument("--eval-every", type=int, help="checkpoint and score every N iterations (default: 4 points; --quick: the end)")
+    p.add_argument("--eval-every", type=int,
+                   help="checkpoint and score every N iterations (default: 4 points; --quick: the end)")
     p.add_argument("--budget", type=float, default=600.0, help="training wall seconds allowed per model")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (OMP_NUM_THREADS) of training")
     p.add_argument("--seed", type=int, default=0, help="of the data set and of training")

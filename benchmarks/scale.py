@@ -69,7 +69,7 @@ def build_store(results, runs, iters, seed=0):
         store.create_run(run_id, "bench", "bench.yaml", json.dumps({"name": "bench"}), "local",
                          host, cells, trials)
         # the newest run must sort last: created is the time of writing
-        for seq, key, rep, _argv in trials:
+        for seq, key, _rep, _argv in trials:
             base = 0.25 + 0.05 * (hash(key) % 7)
             times = [base * (1 + 0.02 * rng.random()) for _ in range(iters)]
             iterations = [(i + 1, t, t / 10, 1000.0 + i * t) for i, t in enumerate(times)]

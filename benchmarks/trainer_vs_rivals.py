@@ -375,27 +375,21 @@ def _said(c):
 
 def read_run(results, run_id="latest", excluded=None):
     """The Reading of one run of a results folder ("latest": its newest run)."""
-    import json
+    from harness import api
     from harness.report import build
-    from harness.results.store import Store
-    store = Store(results, create=False)
-    try:
-        run = store.run(run_id)
-    finally:
-        store.close()
-    run_id = run["id"]
-    sc = json.loads(run["scenario_json"])
-    host = json.loads(run["host_json"]) if run["host_json"] else {}
+    with api.open(results) as stored:
+        [run] = stored.run_records(run_id)
+    run_id, sc, host = run.id, run.scenario, run.host or {}
     report = build.report(results, "local", run_id=run_id, ci=False, traces=False)
     excluded = excluded or {}
     cells, comps = comparisons(report, excluded)
-    size = "x".join(str(v) for v in sc.get("input_size") or ())
+    size = "x".join(str(v) for v in sc.input_size or ())
     cpu = (host.get("cpu") or {}).get("model") or hostcpu.cpu()[0] or "unknown CPU"
     isa = ((host.get("facts") or {}).get("cpu") or {}).get("isa")
     scope = "run %s of %s; %s%s, %s threads, %d images per iteration, %d repeats of %d measured iterations " \
             "(after %d)" % (run_id, results, cpu, " (%s)" % " ".join(isa) if isa else "",
-                            (sc.get("env") or {}).get("OMP_NUM_THREADS", "default"), sc.get("batch_per_gpu", 0),
-                            sc.get("repeats", 0), sc.get("measure", 0), sc.get("warmup", 0))
+                            sc.env.get("OMP_NUM_THREADS", "default"), sc.batch_per_gpu or 0,
+                            sc.repeats or 0, sc.measure or 0, sc.warmup or 0)
     left_out = [(name, why) for name, why in sorted(excluded.items())]
     return Reading(run_id, size, scope, list(cells.values()), comps, left_out)
 
@@ -460,7 +454,8 @@ def _main(argv):
     p.add_argument("--work", help="folder for the data, weights, scenarios and results (default: a temporary one)")
     p.add_argument("--quick", action="store_true", help="RetinaNet fp32 at 128x128, 2 repeats of 2 iterations")
     p.add_argument("--table-from", nargs="+", metavar="RESULTS", help="print the table of finished runs instead")
-    p.add_argument("--run", default="latest", help="with one --table-from folder: the run to read (default: the newest)")
+    p.add_argument("--run", default="latest",
+                   help="with one --table-from folder: the run to read (default: the newest)")
     args = p.parse_args(argv)
     excluded = parse_excluded(args.exclude)
     args.models = [m for m in args.models.split(",") if m]

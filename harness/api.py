@@ -21,12 +21,13 @@ read_trials, read_iterations).
 
 Importing this module needs no pandas; the DataFrames do, and say so in one line.
 """
-from typing import TYPE_CHECKING, List, Optional
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Dict, Final, Iterable, List, Optional, Tuple
 
 from harness.jsonlog import NET_S, POST_S, PRE_S
 from harness.measure import latency as latency_mod
 from harness.measure import work
-from harness.results.records import StoredRun
+from harness.results.records import StoredCell, StoredRun, StoredTrial
 from harness.results.store import Store
 
 if TYPE_CHECKING:
@@ -37,7 +38,9 @@ PANDAS_MISSING = "harness.api needs pandas for its DataFrames: pip install 'pand
 WORK_COUNTS = tuple(work.LABELS)    # the counts a framework logs per iteration, one float column each
 PHASES = (PRE_S, NET_S, POST_S)     # an inference batch's parts, each a column in ms
 
-TIME = "datetime64[ns, UTC]"
+TIME: Final = "datetime64[ns, UTC]"
+Columns = Tuple[Tuple[str, str], ...]   # (name, pandas dtype) of each column, in order
+Row = Dict[str, Any]
 RUN_COLUMNS = (
     ("run_id", "string"), ("scenario", "string"), ("scenario_path", "string"), ("backend", "string"),
     ("origin", "string"), ("created", TIME), ("mode", "string"), ("warmup", "Int64"), ("measure", "Int64"),
@@ -70,7 +73,7 @@ LATENCY_COLUMNS = (
 LATENCY_TAIL = tuple((name[:-2] + "_ms", "float64") for name in PHASES) + (("detections_per_image", "float64"),)
 
 
-def _pandas():
+def _pandas() -> ModuleType:
     try:
         import pandas
     except ImportError:
@@ -78,7 +81,7 @@ def _pandas():
     return pandas
 
 
-def open(results_dir="results") -> "Results":   # noqa: A001 -- read as api.open(...)
+def open(results_dir: str = "results") -> "Results":   # noqa: A001 -- read as api.open(...)
     """The results folder `results_dir` (its store must exist; UserError otherwise)."""
     return Results(results_dir)
 
@@ -86,7 +89,7 @@ def open(results_dir="results") -> "Results":   # noqa: A001 -- read as api.open
 class Results:
     """One results folder, open for reading; close it, or use it in a `with` block."""
 
-    def __init__(self, results_dir="results"):
+    def __init__(self, results_dir: str = "results") -> None:
         self.store = Store(results_dir, create=False)
 
     def close(self) -> None:
@@ -95,9 +98,8 @@ class Results:
     def __enter__(self) -> "Results":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
-        return False
 
     # -------------------------------------------------------------- records
 
@@ -110,7 +112,7 @@ class Results:
     def runs(self) -> "pandas.DataFrame":
         """One row per run, oldest first: where it came from, its window, order seed and host
         fingerprint, and how many cells it planned and trials it holds, finished and failed."""
-        rows = []
+        rows: List[Row] = []
         for r in self.store.read_runs():
             trials = self.store.read_trials(r.id)
             rows.append({
@@ -128,7 +130,7 @@ class Results:
         its finished repeats (n of them; NaN where none finished). ci=False skips the bootstrap."""
         from harness.measure import stats
 
-        rows = []
+        rows: List[Row] = []
         for r in self.run_records(run):
             trials = self.store.read_trials(r.id)
             for c in self.store.read_cells(run_id=r.id):
@@ -152,7 +154,7 @@ class Results:
         """One row per trial of the selected runs, in run order: its cell, status, times, both
         throughput estimators, the window its figure covers, memory peaks and the work per
         iteration it logged (work_<count>, NaN where not logged)."""
-        rows = []
+        rows: List[Row] = []
         for r in self.run_records(run):
             cells = {c.cell_key: c for c in self.store.read_cells(run_id=r.id)}
             for t in self.store.read_trials(r.id):
@@ -174,7 +176,7 @@ class Results:
         """One row per iteration record of the selected runs' trials: its times in seconds, the
         monotonic arrival time of its log line (NaN without log.times) and whether it lies in the
         window the trial's figure covers (<NA> where the trial has none)."""
-        rows = []
+        rows: List[Row] = []
         for r in self.run_records(run):
             for t in self.store.read_trials(r.id):
                 for it in self.store.read_iterations(t.id):
@@ -190,13 +192,14 @@ class Results:
         measured, the latency average and each stored percentile in ms (p50_ms, p95_ms, ...: the
         percentiles its scenario asked for, NaN where too few batches place one), each phase's
         mean per batch in ms and the detections kept per image."""
-        rows, percentiles = [], set()
+        rows: List[Row] = []
+        percentiles = set()
         for r in self.run_records(run):
             for t in self.store.read_trials(r.id):
                 if not (t.done and t.latency is not None):
                     continue
                 fig = t.latency
-                pcts = {}
+                pcts: Row = {}
                 for name, value in fig.items():
                     p = _percentile_of(name)
                     if p is not None:
@@ -213,7 +216,7 @@ class Results:
 
 # ------------------------------------------------------------------ helpers
 
-def _key_parts(cell_key):
+def _key_parts(cell_key: str) -> Row:
     """framework, model, precision, platform, gpus, nodes from a cell key."""
     from harness.plan.scenario import Cell
 
@@ -222,20 +225,21 @@ def _key_parts(cell_key):
             "platform": cell.platform, "gpus": cell.gpus, "nodes": cell.nodes}
 
 
-def _cell_parts(cell, trial=None):
+def _cell_parts(cell: Optional[StoredCell], trial: Optional[StoredTrial] = None) -> Row:
     if cell is None:    # a trial whose cell row is gone: its key still names the cell
+        assert trial is not None
         return dict(_key_parts(trial.cell_key), run_id=trial.run_id)
     return {"run_id": cell.run_id, "cell_key": cell.cell_key, "framework": cell.framework, "model": cell.model,
             "precision": cell.precision, "platform": cell.platform, "gpus": cell.gpus, "nodes": cell.nodes}
 
 
-def _batch(cell_key):
+def _batch(cell_key: str) -> int:
     from harness.plan.scenario import Cell
 
-    return Cell.from_key(cell_key).batch
+    return int(Cell.from_key(cell_key).batch)
 
 
-def _percentile_of(name):
+def _percentile_of(name: str) -> Optional[float]:
     """50.0 for "p50_s" (a key harness.measure.latency.key made), else None."""
     if not (name.startswith("p") and name.endswith("_s")):
         return None
@@ -246,28 +250,32 @@ def _percentile_of(name):
     return p if latency_mod.key(p) == name else None
 
 
-def _figure(value):
+def _figure(value: Any) -> Optional[float]:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _count(value):
+def _count(value: Any) -> Optional[int]:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _ms(seconds):
+def _ms(seconds: Any) -> Optional[float]:
     value = _figure(seconds)
     return None if value is None else value * 1000.0
 
 
-def _frame(rows, columns):
+def _frame(rows: Iterable[Row], columns: Columns) -> "pandas.DataFrame":
     """A DataFrame of `rows` (dicts) with exactly `columns` ((name, dtype) pairs), in that order."""
-    pd = _pandas()
-    data = {}
+    _pandas()       # one line where pandas is missing
+    import pandas as pd
+
+    rows = list(rows)
+    data: Dict[str, "pandas.Series[Any]"] = {}
     for name, dtype in columns:
         values = [row.get(name) for row in rows]
         if dtype == TIME:
             data[name] = pd.to_datetime(pd.Series(values, dtype="float64"), unit="s", utc=True).astype(TIME)
         else:
             data[name] = pd.Series(values, dtype=dtype)
-    return pd.DataFrame(data, columns=[name for name, _ in columns])
+    frame: "pandas.DataFrame" = pd.DataFrame(data, columns=[name for name, _ in columns])
+    return frame
 

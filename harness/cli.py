@@ -319,7 +319,8 @@ def platform_peak(threads, refresh, as_json):
         return
     isa = ", %s%s" % (result["isa"], " with AMX tiles" if result.get("amx") else "") if result.get("isa") else ""
     click.echo("%s (%s threads, torch %s%s): peak GFLOP/s per precision, the best of its shapes; per shape "
-               "the best, median and worst of its timed calls" % (result["name"], result["threads"], result["torch"], isa))
+               "the best, median and worst of its timed calls"
+               % (result["name"], result["threads"], result["torch"], isa))
     for precision, figures in sorted(result["precisions"].items()):
         if "skipped" in figures:
             click.echo("  %-5s %s" % (precision, figures["skipped"]))
@@ -331,7 +332,8 @@ def platform_peak(threads, refresh, as_json):
             continue
         click.echo("  %-5s %8.1f  (%s)" % (precision, figures["peak_gflops"], figures.get("peak_shape", "")))
         for name, f in spread.items():
-            click.echo("    %-34s %8.1f %8.1f %8.1f  (%d calls)" % (name, f["best"], f["median"], f["worst"], f["calls"]))
+            click.echo("    %-34s %8.1f %8.1f %8.1f  (%d calls)"
+                       % (name, f["best"], f["median"], f["worst"], f["calls"]))
 
 
 @main.group()
@@ -384,14 +386,15 @@ def compare(baseline_ref, candidate_ref, results_dir, threshold, alpha, estimato
     from pathlib import Path
 
     from harness.results import baseline as baseline_mod
+    from harness.report import compare_render
     from harness.results import compare as compare_mod
 
     rule = compare_mod.Rule(threshold, alpha, estimator, tuple(ignore_settings), strict, metric)
     rule.check()
     result = compare_mod.compare(baseline_mod.resolve(baseline_ref, results_dir),
                                  baseline_mod.resolve(candidate_ref, results_dir), rule)
-    click.echo(compare_mod.text(result), nl=False)
-    for path, render in ((junit_path, compare_mod.junit), (markdown_path, compare_mod.markdown)):
+    click.echo(compare_render.text(result), nl=False)
+    for path, render in ((junit_path, compare_render.junit), (markdown_path, compare_render.markdown)):
         if path:
             Path(path).write_text(render(result), encoding="utf-8")
     sys.exit(result.exit_code())
@@ -456,15 +459,16 @@ def image():
 @user_errors
 def image_base(mirror):
     """Make the local base image without a registry: debootstrap bookworm, then docker import."""
-    from harness.launch import images
+    from harness.launch.image_base import BASE_MIRROR, make_base
 
-    images.make_base(mirror or images.BASE_MIRROR, out=_Echo())
+    make_base(mirror or BASE_MIRROR, out=_Echo())
 
 
 @image.command("build")
 @click.argument("recipe")
 @click.option("--base-image", default=None, metavar="REF", help="build FROM this image instead of the default base")
-@click.option("--build-arg", "build_args", multiple=True, metavar="NAME=VALUE", help="a Docker build argument (repeatable)")
+@click.option("--build-arg", "build_args", multiple=True, metavar="NAME=VALUE",
+              help="a Docker build argument (repeatable)")
 @click.option("--force", is_flag=True, help="build even when an image of this recipe and these arguments exists")
 @click.option("--quiet", "-q", is_flag=True, help="print only the result, not the build's own output")
 @user_errors

@@ -1,4 +1,6 @@
 """The one error type users see: a clear line, exit code 2, no traceback."""
+import os
+from typing import Optional, Union
 
 
 class UserError(Exception):
@@ -27,7 +29,7 @@ class ResultsWriteError(UserError):
     Nothing is half-written: the transaction that failed was rolled back."""
 
 
-def located(path, line, field, message):
+def located(path: Union[str, "os.PathLike[str]"], line: Optional[int], field: Optional[str], message: str) -> str:
     """Format `file:line: field: message` (line and field optional)."""
     where = str(path)
     if line:

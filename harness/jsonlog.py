@@ -8,7 +8,8 @@ sampled, ...), so that frameworks can be shown to do the same work. The SETTINGS
 once before the first iteration, the normalized settings a program really trains with (read
 from its framework's own objects, in the keys of harness/drivers/settings.py) and how it
 implements the parts that decide its speed. The rival drivers in harness/drivers/ run in their
-own envs and write the same lines themselves.
+own envs, where the harness is not importable, and print these lines through this file all the
+same (harness/drivers/common.py loads it by its path), so every prefix is declared here only.
 """
 import json
 
@@ -62,7 +63,7 @@ def iter_line(iteration, time_s, data_time_s, images, loss=None, losses=None, lr
 # fetching its raw images; images = the batch size), then one PHASES line for the same batch:
 PRE_S = "pre_s"            # raw images to the network's input tensor on its device (convert, normalise, resize, pad)
 NET_S = "net_s"            # the network's own forward: backbone, necks, heads (RPN proposals and RoI heads included)
-POST_S = "post_s"          # raw head outputs to final detections: decode, score threshold, per-class NMS, top-k, mask paste
+POST_S = "post_s"          # head outputs to final detections: decode, score threshold, class NMS, top-k, mask paste
 DETECTIONS = "detections"  # detections kept, summed over the batch's images
 PHASE_KEYS = (PRE_S, NET_S, POST_S)
 

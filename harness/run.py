@@ -7,7 +7,6 @@ no cell always takes the same place; each trial is a fresh process. Every finish
 trial is committed to the store before the next one starts, so an interrupted or killed
 run loses at most the trial in flight, and `--resume RUN_ID` runs exactly what is left.
 """
-import json
 import random
 import signal
 import sys
@@ -132,20 +131,20 @@ def start(scenario_path, results_dir, backend=None, dry_run=False, out=None, for
 def resume(run_id, results_dir, out=None):
     out = out or sys.stdout
     store = Store(results_dir, create=False)
-    run = store.run(run_id)
-    if run["origin"] == "imported":
+    run = store.read_run(run_id)
+    if run.imported:
         raise UserError("run %s was imported from logs (detbench import): there is nothing to run; "
-                        "import the logs again instead" % run["id"])
-    run_id = run["id"]
+                        "import the logs again instead" % run.id)
+    run_id = run.id
     execute(store, run_id, out)
     return run_id
 
 
 def execute(store, run_id, out=None):
     out = out or sys.stdout
-    run = store.run(run_id)
-    sc = launch.scenario_from_json(run["scenario_json"])
-    launcher = launch.launcher(run["backend"])()
+    run = store.read_run(run_id)
+    sc = run.scenario.validated()
+    launcher = launch.launcher(run.backend)()
     launcher.prepare(sc)
     try:
         if not _execute_trials(store, run_id, sc, launcher, out):
@@ -159,7 +158,7 @@ def execute(store, run_id, out=None):
 def _execute_trials(store, run_id, sc, launcher, out):
     from harness.measure import ingest  # scrapers and estimators: not needed to plan or dry-run
 
-    todo = store.unfinished_trials(run_id)
+    todo = [t for t in store.read_trials(run_id) if t.status in ("pending", "running")]
     progress = progress_mod.make(len(todo), out, iterations=sc.iterations)
     if not todo:
         out.write("run %s has nothing left to do\n" % run_id)
@@ -178,7 +177,7 @@ def _execute_trials(store, run_id, sc, launcher, out):
             progress.start(trial, cell.key, trial["repeat"], trial_dir)
             store.mark_running(trial["id"])
             try:
-                launcher.run(trial_dir, json.loads(trial["argv_json"]), sc.env, sc.timeout_s, cell,
+                launcher.run(trial_dir, list(trial.argv), sc.env, sc.timeout_s, cell,
                              files=fw.trial_files(ctx))
             except KeyboardInterrupt:
                 store.mark_pending(trial["id"])

@@ -11,36 +11,23 @@ framework runs the parts that decide its speed (harness/jsonlog.py, IMPLEMENTATI
 The measure stage stores the line as the trial's settings.
 
 Standard library only at import: the drivers run as scripts in their framework's pinned env,
-where the harness is not importable, so they import this file from their own folder. The
-helpers read the objects handed to them by their attributes; only `optimizer` imports torch,
-inside the call, to resolve torch's default update path.
+where the harness is not importable, so they import this file from their own folder (and print
+the line with common.jsonlog.settings_line). The helpers read the objects handed to them by
+their attributes; only `optimizer` imports torch, inside the call, to resolve torch's default
+update path.
 """
-import json
 import os
 
 try:
-    from harness.drivers import settings as rival_settings
+    from harness.drivers import settings as normalized
 except ImportError:      # run from a driver in a framework's pinned env
-    import settings as rival_settings
-
-# the prefix and parts of harness/jsonlog.py (the harness is not importable in a framework's env)
-SETTINGS_PREFIX = "DETBENCH_SETTINGS "
-IMPLEMENTATION_PARTS = ("roi_align", "batch_norm", "optimizer", "mask_logits")
+    import settings as normalized
 
 # how each RoIAlign runs, in the words every framework's line uses
 ROI_ALIGN_TORCHVISION = "torchvision.ops.roi_align kernel"
 ROI_ALIGN_MMCV = "mmcv.ops.RoIAlign kernel"
 ROI_ALIGN_SPARSE = "sparse matrix products (the bundled trainer's roi.py)"
 TWO_STAGE_CLS_LOSS = "rpn bce, rcnn ce"
-
-
-def line(settings, implementation):
-    """The SETTINGS line (without the newline): the same text as jsonlog.settings_line."""
-    unknown = sorted(set(implementation) - set(IMPLEMENTATION_PARTS))
-    if unknown:
-        raise ValueError("unknown implementation parts %s" % ", ".join(unknown))
-    return SETTINGS_PREFIX + json.dumps({"settings": settings, "implementation": implementation},
-                                        sort_keys=True, separators=(",", ":"))
 
 
 def _g(value):
@@ -197,8 +184,8 @@ def trainer(cfg, model, world, opt, threads):
         "flip": bool(coco and d.flip_prob > 0), "threads": threads,
         "momentum": momentum(opt), "weight_decay": weight_decay(opt),
     }
-    settings.update(rival_settings.schedule(t.lr * images / t.lr_reference_batch, t.warmup_iters,
-                                            t.warmup_factor, d.shuffle if coco else False))
+    settings.update(normalized.schedule(t.lr * images / t.lr_reference_batch, t.warmup_iters,
+                                        t.warmup_factor, d.shuffle if coco else False))
     if m.weights:
         settings["init"] = "file:" + os.path.basename(m.weights)
     elif m.backbone_weights:
@@ -225,7 +212,7 @@ def trainer(cfg, model, world, opt, threads):
     if m.sync_free:
         implementation["roi_align"] += ", one atlas of the levels (sync-free)"
     if heads.mask_head is not None:
-        settings["mask_rois_per_image_max"] = rival_settings.mask_rois_cap(
+        settings["mask_rois_per_image_max"] = normalized.mask_rois_cap(
             heads.batch_per_image, heads.positive_fraction, heads.mask_max_rois)
         convs = [c for c in heads.mask_head.body if type(c).__name__ == "Conv2d"]
         settings["mask_head"] = mask_head(len(convs), convs[-1].out_channels, heads.mask_extractor.output_size[0],

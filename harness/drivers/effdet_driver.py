@@ -15,9 +15,11 @@ normalisation (ImageNet mean and std on the uint8 batch) is part of getting the 
 mixed precision is torch.autocast on the device (bf16 on the CPU; fp16 with a gradient
 scaler on CUDA).
 
-Each iteration prints train.py's line (--log-interval 1), read by the effdet scraper:
+Each iteration prints train.py's line (--log-interval 1), read by the effdet scraper (one line,
+shown here in two):
 
-    Train: 0 [   3/10 ( 33%)]  Loss:  1.234567 (1.2500)  Time: 0.412s,    4.85/s  (0.420s,    4.76/s)  LR: 1.000e-02  Data: 0.012 (0.015)
+    Train: 0 [   3/10 ( 33%)]  Loss:  1.234567 (1.2500)  Time: 0.412s,    4.85/s  (0.420s,    4.76/s)
+    LR: 1.000e-02  Data: 0.012 (0.015)
 
 with each value of this iteration and, in parentheses, the mean since the first (timm's
 AverageMeter). An iteration's time runs from the end of the previous iteration to the end of
@@ -28,7 +30,6 @@ positive anchors, summed over the batch's images. Before the first iteration one
 bench, the optimizer and the loader (asrun.py).
 """
 import argparse
-import json
 import os
 import random
 import sys
@@ -38,13 +39,13 @@ import numpy as np
 import torch
 
 try:
-    from harness.drivers import asrun            # imported from the harness (tests)
+    from harness.drivers import asrun, common    # imported from the harness (tests)
 except ImportError:
     import asrun                                # run as a script in the framework's pinned env
+    import common
 
 MODELS = ("efficientdet_d0",)
 NUM_CLASSES = 80               # classes drawn for synthetic boxes (1-based, as COCO's category ids)
-WORK_PREFIX = "DETBENCH_WORK "  # the line of harness/jsonlog.py (the harness is not importable here)
 MOMENTUM = 0.9                 # train.py's defaults
 WEIGHT_DECAY = 4e-5
 CLIP_NORM = 10.0
@@ -181,9 +182,9 @@ def make_loader(args, config, n_images):
     labeler = AnchorLabeler(Anchors.from_config(config), config.num_classes, match_threshold=0.5)
     sampler = torch.utils.data.RandomSampler(dataset, replacement=True, num_samples=n_images,
                                              generator=torch.Generator().manual_seed(args.seed))
+    collate = DetectionFastCollate(anchor_labeler=labeler)
     return torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, sampler=sampler,
-                                       num_workers=args.workers, collate_fn=DetectionFastCollate(anchor_labeler=labeler),
-                                       drop_last=True)
+                                       num_workers=args.workers, collate_fn=collate, drop_last=True)
 
 
 def _anchor_sizes(config):
@@ -224,8 +225,8 @@ def as_run(args, bench, optimizer, loader, amp_dtype, version):
         "trainer": "effdet %s library" % version,
     }
     # the driver keeps its rate constant (no warmup); its sampler draws at random
-    settings.update(asrun.rival_settings.schedule(optimizer.defaults["lr"], 0, 1.0,
-                                                  isinstance(inner.sampler, torch.utils.data.RandomSampler)))
+    settings.update(asrun.normalized.schedule(optimizer.defaults["lr"], 0, 1.0,
+                                              isinstance(inner.sampler, torch.utils.data.RandomSampler)))
     return settings, {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer)}
 
 
@@ -260,7 +261,8 @@ def main(argv=None):
           "data %s" % (effdet_version, timm.__version__, torch.__version__, args.model, device, args.batch_size,
                        args.size[0], args.size[1], torch.get_num_threads(), args.lr, args.workers,
                        "synthetic" if args.data == "synthetic" else "coco"), flush=True)
-    print(asrun.line(*as_run(args, bench, optimizer, loader, amp_dtype, effdet_version)), flush=True)
+    print(common.jsonlog.settings_line(*as_run(args, bench, optimizer, loader, amp_dtype, effdet_version)),
+          flush=True)
     batch_time, data_time, losses = Meter(), Meter(), Meter()
     total = len(loader)
     end = time.perf_counter()         # the first iteration's time starts here, with the loader
@@ -293,8 +295,7 @@ def main(argv=None):
         # from here on, the time belongs to the next iteration
         print(line(i, total, images.size(0), losses, batch_time, data_time, optimizer.param_groups[0]["lr"]),
               flush=True)
-        print(WORK_PREFIX + json.dumps({"iteration": i + 1, "positive_anchors": positives}, sort_keys=True,
-                                       separators=(",", ":")), flush=True)
+        print(common.jsonlog.work_line(i + 1, positive_anchors=positives), flush=True)
     return 0
 
 

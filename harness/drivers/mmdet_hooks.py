@@ -18,16 +18,15 @@ before it executes mmdet's tools/train.py). Two hooks:
   read from the merged mmengine config the runner holds and from the built model and
   optimizer, and how its RoIAlign, norms, optimizer step and mask logits run.
 """
-import json
 import os
 import time
 
 try:
-    from harness.drivers import asrun            # imported from the harness (tests)
+    from harness.drivers import asrun, common    # imported from the harness (tests)
 except ImportError:
     import asrun                                # run as a script in the framework's pinned env
+    import common
 
-WORK_PREFIX = "DETBENCH_WORK "   # the line of harness/jsonlog.py (the harness is not importable here)
 TIMER_HOOK = "DetbenchIterTimerHook"
 WORK_HOOK = "DetbenchWorkHook"
 WEIGHTS_HOOK = "DetbenchWeightsHook"   # mmdet_driver.py's: loads a weights file before the first iteration
@@ -47,10 +46,8 @@ class WorkCounter:
         self.counts[key] = self.counts.get(key, 0) + int(value)
 
     def line(self, iteration):
-        obj = {"iteration": iteration}
-        obj.update(sorted(self.counts.items()))
-        self.counts = {}
-        return WORK_PREFIX + json.dumps(obj, sort_keys=True, separators=(",", ":"))
+        counts, self.counts = self.counts, {}
+        return common.jsonlog.work_line(iteration, **counts)
 
     def install(self, model):
         """Wrap the calls of a two-stage detector or a RetinaNet that decide its work."""
@@ -179,8 +176,8 @@ def as_run(cfg, net, optim_wrapper, world_size, threads):
         "flip": flip is not None and float(_get(flip, "prob", default=0.0) or 0.0) > 0, "threads": threads,
         "init": _init(cfg), "momentum": asrun.momentum(optimizer), "weight_decay": asrun.weight_decay(optimizer),
     }
-    settings.update(asrun.rival_settings.schedule(_get(cfg, "optim_wrapper", "optimizer", "lr"), iters, factor,
-                                                  _get(loader, "sampler", "shuffle", default=True)))
+    settings.update(asrun.normalized.schedule(_get(cfg, "optim_wrapper", "optimizer", "lr"), iters, factor,
+                                              _get(loader, "sampler", "shuffle", default=True)))
     implementation = {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer)}
     if not hasattr(net, "roi_head"):      # RetinaNet: one head
         head = _get(model, "bbox_head")
@@ -208,7 +205,7 @@ def as_run(cfg, net, optim_wrapper, world_size, threads):
     implementation["roi_align"] = _roi_align(layer)
     if getattr(net.roi_head, "with_mask", False):
         head = net.roi_head.mask_head
-        settings["mask_rois_per_image_max"] = asrun.rival_settings.mask_rois_cap(
+        settings["mask_rois_per_image_max"] = asrun.normalized.mask_rois_cap(
             settings["roi_batch_per_image"], settings["roi_positive_fraction"])   # no cap of its own
         roi_size = head.roi_feat_size[0] if isinstance(head.roi_feat_size, (tuple, list)) else head.roi_feat_size
         settings["mask_head"] = asrun.mask_head(head.num_convs, head.conv_out_channels, roi_size,
@@ -243,8 +240,8 @@ def register():
             if runner.rank == 0:
                 print("detbench: torch threads %d, work counted: %s" % (
                     torch.get_num_threads(), "yes" if counted else "no (unknown detector)"), flush=True)
-                print(asrun.line(*as_run(runner.cfg, net, runner.optim_wrapper, runner.world_size,
-                                         torch.get_num_threads())), flush=True)
+                ran = as_run(runner.cfg, net, runner.optim_wrapper, runner.world_size, torch.get_num_threads())
+                print(common.jsonlog.settings_line(*ran), flush=True)
 
         def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
             line = self.counter.line(runner.iter + 1)

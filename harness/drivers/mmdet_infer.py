@@ -1,5 +1,5 @@
 """Inference benchmark of mmdetection 3.x's detectors through its own inference code, timed
-as every detbench inference driver times them (harness/jsonlog.py, docs/methodology.md).
+as every detbench inference driver times them (common.py, docs/methodology.md).
 
 Runs in the mmdetection framework's pinned env. The model is built from the installed model
 config (``mmdet::...``) with the changes the training driver makes for the same architecture
@@ -15,18 +15,16 @@ In the two-stage models predict_by_feat runs inside the RoI head's predict, so i
 wrapping those bound methods (the device synchronised before and after) and taken out of the
 network's time. Prints one DETBENCH_ITER and one DETBENCH_PHASES line per batch.
 """
-import argparse
-import json
 import os
 import sys
 import tempfile
-import time
 
 import torch
 
 try:
-    from harness.drivers import weights_map
-except ImportError:
+    from harness.drivers import common, weights_map
+except ImportError:                             # run as a script in the framework's pinned env
+    import common
     import weights_map
 
 BASES = {
@@ -34,7 +32,6 @@ BASES = {
     "faster_rcnn": "mmdet::faster_rcnn/faster-rcnn_r50_fpn_1x_coco.py",
     "mask_rcnn": "mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py",
 }
-POOL = 8
 RPN_PRE_NMS_TEST, RPN_POST_NMS_TEST, RPN_NMS, CANDIDATES, MASK_THRESHOLD = 1000, 1000, 0.7, 1000, 0.5
 
 CONFIG = """\
@@ -46,29 +43,8 @@ model = dict(
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", choices=sorted(BASES), required=True)
-    p.add_argument("--batch-size", type=int, required=True)
-    p.add_argument("--batches", type=int, required=True)
-    p.add_argument("--input-size", required=True, metavar="HxW")
-    p.add_argument("--precision", choices=("fp32", "bf16", "fp16", "tf32"), default="fp32")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--score-threshold", type=float, default=0.05)
-    p.add_argument("--nms-threshold", type=float, default=0.5)
-    p.add_argument("--detections", type=int, default=100)
-    p.add_argument("--weights", metavar="FILE")
-    p.add_argument("--data", metavar="ANNOTATIONS")
-    p.add_argument("--images", metavar="DIR")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    args = p.parse_args(argv)
-    try:
-        args.size = tuple(int(v) for v in args.input_size.lower().split("x"))
-        assert len(args.size) == 2
-    except (ValueError, AssertionError):
-        p.error("--input-size takes HxW")
-    if args.precision in ("fp16", "tf32") and not args.device.startswith("cuda"):
-        p.error("--precision %s needs a CUDA device; use fp32 on the CPU" % args.precision)
-    return args
+    return common.parse_inference(common.inference_parser(__doc__.splitlines()[0], sorted(BASES)), argv,
+                                  cpu_precisions=("fp32",))
 
 
 def test_cfg(args):
@@ -108,33 +84,7 @@ def build(args):
 
 def raw_pool(args):
     """uint8 images [3, H, W] in the channel order mmdetection's loader gives (BGR)."""
-    if not args.data:
-        g = torch.Generator().manual_seed(args.seed)
-        rgb = torch.randint(0, 256, (POOL, args.size[0], args.size[1], 3), dtype=torch.uint8, generator=g)
-    else:
-        import numpy as np
-        from PIL import Image
-        with open(args.data, encoding="utf-8") as f:
-            files = [im["file_name"] for im in json.load(f)["images"]][:POOL]
-        rgb = [torch.from_numpy(np.asarray(Image.open(os.path.join(args.images, n)).convert("RGB")).copy())
-               for n in files]
-    return [im.permute(2, 0, 1).flip(0).contiguous() for im in rgb]     # HWC RGB -> CHW BGR
-
-
-class PostTimer:
-    """Wraps a bound post-processing method: its seconds in the last batch, the device synchronised."""
-
-    def __init__(self, owner, name, sync):
-        self.inner, self.sync, self.spent = getattr(owner, name), sync, 0.0
-        setattr(owner, name, self)
-
-    def __call__(self, *a, **kw):
-        self.sync()
-        start = time.perf_counter()
-        out = self.inner(*a, **kw)
-        self.sync()
-        self.spent += time.perf_counter() - start
-        return out
+    return [im.permute(2, 0, 1).flip(0).contiguous() for im in common.raw_pool(args)]     # HWC RGB -> CHW BGR
 
 
 def samples(raws, size):
@@ -166,75 +116,45 @@ def resize(raws, size):
 
 def main(argv=None):
     args = parse_args(argv)
-    device = torch.device(args.device)
-    cuda = device.type == "cuda"
-    if args.precision == "tf32":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-
-    def sync():
-        if cuda:
-            torch.cuda.synchronize(device)
+    device, sync = common.device_and_sync(args.device, args.precision)
     model = build(args)
     timers = []
     if args.model != "retinanet":
-        timers.append(PostTimer(model.roi_head.bbox_head, "predict_by_feat", sync))
+        timers.append(common.Timed(model.roi_head.bbox_head, "predict_by_feat", sync))
         if args.model == "mask_rcnn":
-            timers.append(PostTimer(model.roi_head.mask_head, "predict_by_feat", sync))
-    pool = raw_pool(args)
-    meta = {"mode": "inference", "model": args.model, "images_per_device": args.batch_size,
-            "input_size": list(args.size), "precision": args.precision, "device": device.type,
-            "score_threshold": args.score_threshold, "nms_threshold": args.nms_threshold,
-            "detections_per_image": args.detections, "torch": torch.__version__,
-            "threads": torch.get_num_threads(), "data": "coco" if args.data else "synthetic"}
+            timers.append(common.Timed(model.roi_head.mask_head, "predict_by_feat", sync))
+    try:
+        pool = raw_pool(args)
+    except common.InputError as exc:
+        sys.exit("error: %s" % exc)
     if args.model == "retinanet":
-        meta["candidates_per_level"] = model.test_cfg["nms_pre"]
+        extra = dict(candidates_per_level=model.test_cfg["nms_pre"])
     else:
         rpn = model.test_cfg["rpn"]
-        meta.update(rpn_pre_nms_test=rpn["nms_pre"], rpn_post_nms_test=rpn["max_per_img"],
-                    rpn_nms_threshold=rpn["nms"]["iou_threshold"])
+        extra = dict(rpn_pre_nms_test=rpn["nms_pre"], rpn_post_nms_test=rpn["max_per_img"],
+                     rpn_nms_threshold=rpn["nms"]["iou_threshold"])
     if args.model == "mask_rcnn":
-        meta["mask_threshold"] = model.test_cfg["rcnn"]["mask_thr_binary"]
-    print("DETBENCH_META " + json.dumps(meta, sort_keys=True, separators=(",", ":")), flush=True)
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
-    autocast = torch.autocast(device.type, dtype=dtype) if dtype else torch.autocast(device.type, enabled=False)
-    n = args.batch_size
-    with torch.inference_mode(), autocast:
-        prev = time.perf_counter()
-        for k in range(1, args.batches + 1):
-            raws = [pool[((k - 1) * n + i) % len(pool)] for i in range(n)]
-            fetched = time.perf_counter()
-            data = model.data_preprocessor({"inputs": [r.to(device) for r in resize(raws, args.size)],
-                                            "data_samples": samples(raws, args.size)}, False)
-            inputs, data_samples = data["inputs"], data["data_samples"]
-            sync()
-            pre_end = time.perf_counter()
-            for t in timers:
-                t.spent = 0.0
-            feats = model.extract_feat(inputs)
-            metas = [s.metainfo for s in data_samples]
-            if args.model == "retinanet":
-                outs = model.bbox_head(feats)
-                sync()
-                net_end = time.perf_counter()
-                results = model.bbox_head.predict_by_feat(*outs, batch_img_metas=metas, rescale=True)
-            else:
-                proposals = model.rpn_head.predict(feats, data_samples, rescale=False)
-                results = model.roi_head.predict(feats, proposals, data_samples, rescale=True)
-                sync()
-                net_end = time.perf_counter()
-            sync()
-            end = time.perf_counter()
-            inner = sum(t.spent for t in timers)
-            kept = sum(len(r.bboxes) for r in results)
-            print("DETBENCH_ITER " + json.dumps({"iteration": k, "time_s": end - prev, "data_time_s": fetched - prev,
-                                                 "images": n, "loss": None, "losses": {}, "lr": None,
-                                                 "peak_mem_mb": None}, separators=(",", ":")))
-            print("DETBENCH_PHASES " + json.dumps({"iteration": k, "pre_s": pre_end - fetched,
-                                                   "net_s": net_end - pre_end - inner,
-                                                   "post_s": end - net_end + inner, "detections": kept},
-                                                  separators=(",", ":")), flush=True)
-            prev = end
+        extra["mask_threshold"] = model.test_cfg["rcnn"]["mask_thr_binary"]
+    print(common.meta_line(args, device, **extra), flush=True)
+
+    def step(raws, marks):
+        data = model.data_preprocessor({"inputs": [r.to(device) for r in resize(raws, args.size)],
+                                        "data_samples": samples(raws, args.size)}, False)
+        inputs, data_samples = data["inputs"], data["data_samples"]
+        marks.pre_done()
+        feats = model.extract_feat(inputs)
+        metas = [s.metainfo for s in data_samples]
+        if args.model == "retinanet":
+            outs = model.bbox_head(feats)
+            marks.net_done()
+            results = model.bbox_head.predict_by_feat(*outs, batch_img_metas=metas, rescale=True)
+        else:
+            proposals = model.rpn_head.predict(feats, data_samples, rescale=False)
+            results = model.roi_head.predict(feats, proposals, data_samples, rescale=True)
+            marks.net_done()
+        return sum(len(r.bboxes) for r in results)
+    with torch.inference_mode(), common.autocast(args.precision, device):
+        common.time_batches(args, pool, step, sync, post_timers=timers)
     return 0
 
 

@@ -39,9 +39,10 @@ from torchvision.ops import misc as misc_nn_ops
 from torchvision.ops.feature_pyramid_network import LastLevelP6P7
 
 try:
-    from harness.drivers import asrun, weights_map   # imported from the harness (tests, weights make)
+    from harness.drivers import asrun, common, weights_map   # imported from the harness (tests, weights make)
 except ImportError:
     import asrun                                # run as a script in the framework's pinned env
+    import common
     import weights_map
 
 MODELS = {"retinanet": "retinanet_resnet50_fpn", "faster_rcnn": "fasterrcnn_resnet50_fpn",
@@ -214,9 +215,6 @@ class Flipped(torch.utils.data.Dataset):
         return img, target
 
 
-WORK_PREFIX = "DETBENCH_WORK "   # the line of harness/jsonlog.py (the harness is not importable here)
-
-
 class WorkCounter:
     """Counts the detection work of each iteration from what torchvision's own modules are
     given and return: forward hooks on the RPN and the mask RoI pooler, and wrappers around
@@ -247,10 +245,8 @@ class WorkCounter:
 
     def line(self, iteration):
         """The WORK line of the iteration just done (reads the counts), and a fresh count."""
-        obj = {"iteration": iteration}
-        obj.update((k, int(v)) for k, v in sorted(self.counts.items()))
-        self.counts = {}
-        return WORK_PREFIX + json.dumps(obj, sort_keys=True, separators=(",", ":"))
+        counts, self.counts = self.counts, {}
+        return common.jsonlog.work_line(iteration, **counts)
 
 
 class _CountingMatcher:
@@ -296,7 +292,7 @@ def as_run(args, model, optimizer, loader, amp_dtype, device):
         "init": "file:" + os.path.basename(args.weights) if args.weights else "random",
         "momentum": asrun.momentum(optimizer), "weight_decay": asrun.weight_decay(optimizer),
     }
-    settings.update(asrun.rival_settings.schedule(
+    settings.update(asrun.normalized.schedule(
         optimizer.defaults["lr"], args.warmup_iters, args.warmup_factor,
         isinstance(loader.sampler, torch.utils.data.RandomSampler)))
     implementation = {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer)}
@@ -323,7 +319,7 @@ def as_run(args, model, optimizer, loader, amp_dtype, device):
         convs = [m for m in heads.mask_head.modules() if isinstance(m, torch.nn.Conv2d)]
         roi_size = heads.mask_roi_pool.output_size[0]
         upsample = heads.mask_predictor.conv5_mask.stride[0]
-        settings["mask_rois_per_image_max"] = asrun.rival_settings.mask_rois_cap(
+        settings["mask_rois_per_image_max"] = asrun.normalized.mask_rois_cap(
             settings["roi_batch_per_image"], settings["roi_positive_fraction"])   # no cap of its own
         settings["mask_head"] = asrun.mask_head(len(convs), convs[-1].out_channels, roi_size, roi_size * upsample)
         implementation["mask_logits"] = "all %d classes" % heads.mask_predictor.mask_fcn_logits.out_channels
@@ -397,7 +393,7 @@ def main(argv=None):
               height, width, args.norm, args.trainable_layers, torch.get_num_threads(),
               args.rpn_pre_nms_train, args.rpn_post_nms_train, args.lr, args.warmup_iters, args.shuffle),
           flush=True)
-    print(asrun.line(*as_run(args, model, optimizer, loader, amp_dtype, device)), flush=True)
+    print(common.jsonlog.settings_line(*as_run(args, model, optimizer, loader, amp_dtype, device)), flush=True)
     work = WorkCounter(model)
     history = {}
     start = end = time.perf_counter()   # the first iteration's time starts here, with the loader

@@ -1,5 +1,5 @@
 """Inference benchmark of torchvision's detection models, timed as every detbench inference
-driver times them (harness/jsonlog.py, docs/methodology.md "Inference").
+driver times them (common.py, docs/methodology.md "Inference").
 
 Runs in the torchvision framework's pinned env. The model is built as
 torchvision_driver.py builds it (no download; --weights FILE of `detbench weights make`),
@@ -14,61 +14,24 @@ binarised at 0.5). postprocess_detections runs inside the RoI heads' (RetinaNet'
 so it is timed by wrapping that bound method (the device synchronised before and after) and
 taken out of the network's time. Prints one DETBENCH_ITER and one DETBENCH_PHASES line per batch.
 """
-import argparse
-import json
-import os
 import sys
-import time
 
 import torch
 
-import torchvision_driver
-from torchvision_driver import MODELS
-
 try:
-    from harness.drivers import weights_map
-except ImportError:
+    from harness.drivers import common, torchvision_driver, weights_map
+except ImportError:                             # run as a script in the framework's pinned env
+    import common
+    import torchvision_driver
     import weights_map
 
-POOL = 8
+MODELS = torchvision_driver.MODELS
+
 RPN_PRE_NMS_TEST, RPN_POST_NMS_TEST, CANDIDATES, MASK_THRESHOLD = 1000, 1000, 1000, 0.5
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", choices=sorted(MODELS), required=True)
-    p.add_argument("--batch-size", type=int, required=True)
-    p.add_argument("--batches", type=int, required=True)
-    p.add_argument("--input-size", required=True, metavar="HxW")
-    p.add_argument("--precision", choices=("fp32", "bf16", "fp16", "tf32"), default="fp32")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--score-threshold", type=float, default=0.05)
-    p.add_argument("--nms-threshold", type=float, default=0.5)
-    p.add_argument("--detections", type=int, default=100)
-    p.add_argument("--weights", metavar="FILE")
-    p.add_argument("--data", metavar="ANNOTATIONS")
-    p.add_argument("--images", metavar="DIR")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    args = p.parse_args(argv)
-    try:
-        args.size = tuple(int(v) for v in args.input_size.lower().split("x"))
-        assert len(args.size) == 2
-    except (ValueError, AssertionError):
-        p.error("--input-size takes HxW")
-    if args.precision in ("fp16", "tf32") and not args.device.startswith("cuda"):
-        p.error("--precision %s needs a CUDA device; use fp32 or bf16 on the CPU" % args.precision)
-    return args
-
-
-def iter_line(k, time_s, data_s, images):
-    return "DETBENCH_ITER " + json.dumps({"iteration": k, "time_s": time_s, "data_time_s": data_s, "images": images,
-                                          "loss": None, "losses": {}, "lr": None, "peak_mem_mb": None},
-                                         separators=(",", ":"))
-
-
-def phases_line(k, pre, net, post, detections):
-    return "DETBENCH_PHASES " + json.dumps({"iteration": k, "pre_s": pre, "net_s": net, "post_s": post,
-                                            "detections": detections}, separators=(",", ":"))
+    return common.parse_inference(common.inference_parser(__doc__.splitlines()[0], sorted(MODELS)), argv)
 
 
 def build(args):
@@ -90,34 +53,6 @@ def build(args):
         model.rpn._pre_nms_top_n["testing"] = RPN_PRE_NMS_TEST
         model.rpn._post_nms_top_n["testing"] = RPN_POST_NMS_TEST
     return model.to(args.device).eval()
-
-
-def raw_pool(args):
-    if not args.data:
-        g = torch.Generator().manual_seed(args.seed)
-        return list(torch.randint(0, 256, (POOL, args.size[0], args.size[1], 3), dtype=torch.uint8, generator=g))
-    import numpy as np
-    from PIL import Image
-    with open(args.data, encoding="utf-8") as f:
-        files = [im["file_name"] for im in json.load(f)["images"]][:POOL]
-    return [torch.from_numpy(np.asarray(Image.open(os.path.join(args.images, n)).convert("RGB")).copy())
-            for n in files]
-
-
-class PostTimer:
-    """Wraps a bound post-processing method: its seconds in the last batch, the device synchronised."""
-
-    def __init__(self, owner, name, sync):
-        self.inner, self.sync, self.spent = getattr(owner, name), sync, 0.0
-        setattr(owner, name, self)
-
-    def __call__(self, *a, **kw):
-        self.sync()
-        start = time.perf_counter()
-        out = self.inner(*a, **kw)
-        self.sync()
-        self.spent += time.perf_counter() - start
-        return out
 
 
 def network(model, images):
@@ -143,60 +78,37 @@ def network(model, images):
 
 def main(argv=None):
     args = parse_args(argv)
-    device = torch.device(args.device)
-    cuda = device.type == "cuda"
-    if args.precision == "tf32":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-
-    def sync():
-        if cuda:
-            torch.cuda.synchronize(device)
+    device, sync = common.device_and_sync(args.device, args.precision)
     model = build(args)
     owner = model if args.model == "retinanet" else model.roi_heads
-    timer = PostTimer(owner, "postprocess_detections", sync)
-    pool = raw_pool(args)
-    meta = {"mode": "inference", "model": args.model, "images_per_device": args.batch_size,
-            "input_size": list(args.size), "precision": args.precision, "device": device.type,
-            "score_threshold": args.score_threshold, "nms_threshold": args.nms_threshold,
-            "detections_per_image": args.detections, "torch": torch.__version__,
-            "threads": torch.get_num_threads(), "data": "coco" if args.data else "synthetic"}
+    timer = common.Timed(owner, "postprocess_detections", sync)
+    try:
+        pool = common.raw_pool(args)
+    except common.InputError as exc:
+        sys.exit("error: %s" % exc)
     if args.model == "retinanet":
-        meta["candidates_per_level"] = model.topk_candidates
+        extra = dict(candidates_per_level=model.topk_candidates)
     else:
-        meta.update(rpn_pre_nms_test=model.rpn._pre_nms_top_n["testing"],
-                    rpn_post_nms_test=model.rpn._post_nms_top_n["testing"], rpn_nms_threshold=model.rpn.nms_thresh)
+        extra = dict(rpn_pre_nms_test=model.rpn._pre_nms_top_n["testing"],
+                     rpn_post_nms_test=model.rpn._post_nms_top_n["testing"], rpn_nms_threshold=model.rpn.nms_thresh)
     if args.model == "mask_rcnn":
-        meta["mask_threshold"] = MASK_THRESHOLD
-    print("DETBENCH_META " + json.dumps(meta, sort_keys=True, separators=(",", ":")), flush=True)
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
-    autocast = torch.autocast(device.type, dtype=dtype) if dtype else torch.autocast(device.type, enabled=False)
-    n = args.batch_size
-    with torch.inference_mode(), autocast:
-        prev = time.perf_counter()
-        for k in range(1, args.batches + 1):
-            raws = [pool[((k - 1) * n + i) % len(pool)] for i in range(n)]
-            fetched = time.perf_counter()
-            floats = [r.to(device).permute(2, 0, 1).float() / 255.0 for r in raws]
-            original = [tuple(f.shape[-2:]) for f in floats]
-            images, _ = model.transform(floats)
-            sync()
-            pre_end = time.perf_counter()
-            timer.spent = 0.0
-            detections = network(model, images)
-            sync()
-            net_end = time.perf_counter()
-            results = model.transform.postprocess(detections, images.image_sizes, original)
-            if args.model == "mask_rcnn":
-                for r in results:
-                    r["masks"] = r["masks"] > MASK_THRESHOLD
-            sync()
-            end = time.perf_counter()
-            kept = sum(len(r["boxes"]) for r in results)
-            print(iter_line(k, end - prev, fetched - prev, n))
-            print(phases_line(k, pre_end - fetched, net_end - pre_end - timer.spent,
-                              end - net_end + timer.spent, kept), flush=True)
-            prev = end
+        extra["mask_threshold"] = MASK_THRESHOLD
+    print(common.meta_line(args, device, **extra), flush=True)
+
+    def step(raws, marks):
+        floats = [r.to(device).permute(2, 0, 1).float() / 255.0 for r in raws]
+        original = [tuple(f.shape[-2:]) for f in floats]
+        images, _ = model.transform(floats)
+        marks.pre_done()
+        detections = network(model, images)
+        marks.net_done()
+        results = model.transform.postprocess(detections, images.image_sizes, original)
+        if args.model == "mask_rcnn":
+            for r in results:
+                r["masks"] = r["masks"] > MASK_THRESHOLD
+        return sum(len(r["boxes"]) for r in results)
+    with torch.inference_mode(), common.autocast(args.precision, device):
+        common.time_batches(args, pool, step, sync, post_timers=[timer])
     return 0
 
 

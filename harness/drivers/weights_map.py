@@ -3,10 +3,12 @@
 A detbench weights file holds the state_dict of torchvision's retinanet_resnet50_fpn,
 fasterrcnn_resnet50_fpn or maskrcnn_resnet50_fpn as the torchvision driver builds it for
 training (FrozenBatchNorm2d backbone, 81 classes: background first, then the 80 COCO
-categories). This module renames and reshapes such a state for the bundled trainer and
-for mmdetection 3.x, and back. It works on tensors through their own methods and imports
-torch only in read(), so the drivers can use it from their pinned envs and nothing in the
-harness that never trains pulls torch in.
+categories; `reference_model`). This module is the one home of that layout: the file's
+format, the reference model, the slots other frameworks lack, and the renaming and reshaping
+of such a state for the bundled trainer and for mmdetection 3.x, and back (`native_name` for
+one key). It works on tensors through their own methods and imports torch only in read() and
+torchvision only in reference_model(), so the drivers can use it from their pinned envs and
+nothing in the harness that never trains pulls torch in.
 
 Class layouts (a label L in 1..80 is the L-th COCO category in id order):
 
@@ -110,6 +112,36 @@ def _fill(template, groups):
     if "{2i}" in out:
         out = out.replace("{2i}", str(2 * int(groups[0])))
     return out.format(*groups)
+
+
+def reference_model(model):
+    """torchvision's `model` exactly as the torchvision driver builds it for training (its defaults:
+    FrozenBatchNorm2d, conv1 and layer1 frozen, 81 classes): the layout every file is in."""
+    try:
+        from harness.drivers import torchvision_driver
+    except ImportError:                         # run from a driver in a framework's pinned env
+        import torchvision_driver
+    if model not in MODELS:
+        raise WeightsError("unknown model %r (known: %s)" % (model, ", ".join(MODELS)))
+    args = torchvision_driver.parse_args(["--model", model, "--iterations", "1", "--device", "cpu"])
+    return torchvision_driver.build_model(args, 800, 1333)
+
+
+def check(path, model):
+    """Refuse a file that does not fit torchvision's `model` (names, shapes, metadata); the tensor count."""
+    state = read(path, model)
+    to_framework(state, "torchvision", model, reference_model(model).state_dict(), source=path)
+    return len(state)
+
+
+def native_name(key, framework, target_keys):
+    """The name torchvision's `key` takes in `framework`'s model whose state has `target_keys`
+    (the bundled trainer's names depend on how its norms run), or None where it has no place."""
+    for pattern, template, _ in _rules(framework, target_keys):
+        m = re.match(pattern + r"\Z", key)
+        if m:
+            return _fill(template, m.groups())
+    return None
 
 
 def _rules(framework, target_keys):
@@ -249,7 +281,7 @@ def to_framework(state, framework, model, target, source="<weights>"):
     for key in state:
         if key.endswith(COUNTERS):
             continue
-        for pattern, template, transform in rules:
+        for pattern, template, transform in rules:  # noqa: B007 (the match's rule is read after the loop)
             m = pattern.match(key)
             if m:
                 break
@@ -285,7 +317,7 @@ def from_framework(native, framework, model, reference):
     for key in reference:
         if key.endswith(COUNTERS):
             continue
-        for pattern, template, transform in rules:
+        for pattern, template, transform in rules:  # noqa: B007 (the match's rule is read after the loop)
             m = pattern.match(key)
             if m:
                 break

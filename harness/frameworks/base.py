@@ -3,6 +3,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
 
+# WORKDIR, the trial's working directory inside its folder, is runner.py's: a framework that
+# writes next to itself, or reads datasets/ relative to where it runs, does so there
+from runner import WORKDIR
+
 # where a framework can run
 RUNS_HERE = "runs here"
 NEEDS_GPU = "needs a GPU"
@@ -12,16 +16,38 @@ CONTAINER_ONLY = "container only"
 # the start (harness/launch/trialfiles.py), so one argv serves every repeat of a cell
 TRIAL_DIR = "{trial_dir}"
 
-# the trial's working directory, inside its folder (runner.py's WORKDIR): a framework that writes
-# next to itself, or reads datasets/ relative to where it runs, does so there
-WORKDIR = "work"
-
 
 @dataclass(frozen=True)
 class Link:
     """A symbolic link a launcher makes in the trial's working directory, to an absolute path
     (a scenario's dataset file or folder, which every launcher makes readable at its own path)."""
     target: str
+
+
+# the interpreter of the pinned env inside the images built on detbench's local base
+IMAGE_VENV = "/opt/env/bin/python"
+
+
+@dataclass(frozen=True)
+class ImageRecipe:
+    """A container image a framework's trials can run in: the folder dockerfiles/<name>/ (a
+    Dockerfile pinned by digest and commit) and how `detbench image build` builds it."""
+    name: str
+    python: str                    # the interpreter in the image that runs runner.py and the trial
+    # its requirements.txt's wheels are downloaded on the host for the local base's CPython and
+    # served to the build (never a layer of the image)
+    wheels: bool = False
+    local_base: bool = False       # FROM the base `detbench image base` makes, unless told otherwise
+    # requirements.txt names whose index offers only an sdist: their wheels are built on the host
+    # (pure Python only: a py3-none-any wheel, the same for any CPython 3)
+    build_here: Tuple[str, ...] = ()
+    # FROM the image of this other recipe as built here (its ID from the lock), unless told otherwise:
+    # its layers are shared, and a change of it rebuilds this one (the ID is in the build key)
+    base_recipe: Optional[str] = None
+    # the wheels `detbench env build` compiled for the framework's own pinned env (mmdetection:
+    # mmcv) are served with the downloaded ones, never downloaded
+    host_wheels: bool = False
+
 
 # the scraper of every inference trial's log: each driver prints one DETBENCH_ITER line per batch
 INFERENCE_SCRAPER = "detbench-jsonl"
@@ -87,6 +113,10 @@ class Framework:
     infer_precisions: FrozenSet[str] = frozenset()
     infer_why: str = ""                 # one line: what its inference path runs (or why it has none)
     infer_settings: Optional[Callable[[TrialContext], dict]] = None   # normalized settings of an inference trial
+
+    # the container images it has recipes for: its trials run in the first unless the scenario's
+    # docker.images names another (harness/launch/images.py builds them)
+    images: Tuple[ImageRecipe, ...] = ()
 
     def trial_files(self, ctx):
         """What a launcher writes into the trial folder: {name: text} of the derived files and

@@ -1,5 +1,5 @@
 """The calibration workload: exactly known iteration and data times."""
-from harness.frameworks.base import RUNS_HERE, Framework
+from harness.frameworks.base import IMAGE_VENV, RUNS_HERE, Framework, ImageRecipe
 from harness.vocab.catalog import MODELS, PRECISIONS
 
 
@@ -54,4 +54,6 @@ FRAMEWORK = Framework(
     why="standard library only; sleeps to exact deadlines",
     figures="per iteration, exact", command=command, settings=settings,
     infer=infer, infer_models=frozenset(MODELS), infer_precisions=frozenset(PRECISIONS),
-    infer_settings=infer_settings, infer_why="batches of exactly known latency, with a known tail")
+    infer_settings=infer_settings, infer_why="batches of exactly known latency, with a known tail",
+    images=(ImageRecipe("calibrate", IMAGE_VENV, wheels=True, local_base=True),)
+)

@@ -2,8 +2,8 @@
 import os
 
 from harness.errors import UserError
-from harness.frameworks.base import RUNS_HERE, Framework, infer_args
-from harness.drivers import settings as rival_settings
+from harness.frameworks.base import IMAGE_VENV, RUNS_HERE, Framework, ImageRecipe, infer_args
+from harness.drivers import settings as normalized
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "trainer", "configs")
@@ -122,9 +122,9 @@ def _train(opts, name):
 def settings(ctx):
     opts = ctx.options
     workers = int(opts.get("data.workers", 2)) if ctx.data else 0   # synthetic data needs no loader
-    out = rival_settings.common(ctx, frozen_stages=_model(opts, "frozen_stages"), norm=_model(opts, "norm"),
-                                loader_workers=workers, flip=False)
-    out.update(rival_settings.detection(
+    out = normalized.common(ctx, frozen_stages=_model(opts, "frozen_stages"), norm=_model(opts, "norm"),
+                            loader_workers=workers, flip=False)
+    out.update(normalized.detection(
         ctx, rpn_pre_nms_train=_model(opts, "rpn_pre_nms_top_n_train"),
         rpn_post_nms_train=_model(opts, "rpn_post_nms_top_n_train"),
         rpn_batch_per_image=_model(opts, "rpn_batch_per_image"),
@@ -134,19 +134,19 @@ def settings(ctx):
         roi_align_sampling_ratio=_model(opts, "roi_align_sampling_ratio"),
         roi_align_aligned=_model(opts, "roi_align_aligned"),
         mask_rois_per_image_max=_model(opts, "mask_max_rois_per_image"),
-        box_loss="l1" if ctx.model == "retinanet" else rival_settings.SMOOTH_L1_BOTH,
+        box_loss="l1" if ctx.model == "retinanet" else normalized.SMOOTH_L1_BOTH,
         extra_levels_from="p5"))
     images = ctx.batch_per_gpu * ctx.gpus * ctx.nodes
     lr = float(opts.get("train.lr", CONFIG_LR[ctx.model])) * images / _train(opts, "lr_reference_batch")
-    out.update(rival_settings.schedule(lr, _train(opts, "warmup_iters"), _train(opts, "warmup_factor"),
-                                       _typed(True, opts.get("data.shuffle", True)) if ctx.data else False))
+    out.update(normalized.schedule(lr, _train(opts, "warmup_iters"), _train(opts, "warmup_factor"),
+                                   _typed(True, opts.get("data.shuffle", True)) if ctx.data else False))
     out["init"] = _init(ctx)
     return out
 
 
 def _init(ctx):
     """The shared weights file; else a whole-detector or ImageNet backbone file from the options."""
-    init = rival_settings.shared_init(ctx)
+    init = normalized.shared_init(ctx)
     if init != "random":
         return init
     if ctx.options.get("model.weights"):
@@ -177,9 +177,9 @@ def infer(ctx):
 
 
 def infer_settings(ctx):
-    return rival_settings.inference(
-        ctx, rpn_pre_nms_test=rival_settings.RPN_PRE_NMS_TEST, rpn_post_nms_test=rival_settings.RPN_POST_NMS_TEST,
-        candidates_per_level=rival_settings.RETINANET_CANDIDATES, mask_threshold=rival_settings.MASK_THRESHOLD,
+    return normalized.inference(
+        ctx, rpn_pre_nms_test=normalized.RPN_PRE_NMS_TEST, rpn_post_nms_test=normalized.RPN_POST_NMS_TEST,
+        candidates_per_level=normalized.RETINANET_CANDIDATES, mask_threshold=normalized.MASK_THRESHOLD,
         init=_init(ctx))
 
 
@@ -191,4 +191,6 @@ FRAMEWORK = Framework(
             "(CUDA synchronized), data time the wait for the batch", command=command, settings=settings,
     infer=infer, infer_models=frozenset(CONFIGS), infer_precisions=frozenset({"fp32", "tf32", "fp16", "bf16"}),
     infer_settings=infer_settings,
-    infer_why="python -m harness.trainer.infer: eval mode, post-processing as torchvision's; fp16 and tf32 need CUDA")
+    infer_why="python -m harness.trainer.infer: eval mode, post-processing as torchvision's; fp16 and tf32 need CUDA",
+    images=(ImageRecipe("detbench-trainer", IMAGE_VENV, wheels=True, local_base=True),)
+)

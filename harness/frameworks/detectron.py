@@ -28,9 +28,9 @@ fall at 1-based iterations 1, 21, 41, ... and at the last (warmup + measured), s
 of 20k + 1 iterations puts the window's start on a record too.
 """
 from harness.errors import UserError
-from harness.frameworks.base import CONTAINER_ONLY, TRIAL_DIR, Framework
+from harness.frameworks.base import CONTAINER_ONLY, TRIAL_DIR, Framework, ImageRecipe
 from harness.drivers import initial
-from harness.drivers import settings as rival_settings
+from harness.drivers import settings as normalized
 
 CONFIGS = {"retinanet": "configs/12_2017_baselines/retinanet_R-50-FPN_1x.yaml",
            "faster_rcnn": "configs/12_2017_baselines/e2e_faster_rcnn_R-50-FPN_1x.yaml",
@@ -83,9 +83,9 @@ def settings(ctx):
     # flipped copies (TRAIN.USE_FLIPPED). RPN_POST_NMS_TOP_N 2000 keeps the top 2000 proposals of
     # a GPU's whole minibatch (collect_and_distribute_fpn_rpn_proposals.py), so per image it is
     # 2000 / images per GPU
-    schedule = rival_settings.schedule(lr(ctx), WARMUP_ITERS, WARMUP_FACTOR, shuffle=True)
-    return dict(rival_settings.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=4, flip=True,
-                                      rpn_post_nms_train=2000 // ctx.batch_per_gpu, init=initial.init(ctx)),
+    schedule = normalized.schedule(lr(ctx), WARMUP_ITERS, WARMUP_FACTOR, shuffle=True)
+    return dict(normalized.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=4, flip=True,
+                                  rpn_post_nms_train=2000 // ctx.batch_per_gpu, init=initial.init(ctx)),
                 input_size=[800, 1333], data="coco", **schedule)
 
 
@@ -96,4 +96,7 @@ FRAMEWORK = Framework(
         "from the scenario",
     figures="exact window mean from two running means (time: 6 decimals; since iteration 1, then since 22), "
             "printed at 1-based iterations 1, 21, 41, ... and the last (time includes the wait for data)",
-    command=command, settings=settings, pins=PINS, links=links)
+    command=command, settings=settings, pins=PINS, links=links,
+    # python3 runs runner.py; the trial itself runs Python 2.7
+    images=(ImageRecipe("detectron", "python3"),)
+)

@@ -11,13 +11,13 @@ MODEL.WEIGHTS "" (random weights instead of the configs' detectron2:// ImageNet 
 the mounted file options.weights names); OUTPUT_DIR in the trial folder (the checkout is
 read-only). Data: its builtin catalog reads "datasets/" relative to the folder it runs in (the
 trial's working directory), so the scenario's COCO files are linked there as coco_2017_train's
-images and annotations, and DATASETS.TRAIN is that one set. The metric printer's period is fixed at 20; at this commit it prints no
-``last_time``: its ``time`` is the mean since iteration 3, and two such means give the exact
-window mean.
+images and annotations, and DATASETS.TRAIN is that one set. The metric printer's period is fixed
+at 20; at this commit it prints no ``last_time``: its ``time`` is the mean since iteration 3, and
+two such means give the exact window mean.
 """
-from harness.frameworks.base import NEEDS_GPU, TRIAL_DIR, Framework
+from harness.frameworks.base import IMAGE_VENV, NEEDS_GPU, TRIAL_DIR, Framework, ImageRecipe
 from harness.drivers import initial
-from harness.drivers import settings as rival_settings
+from harness.drivers import settings as normalized
 
 CONFIGS = {"retinanet": "configs/COCO-Detection/retinanet_R_50_FPN_1x.yaml",
            "faster_rcnn": "configs/COCO-Detection/faster_rcnn_R_50_FPN_1x.yaml",
@@ -59,8 +59,8 @@ def links(ctx):
 def settings(ctx):
     # Base-RCNN-FPN / Base-RetinaNet: FREEZE_AT 2 (stem + res2), FrozenBN, 4 loader workers,
     # flip 0.5, POST_NMS_TOPK_TRAIN 1000
-    return rival_settings.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=4, flip=True,
-                                 rpn_post_nms_train=1000, init=initial.init(ctx))
+    return normalized.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=4, flip=True,
+                             rpn_post_nms_train=1000, init=initial.init(ctx))
 
 
 FRAMEWORK = Framework(
@@ -69,4 +69,6 @@ FRAMEWORK = Framework(
     why="detectron2 builds CUDA ops and its train_net.py expects a GPU: dockerfiles/detectron2",
     figures="exact window mean from two running means since iteration 3 (time: 4 decimals, printed every 20 "
             "iterations); hooks after the step count in no iteration; no data time (a 20-iteration window)",
-    command=command, settings=settings, pins=PINS, links=links)
+    command=command, settings=settings, pins=PINS, links=links,
+    images=(ImageRecipe("detectron2", IMAGE_VENV),)
+)

@@ -29,9 +29,9 @@ from pathlib import Path
 
 from harness.errors import UserError
 from harness.vocab.pins import TELEMETRY, EnvSpec
-from harness.frameworks.base import RUNS_HERE, TRIAL_DIR, Framework, infer_args
+from harness.frameworks.base import IMAGE_VENV, RUNS_HERE, TRIAL_DIR, Framework, ImageRecipe, infer_args
 from harness.drivers import initial
-from harness.drivers import settings as rival_settings
+from harness.drivers import settings as normalized
 
 COMMIT = "861838fdb4693b2ebc84ac857c1d04285d30120f"
 PINS = {"efficientdet-pytorch": COMMIT, "torch": "2.14.1", "torchvision": "0.29.1", "timm": "1.0.15",
@@ -120,8 +120,8 @@ def upstream_command(ctx, o):
 def settings(ctx):
     # effdet trains every layer with BatchNorm (SyncBN with --sync-bn); random flip in its transforms
     o = _options(ctx)
-    out = rival_settings.common(ctx, frozen_stages=-1, norm="bn", loader_workers=o["workers"], flip=True,
-                                init=initial.init(ctx))
+    out = normalized.common(ctx, frozen_stages=-1, norm="bn", loader_workers=o["workers"], flip=True,
+                            init=initial.init(ctx))
     if o["trainer"] == "library":
         out.update(input_size=list(ctx.input_size), lr=o["lr"], trainer="effdet 0.4.1 library")
     else:
@@ -149,7 +149,7 @@ def infer(ctx):
 
 
 def infer_settings(ctx):
-    return rival_settings.inference(ctx, candidates_all_levels=CANDIDATES, norm="bn", backbone="EfficientNet-B0")
+    return normalized.inference(ctx, candidates_all_levels=CANDIDATES, norm="bn", backbone="EfficientNet-B0")
 
 
 FRAMEWORK = Framework(
@@ -162,7 +162,13 @@ FRAMEWORK = Framework(
             "iteration from the end of the previous one to the end of its step (device synchronised), "
             "data time the wait for the batch",
     command=command, settings=settings, pins=PINS, env=ENV,
-    infer=infer, infer_models=frozenset({"efficientdet_d0"}), infer_precisions=frozenset({"fp32", "bf16", "fp16", "tf32"}),
+    infer=infer, infer_models=frozenset({"efficientdet_d0"}),
+    infer_precisions=frozenset({"fp32", "bf16", "fp16", "tf32"}),
     infer_settings=infer_settings,
     infer_why="effdet_infer.py: the effdet 0.4.1 library in its pinned env (runs on the CPU); input sides "
-              "divisible by 128; NMS IoU fixed at 0.5; fp16 and tf32 need CUDA")
+              "divisible by 128; NMS IoU fixed at 0.5; fp16 and tf32 need CUDA",
+    # effdet-upstream runs efficientdet-pytorch's own train.py, for GPU hosts
+    images=(ImageRecipe("effdet", IMAGE_VENV, wheels=True, base_recipe="torchvision",
+                        build_here=("antlr4-python3-runtime",)),
+            ImageRecipe("effdet-upstream", IMAGE_VENV))
+)

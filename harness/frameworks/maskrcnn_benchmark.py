@@ -14,9 +14,9 @@ do_train logs every 20 iterations a 20-value median and, in parentheses, the mea
 start: the scraper keeps the means, and two of them give the exact window mean.
 One node only (torch.distributed.launch without a rendezvous across nodes).
 """
-from harness.frameworks.base import CONTAINER_ONLY, TRIAL_DIR, Framework
+from harness.frameworks.base import CONTAINER_ONLY, TRIAL_DIR, Framework, ImageRecipe
 from harness.drivers import initial
-from harness.drivers import settings as rival_settings
+from harness.drivers import settings as normalized
 
 CONFIGS = {"retinanet": "configs/retinanet/retinanet_R-50-FPN_1x.yaml",
            "faster_rcnn": "configs/e2e_faster_rcnn_R_50_FPN_1x.yaml",
@@ -57,8 +57,8 @@ def links(ctx):
 def settings(ctx):
     # configs: MIN_SIZE_TRAIN 800 / MAX_SIZE_TRAIN 1333, FREEZE_CONV_BODY_AT 2 (stem + res2),
     # FrozenBatchNorm, DATALOADER.NUM_WORKERS 4, flip 0.5
-    return dict(rival_settings.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=4,
-                                      flip=True, rpn_post_nms_train=2000, init=initial.init(ctx)),
+    return dict(normalized.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=4,
+                                  flip=True, rpn_post_nms_train=2000, init=initial.init(ctx)),
                 input_size=[800, 1333], data="coco")
 
 
@@ -68,4 +68,6 @@ FRAMEWORK = Framework(
     why="PyTorch 1.1 + CUDA-only ops: dockerfiles/maskrcnn-benchmark on a GPU host; COCO files from the scenario",
     figures="exact window mean from two means since the start (in parentheses, 4 decimals), printed every 20 "
             "iterations (time includes data)",
-    command=command, settings=settings, pins=PINS, links=links)
+    command=command, settings=settings, pins=PINS, links=links,
+    images=(ImageRecipe("maskrcnn-benchmark", "python3"),)
+)

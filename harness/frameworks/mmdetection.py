@@ -13,9 +13,9 @@ import os
 
 from harness.vocab.pins import TELEMETRY, EnvSpec, SourceBuild
 from harness.errors import UserError
-from harness.frameworks.base import RUNS_HERE, Framework, infer_args
+from harness.frameworks.base import IMAGE_VENV, RUNS_HERE, Framework, ImageRecipe, infer_args
 from harness.drivers import initial
-from harness.drivers import settings as rival_settings
+from harness.drivers import settings as normalized
 
 DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       "drivers", "mmdet_driver.py")
@@ -49,8 +49,8 @@ def _options(ctx):
             "warmup_iters": int(opts.get("warmup_iters", 500)),      # the driver's LinearLR
             "warmup_factor": float(opts.get("warmup_factor", 0.001)),
             # mmdet's configs keep 1000 proposals after NMS; the driver takes the shared 2000
-            "rpn_pre_nms_train": int(opts.get("rpn_pre_nms_train", rival_settings.RPN_PRE_NMS_TRAIN)),
-            "rpn_post_nms_train": int(opts.get("rpn_post_nms_train", rival_settings.RPN_POST_NMS_TRAIN))}
+            "rpn_pre_nms_train": int(opts.get("rpn_pre_nms_train", normalized.RPN_PRE_NMS_TRAIN)),
+            "rpn_post_nms_train": int(opts.get("rpn_post_nms_train", normalized.RPN_POST_NMS_TRAIN))}
 
 
 def command(ctx):
@@ -86,18 +86,18 @@ def settings(ctx):
     # the driver's config: frozen_stages=1, BN with requires_grad=False and norm_eval=True, the
     # samplers of mmdet's configs (256 at 0.5, 512 at 0.25), RoIAlign 2 / aligned=False, smooth L1
     # (beta 1/9) in both stages, no mask RoI cap of its own; RetinaNet: L1, P6 from P5 ('on_output')
-    out = rival_settings.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=o["workers"],
-                                flip=o["flip"])
-    out.update(rival_settings.detection(
+    out = normalized.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=o["workers"],
+                            flip=o["flip"])
+    out.update(normalized.detection(
         ctx, rpn_pre_nms_train=o["rpn_pre_nms_train"], rpn_post_nms_train=o["rpn_post_nms_train"],
         rpn_batch_per_image=256, rpn_positive_fraction=0.5, roi_batch_per_image=512,
         roi_positive_fraction=0.25, roi_align_sampling_ratio=2, roi_align_aligned=False,
         mask_rois_per_image_max=None,
-        box_loss="l1" if ctx.model == "retinanet" else rival_settings.SMOOTH_L1_BOTH,
+        box_loss="l1" if ctx.model == "retinanet" else normalized.SMOOTH_L1_BOTH,
         extra_levels_from="p5"))
     # the configs' lr is for 16 images, but the driver does not scale it by the batch
-    out.update(rival_settings.schedule(o["lr"], o["warmup_iters"], o["warmup_factor"], o["shuffle"]))
-    out["init"] = rival_settings.shared_init(ctx)
+    out.update(normalized.schedule(o["lr"], o["warmup_iters"], o["warmup_factor"], o["shuffle"]))
+    out["init"] = normalized.shared_init(ctx)
     return out
 
 
@@ -113,9 +113,9 @@ def infer(ctx):
 
 
 def infer_settings(ctx):
-    return rival_settings.inference(
-        ctx, rpn_pre_nms_test=rival_settings.RPN_PRE_NMS_TEST, rpn_post_nms_test=rival_settings.RPN_POST_NMS_TEST,
-        candidates_per_level=rival_settings.RETINANET_CANDIDATES, mask_threshold=rival_settings.MASK_THRESHOLD)
+    return normalized.inference(
+        ctx, rpn_pre_nms_test=normalized.RPN_PRE_NMS_TEST, rpn_post_nms_test=normalized.RPN_POST_NMS_TEST,
+        candidates_per_level=normalized.RETINANET_CANDIDATES, mask_threshold=normalized.MASK_THRESHOLD)
 
 
 FRAMEWORK = Framework(
@@ -129,4 +129,8 @@ FRAMEWORK = Framework(
     infer=infer, infer_models=frozenset(MODELS), infer_precisions=frozenset({"fp32", "fp16", "tf32"}),
     infer_settings=infer_settings,
     infer_why="mmdet_infer.py: its data preprocessor, model and predict_by_feat in eval mode; no bf16 "
-              "(mmcv 2.1.0's RoIAlign has no bf16 kernel); fp16 and tf32 need CUDA")
+              "(mmcv 2.1.0's RoIAlign has no bf16 kernel); fp16 and tf32 need CUDA",
+    # mmdetection-cuda compiles mmcv's CUDA ops, for GPU hosts
+    images=(ImageRecipe("mmdetection", IMAGE_VENV, wheels=True, base_recipe="torchvision", host_wheels=True),
+            ImageRecipe("mmdetection-cuda", IMAGE_VENV))
+)

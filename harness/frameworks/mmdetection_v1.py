@@ -12,9 +12,9 @@ the log interval (LOG_INTERVAL) and a hook that ends every rank (exit 0) right a
 first logged iteration at or after the window's end. The work folder is the trial's.
 Records are window means over LOG_INTERVAL iterations. One node only.
 """
-from harness.frameworks.base import CONTAINER_ONLY, TRIAL_DIR, Framework
+from harness.frameworks.base import CONTAINER_ONLY, TRIAL_DIR, Framework, ImageRecipe
 from harness.drivers import initial
-from harness.drivers import settings as rival_settings
+from harness.drivers import settings as normalized
 
 CONFIGS = {"retinanet": "retinanet_r50_fpn_1x.py", "faster_rcnn": "faster_rcnn_r50_fpn_1x.py",
            "mask_rcnn": "mask_rcnn_r50_fpn_1x.py"}
@@ -92,8 +92,8 @@ del _base, _Hook
 def settings(ctx):
     # the seed configs: workers_per_gpu=2, img_scale=(1333, 800), flip_ratio=0.5, frozen_stages=1
     # with frozen BN, rpn_proposal max_num=2000 (this era's key); the batch is the cell's
-    return dict(rival_settings.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=2,
-                                      flip=True, rpn_post_nms_train=2000, init=initial.init(ctx)),
+    return dict(normalized.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=2,
+                                  flip=True, rpn_post_nms_train=2000, init=initial.init(ctx)),
                 input_size=[800, 1333], data="coco")
 
 
@@ -103,4 +103,6 @@ FRAMEWORK = Framework(
     why="PyTorch 1.1 + CUDA 9/10 era: dockerfiles/mmdetection-v1 on a GPU host; COCO 2017 mounted",
     figures="window mean over the 10-iteration log interval detbench sets (time includes data)",
     command=command, settings=settings, pins=PINS, scrape_options={"interval": LOG_INTERVAL},
-    files=files)
+    files=files,
+    images=(ImageRecipe("mmdetection-v1", "python3"),)
+)

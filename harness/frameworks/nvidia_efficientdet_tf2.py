@@ -6,9 +6,9 @@ Follows upstream's scripts/D0/training-benchmark-*.sh: mpirun one process per GP
 --benchmark_steps (warmup + measured) and --log_steps 1; synthetic data uses
 --use_fake_data. dllogger's time_log gives images/s over step windows (THROUGHPUT).
 """
-from harness.frameworks.base import CONTAINER_ONLY, Framework
+from harness.frameworks.base import CONTAINER_ONLY, Framework, ImageRecipe
 from harness.drivers import initial
-from harness.drivers import settings as rival_settings
+from harness.drivers import settings as normalized
 
 COMMIT = "bd6ca13b59b539fee7394d2887fdff2b1444d49a"
 PINS = {"DeepLearningExamples": COMMIT, "base image": "nvcr.io/nvidia/tensorflow:22.03-tf2-py3"}
@@ -35,8 +35,8 @@ def command(ctx):
 
 def settings(ctx):
     # train.py's --backbone_init and --pretrained_ckpt default to None: random weights, nothing fetched
-    return dict(rival_settings.common(ctx, frozen_stages=-1, norm="bn", loader_workers=0, flip=True,
-                                      init=initial.init(ctx)),
+    return dict(normalized.common(ctx, frozen_stages=-1, norm="bn", loader_workers=0, flip=True,
+                                  init=initial.init(ctx)),
                 input_size=[512, 512])
 
 
@@ -46,4 +46,6 @@ FRAMEWORK = Framework(
     status=CONTAINER_ONLY,
     why="needs the NGC TensorFlow 22.03 container and a GPU (XLA, Horovod): dockerfiles/nvidia-efficientdet-tf2",
     figures="images/s over dllogger step windows (THROUGHPUT), from the start of each window",
-    command=command, settings=settings, pins=PINS)
+    command=command, settings=settings, pins=PINS,
+    images=(ImageRecipe("nvidia-efficientdet-tf2", "python3"),)
+)

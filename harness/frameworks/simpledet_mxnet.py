@@ -21,9 +21,9 @@ are THROUGHPUT over 10 iterations. One node only (no DMLC launcher here).
 import re
 from pathlib import Path
 
-from harness.frameworks.base import CONTAINER_ONLY, TRIAL_DIR, Framework
+from harness.frameworks.base import CONTAINER_ONLY, TRIAL_DIR, Framework, ImageRecipe
 from harness.drivers import initial
-from harness.drivers import settings as rival_settings
+from harness.drivers import settings as normalized
 
 CONFIGS = {"retinanet": "config/retina_r50v1_fpn_1x.py",
            "faster_rcnn": "config/faster_r50v1_fpn_accel_1x.py",
@@ -118,8 +118,8 @@ def files(ctx):
 def settings(ctx):
     # configs: 800x1333, frozen stem + stage 1 and fixed BN (r50v1 "fixbn"), 8 loader threads;
     # proposals 2000 per image after NMS in training
-    return dict(rival_settings.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=8,
-                                      flip=True, rpn_post_nms_train=2000, init=initial.init(ctx)),
+    return dict(normalized.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=8,
+                                  flip=True, rpn_post_nms_train=2000, init=initial.init(ctx)),
                 input_size=[800, 1333], data="coco")
 
 
@@ -128,4 +128,6 @@ FRAMEWORK = Framework(
     models=frozenset(CONFIGS), precisions=frozenset({"fp32", "fp16"}), status=CONTAINER_ONLY,
     why="MXNet 1.x built from source with CUDA + SimpleDet operators: dockerfiles/simpledet-mxnet on a GPU host",
     figures="images/s over the last 10 batches (Speedometer); no iteration or data time",
-    command=command, settings=settings, pins=PINS, scrape_options={"frequent": FREQUENT}, files=files)
+    command=command, settings=settings, pins=PINS, scrape_options={"frequent": FREQUENT}, files=files,
+    images=(ImageRecipe("simpledet-mxnet", "python3"),)
+)

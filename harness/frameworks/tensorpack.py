@@ -31,9 +31,10 @@ Log: ThroughputTracker (samples_per_step = NUM_GPUS) prints images/s over each w
 when it ends, 5 significant digits: records are THROUGHPUT over STEPS_PER_EPOCH iterations.
 """
 from harness.errors import UserError
-from harness.frameworks.base import CONTAINER_ONLY, TRIAL_DIR, WORKDIR as TRIAL_WORKDIR, Framework
+from harness.frameworks.base import (CONTAINER_ONLY, TRIAL_DIR, WORKDIR as TRIAL_WORKDIR, Framework,
+                                     ImageRecipe)
 from harness.drivers import initial
-from harness.drivers import settings as rival_settings
+from harness.drivers import settings as normalized
 
 MODELS = ("faster_rcnn", "mask_rcnn")
 COMMIT = "d71184c41e622ba68d7028bc9d7e6c7fee2be8e2"   # 2019-08-31, "fix #1312"
@@ -99,11 +100,11 @@ def settings(ctx):
     # after NMS (TRAIN_PER_LEVEL_NMS_TOPK, per level and after merging); train.py keeps BASE_LR
     # 0.01 at any GPU count and warms up linearly over 1000 steps from WARMUP_INIT_LR (0.0033,
     # lowered by 8 / NUM_GPUS beyond 8 GPUs); the image order is reshuffled each pass
-    out = rival_settings.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=10, flip=True,
-                                rpn_post_nms_train=2000, init=initial.init(ctx))
+    out = normalized.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=10, flip=True,
+                            rpn_post_nms_train=2000, init=initial.init(ctx))
     out.update(input_size=[800, 1344], data="coco")
-    return dict(out, **rival_settings.schedule(BASE_LR, WARMUP_ITERS, WARMUP_FACTOR * min(8.0 / ctx.gpus, 1.0),
-                                               shuffle=True))
+    return dict(out, **normalized.schedule(BASE_LR, WARMUP_ITERS, WARMUP_FACTOR * min(8.0 / ctx.gpus, 1.0),
+                                           shuffle=True))
 
 
 FRAMEWORK = Framework(
@@ -114,4 +115,6 @@ FRAMEWORK = Framework(
     figures="images/s over each %d-iteration epoch (ThroughputTracker, 5 significant digits; epoch-end "
             "callbacks excluded); no iteration or data time" % STEPS_PER_EPOCH,
     command=command, settings=settings, pins=PINS, scrape_options={"steps_per_epoch": STEPS_PER_EPOCH},
-    links=links)
+    links=links,
+    images=(ImageRecipe("tensorpack", "python3"),)
+)

@@ -8,8 +8,8 @@ import os
 
 from harness.vocab.pins import TELEMETRY, EnvSpec
 from harness.errors import UserError
-from harness.frameworks.base import RUNS_HERE, Framework, infer_args
-from harness.drivers import settings as rival_settings
+from harness.frameworks.base import IMAGE_VENV, RUNS_HERE, Framework, ImageRecipe, infer_args
+from harness.drivers import settings as normalized
 
 DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       "drivers", "torchvision_driver.py")
@@ -32,8 +32,8 @@ def _options(ctx):
             "warmup_iters": int(opts.get("warmup_iters", 0)),
             "warmup_factor": float(opts.get("warmup_factor", 1.0 / 3)),
             "flip": bool(opts.get("flip", True)), "shuffle": bool(opts.get("shuffle", True)),
-            "rpn_pre_nms_train": int(opts.get("rpn_pre_nms_train", rival_settings.RPN_PRE_NMS_TRAIN)),
-            "rpn_post_nms_train": int(opts.get("rpn_post_nms_train", rival_settings.RPN_POST_NMS_TRAIN))}
+            "rpn_pre_nms_train": int(opts.get("rpn_pre_nms_train", normalized.RPN_PRE_NMS_TRAIN)),
+            "rpn_post_nms_train": int(opts.get("rpn_post_nms_train", normalized.RPN_POST_NMS_TRAIN))}
 
 
 def command(ctx):
@@ -62,20 +62,20 @@ def command(ctx):
 
 def settings(ctx):
     o = _options(ctx)
-    out = rival_settings.common(ctx, frozen_stages=4 - o["trainable_layers"], norm=o["norm"],
-                                loader_workers=o["workers"], flip=o["flip"])
+    out = normalized.common(ctx, frozen_stages=4 - o["trainable_layers"], norm=o["norm"],
+                            loader_workers=o["workers"], flip=o["flip"])
     # torchvision's own defaults for the samplers (256 at 0.5, 512 at 0.25), MultiScaleRoIAlign
     # (sampling_ratio=2, aligned=False), its smooth L1 (beta 1/9) in both stages, no mask RoI cap
     # of its own, and RetinaNet's L1 box loss with P6/P7 from P5 (LastLevelP6P7(256, 256))
-    out.update(rival_settings.detection(
+    out.update(normalized.detection(
         ctx, rpn_pre_nms_train=o["rpn_pre_nms_train"], rpn_post_nms_train=o["rpn_post_nms_train"],
         rpn_batch_per_image=256, rpn_positive_fraction=0.5, roi_batch_per_image=512,
         roi_positive_fraction=0.25, roi_align_sampling_ratio=2, roi_align_aligned=False,
         mask_rois_per_image_max=None,
-        box_loss="l1" if ctx.model == "retinanet" else rival_settings.SMOOTH_L1_BOTH,
+        box_loss="l1" if ctx.model == "retinanet" else normalized.SMOOTH_L1_BOTH,
         extra_levels_from="p5"))
-    out.update(rival_settings.schedule(o["lr"], o["warmup_iters"], o["warmup_factor"], o["shuffle"]))
-    out["init"] = rival_settings.shared_init(ctx)
+    out.update(normalized.schedule(o["lr"], o["warmup_iters"], o["warmup_factor"], o["shuffle"]))
+    out["init"] = normalized.shared_init(ctx)
     return out
 
 
@@ -88,9 +88,9 @@ def infer(ctx):
 
 
 def infer_settings(ctx):
-    return rival_settings.inference(
-        ctx, rpn_pre_nms_test=rival_settings.RPN_PRE_NMS_TEST, rpn_post_nms_test=rival_settings.RPN_POST_NMS_TEST,
-        candidates_per_level=rival_settings.RETINANET_CANDIDATES, mask_threshold=rival_settings.MASK_THRESHOLD)
+    return normalized.inference(
+        ctx, rpn_pre_nms_test=normalized.RPN_PRE_NMS_TEST, rpn_post_nms_test=normalized.RPN_POST_NMS_TEST,
+        candidates_per_level=normalized.RETINANET_CANDIDATES, mask_threshold=normalized.MASK_THRESHOLD)
 
 
 FRAMEWORK = Framework(
@@ -103,4 +103,7 @@ FRAMEWORK = Framework(
     infer=infer, infer_models=frozenset(MODELS), infer_precisions=frozenset({"fp32", "tf32", "fp16", "bf16"}),
     infer_settings=infer_settings,
     infer_why="torchvision_infer.py: its transform, model and postprocess_detections in eval mode; "
-              "fp16 and tf32 need CUDA")
+              "fp16 and tf32 need CUDA",
+    # the trainer's image: its closure, line for line
+    images=(ImageRecipe("torchvision", IMAGE_VENV, base_recipe="detbench-trainer"),)
+)

@@ -28,7 +28,7 @@ from pydantic import Field, field_validator
 
 from harness import frameworks
 from harness.errors import BackendDown, BackendLost, UserError
-from harness.launch import engine, hostcpu, images, trialfiles
+from harness.launch import engine, hostcpu, image_lock, images, trialfiles
 from harness.launch.docker_reaper import alive
 from harness.launch.local import ROOT, runner_argv
 from harness.vocab import names
@@ -82,7 +82,7 @@ def container_name(trial_id):
 
 def recipe_for(scenario, framework):
     opts = getattr(scenario, "docker", None)
-    chosen = (opts.images.get(framework) if opts is not None else None) or images.FRAMEWORK_RECIPES.get(framework)
+    chosen = (opts.images.get(framework) if opts is not None else None) or images.default_recipe(framework)
     if chosen is None:
         raise UserError("framework %s has no container image recipe" % framework)
     return chosen
@@ -153,7 +153,7 @@ def preflight(scenario, cells=()):
 
 def dry_run(scenario, out):
     """Say which image each framework's trials would run in (from the lock file; no engine needed)."""
-    lock = images.read_lock()
+    lock = image_lock.read_lock()
     for fw in sorted(set(scenario.matrix.framework)):
         name = recipe_for(scenario, fw)
         entry = lock.get(name)
@@ -247,7 +247,7 @@ class DockerLauncher:
             try:
                 container.reload()
                 state = container.attrs.get("State", {})
-                (trial_dir / "runner.err").write_bytes(container.logs(stdout=True, stderr=True))
+                (trial_dir / trialfiles.RUNNER_ERR).write_bytes(container.logs(stdout=True, stderr=True))
             except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
                 self._fail(trial_dir, facts, "the Docker engine went away as the trial ended (%s)" % _short(exc))
                 raise BackendLost("the Docker engine went away during trial %s" % trial_dir.name) from None
@@ -323,7 +323,7 @@ class DockerLauncher:
         if why:
             record["error"] = why + ("; runner: " + record["error"] if record.get("error") else "")
         record["container"] = facts
-        write_json_atomic(str(trial_dir / "trial.json"), record)
+        write_json_atomic(str(trial_dir / trialfiles.RECORD), record)
 
 
 def _data_paths(scenario):

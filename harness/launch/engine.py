@@ -31,6 +31,15 @@ def connect(timeout=120):
     return client
 
 
+def local_image(client, ref):
+    """The engine's image of `ref` (a tag or an ID), or None when it has none."""
+    import docker
+    try:
+        return client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        return None
+
+
 def available():
     """True when an engine answers; for tests and `doctor`-style checks."""
     try:

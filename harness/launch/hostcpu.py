@@ -15,8 +15,8 @@ import shutil
 CPUINFO = "/proc/cpuinfo"
 X86_BF16 = ("avx512bw", "avx512vl", "avx512dq")     # what torch's oneDNN bf16 check asks of x86
 ARM_BF16 = "bf16"
-NO_COMPUTE = ("calibrate",)
-THIS_HOST = "this host's CPU"     # how the reasons of the cells this module marks NA begin     # the calibration workload sleeps its known times in any precision
+NO_COMPUTE = ("calibrate",)       # the calibration workload sleeps its known times in any precision
+THIS_HOST = "this host's CPU"     # how the reasons of the cells this module marks NA begin
 
 
 def cpu(path=None):

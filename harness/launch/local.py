@@ -84,12 +84,12 @@ class LocalLauncher:
         full_env["PYTHONPATH"] = os.pathsep.join(
             [str(ROOT)] + ([full_env["PYTHONPATH"]] if full_env.get("PYTHONPATH") else []))
         cmd = runner_argv(self.python, trial_dir, timeout_s, env, argv)
-        with open(trial_dir / "runner.err", "wb") as err:
+        with open(trial_dir / trialfiles.RUNNER_ERR, "wb") as err:
             proc = subprocess.Popen(cmd, env=full_env, cwd=str(ROOT), stdin=subprocess.DEVNULL,
                                     stdout=err, stderr=subprocess.STDOUT)
             try:
                 code = proc.wait()
-                if not (trial_dir / "trial.json").exists():
+                if not (trial_dir / trialfiles.RECORD).exists():
                     end_orphans(trial_dir, code)
                 return code
             except BaseException:
@@ -111,13 +111,13 @@ def end_orphans(trial_dir, code):
     process group it left behind (trial.pid) and say in runner.err how runner.py ended."""
     import signal
     try:
-        pgid = int((trial_dir / "trial.pid").read_text().split()[0])
+        pgid = int((trial_dir / trialfiles.PIDFILE).read_text().split()[0])
         os.killpg(pgid, signal.SIGKILL)
     except (OSError, ValueError, IndexError):
         pass   # no pid written, or the group is gone already
     how = ("killed by signal %d" % -code) if code < 0 else "exit code %d" % code
     try:
-        with open(trial_dir / "runner.err", "a") as f:
+        with open(trial_dir / trialfiles.RUNNER_ERR, "a") as f:
             f.write("runner.py ended without writing trial.json (%s)\n" % how)
     except OSError:
         pass

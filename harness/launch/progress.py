@@ -12,6 +12,8 @@ import sys
 import threading
 import time
 
+from harness.launch import trialfiles
+
 ITER_PREFIX = b"DETBENCH_ITER "
 REFRESH_S = 0.25
 CLEAR = "\r\033[K"
@@ -106,7 +108,7 @@ class LiveProgress(PlainProgress):
     def start(self, trial, cell_key, repeat, trial_dir=None):
         self.head = "[%d/%d] %s repeat %d" % (self.done + 1, self.total, cell_key, repeat)
         self.trial_started = time.monotonic()
-        self.tail = LogTail(os.path.join(str(trial_dir), "log.txt")) if trial_dir else None
+        self.tail = LogTail(os.path.join(str(trial_dir), trialfiles.LOG)) if trial_dir else None
         self.stop.clear()
         self.draw()
         self.thread = threading.Thread(target=self._loop, name="detbench-progress", daemon=True)

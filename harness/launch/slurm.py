@@ -23,7 +23,7 @@ from runner import write_json_atomic
 
 RENDEZVOUS = "static"      # see TrialContext.rendezvous: node ranks follow SLURM_NODEID
 SCRIPT = "job.sbatch"
-OUTPUT = "runner.err"      # Slurm's output for the job: what ingest shows when runner.py wrote nothing
+OUTPUT = trialfiles.RUNNER_ERR      # Slurm's output for the job: what ingest shows when runner.py wrote nothing
 RECORD = "slurm.json"
 ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
           "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"}
@@ -304,7 +304,7 @@ def record_end(trial_dir, job_id, state, exit_code, reason):
         why += "; " + on_nodes
     record["error"] = why
     record["slurm"] = {"job_id": job_id, "state": state, "exit_code": exit_code}
-    write_json_atomic(os.path.join(trial_dir, "trial.json"), record)
+    write_json_atomic(os.path.join(trial_dir, trialfiles.RECORD), record)
     return False
 
 
@@ -401,7 +401,7 @@ class SlurmLauncher:
                 down = down_nodes(info["Partition"], need) if info.get("Partition") else None
                 why = "requeued by Slurm after its node failed" + ("; %s" % down if down else "")
                 cancel([job_id])
-                if not (trial_dir / "log.txt").exists():   # it never started: nothing to fail
+                if not (trial_dir / trialfiles.LOG).exists():   # it never started: nothing to fail
                     raise BackendDown("slurm job %s %s before the trial started" % (job_id, why))
                 record_end(trial_dir, job_id, "NODE_FAIL", "", why + "; cancelled by detbench")
                 raise BackendLost("slurm job %s of trial %s lost its node (%s)" % (job_id, trial_dir.name, why))

@@ -7,13 +7,25 @@ TRIAL_DIR placeholder).
 
 Every launcher runs the trial with its folder at the same absolute path (a bind mount of the
 same path in Docker, shared storage under Slurm), so the path filled in here is valid there.
+
+The names of the files in a trial's folder: runner.py, which writes them, owns them (it is
+one standard-library file and imports nothing of the harness), and the harness takes them
+from here; RUNNER_ERR is the launchers' own.
 """
 import json
 import os
 from pathlib import Path
 
-from harness.frameworks.base import TRIAL_DIR, WORKDIR, Link
+from harness.frameworks.base import TRIAL_DIR, Link
 from harness.errors import ResultsWriteError
+from runner import LOG, LOG_TIMES, PIDFILE, RECORD, TELEMETRY, WORKDIR
+
+__all__ = ["LOG", "LOG_TIMES", "PIDFILE", "RECORD", "RUNNER_ERR", "TELEMETRY", "WORKDIR",
+           "prepare", "fill", "read_trial_json"]
+
+# what a launcher caught of runner.py's own stdout and stderr (the container's output, Slurm's
+# job output): shown when runner.py wrote no record
+RUNNER_ERR = "runner.err"
 
 
 def prepare(trial_dir, argv, files=None):
@@ -54,7 +66,7 @@ def fill(argv, trial_dir):
 def read_trial_json(trial_dir):
     """The trial.json runner.py (or a launcher's verdict) left in trial_dir, or None when it is
     missing, unreadable or not a JSON object."""
-    path = os.path.join(str(trial_dir), "trial.json")
+    path = os.path.join(str(trial_dir), RECORD)
     try:
         with open(path) as f:
             record = json.load(f)

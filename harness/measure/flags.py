@@ -19,7 +19,7 @@ function next to its flag, over what the flag is judged on:
 FLAGS lists them, name -> Flag, in the order a cell names them.
 """
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional, Sequence
 
 from harness.measure import records, work
 
@@ -47,7 +47,7 @@ def spread(values):
     return (max(values) - lo) / lo if lo else float("inf")
 
 
-def unstable(throughputs):
+def unstable(throughputs: Sequence[float]) -> bool:
     """More than one repeat, spread more than UNSTABLE_SPREAD apart."""
     return len(throughputs) > 1 and spread(throughputs) > UNSTABLE_SPREAD
 
@@ -57,7 +57,7 @@ DATA_BOUND_SHARE = 0.10      # data time / iteration time
 RESOLUTION = 0.01            # relative error the harness measures to; thresholds are judged past it
 
 
-def data_bound(data_ms, iteration_ms):
+def data_bound(data_ms: Optional[float], iteration_ms: float) -> bool:
     """Data time (None: not logged) above DATA_BOUND_SHARE of the iteration time, past RESOLUTION."""
     return data_ms is not None and data_ms > DATA_BOUND_SHARE * iteration_ms * (1 + RESOLUTION)
 
@@ -66,7 +66,7 @@ ESTIMATORS_DISAGREE = "estimators-disagree"
 DISAGREE = 0.05              # |reported - observed| / observed
 
 
-def estimators_disagree(reported, observed):
+def estimators_disagree(reported: float, observed: Optional[float]) -> bool:
     """The reported and observed medians (observed None: not measured) more than DISAGREE apart."""
     return observed is not None and abs(reported - observed) / observed > DISAGREE
 

@@ -18,7 +18,7 @@ MEDIAN = 50.0
 PHASES = {jsonlog.PRE_S: "pre-processing", jsonlog.NET_S: "network", jsonlog.POST_S: "post-processing"}
 
 
-def key(p):
+def key(p: float) -> str:
     """The figure's name: 'p99_s', 'p99.9_s'."""
     return "p%g_s" % p
 

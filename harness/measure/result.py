@@ -1,7 +1,7 @@
 """TrialResult: one analysed trial, from ingest to the store and the progress line."""
 import json
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 STATUSES = ("done", "failed")
 
@@ -29,23 +29,23 @@ class TrialResult:
     window: Optional[Tuple[int, int]] = None  # first and last iteration the figure covers
     observed: Optional[float] = None          # images/s from the log lines' arrival times
     fingerprint: Optional[str] = None         # of the host facts in trial.json
-    telemetry: Optional[dict] = None          # runner.py's telemetry summary
+    telemetry: Optional[Dict[str, Any]] = None  # runner.py's telemetry summary
     peak_rss_mb: Optional[float] = None       # the process tree's, from the telemetry
     peak_device_mb: Optional[float] = None
-    work: Optional[dict] = None               # mean work per iteration over the window
-    settings: Optional[dict] = None           # the framework's normalized settings; None: not known
-    latency: Optional[dict] = None            # an inference trial's: harness.measure.latency.trial_latency
+    work: Optional[Dict[str, float]] = None   # mean work per iteration over the window
+    settings: Optional[Dict[str, Any]] = None   # the framework's normalized settings; None: not known
+    latency: Optional[Dict[str, Any]] = None    # an inference trial's: harness.measure.latency.trial_latency
     iterations: Tuple[Iteration, ...] = ()
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError("status must be one of %s, got %r" % (", ".join(STATUSES), self.status))
 
     @property
-    def failed(self):
+    def failed(self) -> bool:
         return self.status == "failed"
 
-    def columns(self):
+    def columns(self) -> Dict[str, Any]:
         """Column -> value of the store's trials row (schema 3); the iterations have their own table."""
         return {
             "status": self.status, "reason": self.reason, "ended": self.ended, "exit_code": self.exit_code,
@@ -61,5 +61,5 @@ class TrialResult:
         }
 
 
-def _json(value):
+def _json(value: Any) -> Optional[str]:
     return None if value is None else json.dumps(value, sort_keys=True)

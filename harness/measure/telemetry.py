@@ -4,7 +4,6 @@ The flags, their thresholds and their rules are in harness.measure.flags (TELEME
 MIXED_HOSTS over the repeats' fingerprints); this module applies them to the summaries a
 cell's trials stored. A cell gets a flag when any of its finished trials has it.
 """
-import json
 
 from harness.measure import flags
 
@@ -16,14 +15,11 @@ def trial_flags(summary):
     return [f.name for f in flags.TELEMETRY if f.rule(summary)]
 
 
-def cell_flags(telemetry_jsons, fingerprints=()):
-    """Flags for a cell from its trials' telemetry_json texts and fingerprints, in FLAGS order."""
+def cell_flags(summaries, fingerprints=()):
+    """Flags for a cell from its trials' telemetry summaries (each a dict, or None where nothing
+    was sampled or stored: the store's records decode them) and fingerprints, in FLAGS order."""
     seen = set()
-    for text in telemetry_jsons:
-        try:
-            summary = json.loads(text) if text else None
-        except ValueError:
-            summary = None
+    for summary in summaries:
         seen.update(trial_flags(summary if isinstance(summary, dict) else None))
     if flags.mixed_hosts(fingerprints):
         seen.add(flags.MIXED_HOSTS)

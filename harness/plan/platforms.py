@@ -1,5 +1,4 @@
 """Platform specs (platforms/*.yaml) and the description of the host we run on."""
-import json
 import re
 from pathlib import Path
 from typing import Optional
@@ -189,13 +188,10 @@ def host_record(platform_names, force=False, facts=None, directory=PLATFORM_DIR)
     return record
 
 
-def forced_note(host_json):
-    """The report line for a forced run, or None (host_json: the runs.host_json text)."""
-    try:
-        host = json.loads(host_json) if host_json else {}
-    except ValueError:
-        return None
-    if not isinstance(host, dict) or not host.get("forced"):
+def forced_note(host):
+    """The report line for a forced run, or None (host: the run's host record, as host_record
+    made it and the store's run record gives it back; None where the run has none)."""
+    if not isinstance(host, dict) or not isinstance(host.get("forced"), dict) or not host["forced"]:
         return None
     return "Forced run on a host that is not %s: %s." % (
         ", ".join(sorted(host["forced"])), "; ".join(d for ds in host["forced"].values() for d in ds))

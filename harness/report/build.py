@@ -34,7 +34,7 @@ def report(results_dir, platform, run_id=None, published=None, ci=True, traces=T
         store = Store(results_dir, create=False)
         try:
             if run_id:
-                run_id = store.run(run_id)["id"]
+                run_id = store.read_run(run_id).id
             data = store_rows.read(store, platform, run_id, MAX_TRACED_CELLS if traces else 0)
         finally:
             store.close()
@@ -76,11 +76,12 @@ def platform_facts(name):
 
 
 def trial_rows(data):
-    """Every trial of the cells, as TRIAL_COLUMNS rows in run order."""
+    """Every trial of the cells, as TRIAL_COLUMNS rows in run order: each trial's columns as the
+    store holds them (its record's stored row: the JSON columns as their stored text)."""
     out = []
     for cell in data.cells:
         for t in data.cell_trials(cell):
-            row = {k: t[k] for k in t.keys() if k in TRIAL_COLUMNS}
+            row = {k: t.get(k) for k in TRIAL_COLUMNS}
             row.update(trial_id=t["id"], framework=cell["framework"], model=cell["model"],
                        precision=cell["precision"], platform=cell["platform"], gpus=cell["gpus"],
                        nodes=cell["nodes"])

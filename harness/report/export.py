@@ -42,7 +42,8 @@ def render_csv(report):
         raise ValueError("rows must be one of %s" % (ROW_KINDS,))
     if report.rows == "trials":
         return to_csv(report.trials, TRIAL_COLUMNS)
-    return to_csv(cell_rows(report.measured + report.published) + latency_rows(report.latency + report.published_latency), CELL_COLUMNS)
+    rows = cell_rows(report.measured + report.published) + latency_rows(report.latency + report.published_latency)
+    return to_csv(rows, CELL_COLUMNS)
 
 
 def render_json(report):
@@ -50,7 +51,8 @@ def render_json(report):
     doc = {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "platform": report.platform,
            "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(report.generated)),
            "runs": [run_row(r) for r in report.runs],
-           "cells": cell_rows(report.measured + report.published) + latency_rows(report.latency + report.published_latency),
+           "cells": (cell_rows(report.measured + report.published)
+                     + latency_rows(report.latency + report.published_latency)),
            "trials": list(report.trials)}
     return json.dumps(doc, indent=2, sort_keys=False) + "\n"
 

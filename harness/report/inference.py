@@ -79,7 +79,7 @@ def _model_order(name):
 def latency_tables(cell_entries, runs):
     """One LatencyTable per platform x precision x framework x model, rows by batch size."""
     groups = defaultdict(list)
-    for key, (cell, entry) in cell_entries.items():
+    for cell, entry in cell_entries.values():
         groups[(cell["platform"], cell["precision"], cell["framework"], cell["model"])].append((cell, entry))
     out = []
     for (plat, prec, fw, model), members in sorted(groups.items(), key=lambda kv: (

@@ -159,8 +159,9 @@ def latency_table_text(table):
                                               " NA |" * (len(heads) - 2)))
             continue
         lat = entry.latency
-        lines.append("| %d | %s | %s | %s |" % (batch, printed(entry.throughput) if as_given else "%.1f" % entry.throughput,
-                                               number(lat.mean_ms), " | ".join(number(v) for _, v in lat.percentiles)))
+        shown = printed(entry.throughput) if as_given else "%.1f" % entry.throughput
+        lines.append("| %d | %s | %s | %s |" % (batch, shown, number(lat.mean_ms),
+                                               " | ".join(number(v) for _, v in lat.percentiles)))
     extra = ["%s NA: %s" % (MARKS[i % len(MARKS)], text) for i, text in enumerate(notes)] + list(table.notes)
     if any(v is None for _, e in table.rows if e.latency for _, v in e.latency.percentiles):
         extra.append("NA in a percentile column: too few measured batches to place it.")

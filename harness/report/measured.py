@@ -1,4 +1,7 @@
-"""Report tables from the store's rows (harness.report.rows): per cell, the summary over its repeats."""
+"""Report tables from the store's records (harness.report.rows): per cell, the summary over its repeats.
+
+Every stored JSON value (a run's scenario, host, limits and order; a trial's settings, telemetry,
+window and work) is read from its typed record (harness.results.records), never decoded here."""
 import copy
 import dataclasses
 import json
@@ -29,13 +32,13 @@ def cell_entries(rows, ci=True, places=None):
         by_run[c["run_id"]].append(c)
     out = {}
     for rid, run_cells in by_run.items():
-        window = nominal_window(rows.runs[rid]["scenario_json"])
-        bounds = run_limits(rows.runs[rid])
+        run = rows.runs[rid]
+        bounds = run_limits(run)
         for c in run_cells:
             if Cell.from_key(c["cell_key"]).batch:
                 continue   # an inference cell: harness.report.inference tables it
-            entry = entry_for(c, rows.cell_trials(c), ci, window, bounds)
-            if entry.detail is not None and _imported(rows.runs[rid]):
+            entry = entry_for(c, rows.cell_trials(c), ci, run.scenario.nominal_window, bounds)
+            if entry.detail is not None and run.imported:
                 entry = dataclasses.replace(entry, detail=dataclasses.replace(entry.detail, imported=True))
             check = places.get(rid, (None, None))[0]
             if check is not None and check.flagged and entry.detail is not None:
@@ -44,66 +47,60 @@ def cell_entries(rows, ci=True, places=None):
     return out
 
 
-def _imported(run):
-    """Whether a run is one `detbench import` made (its cells' figures come from logs made elsewhere)."""
-    if hasattr(run, "imported"):
-        return bool(run.imported)
-    return "origin" in run.keys() and run["origin"] == "imported"
-
-
 def place_checks(rows):
     """{run id: (its place check or None, the line the tables of its cells print or None)} for the
     runs of these rows (harness.measure.place): a run stored before shuffled orders, with rounds
     enough to check, gets the line saying why it cannot be checked."""
     out = {}
     for rid, run in rows.runs.items():
-        keys = run.keys()
-        if "origin" in keys and run["origin"] == "imported":
+        if run.imported:
             continue
         trials = [t for (r, _), ts in rows.trials.items() if r == rid for t in ts]
-        order = _loads(run["order_json"] if "order_json" in keys else None)
-        if not isinstance(order, dict) or not isinstance(order.get("seed"), int):
+        if run.order is None:
             got = place.grid(trials)
             if got is not None and got[0].shape[0] >= flags.PLACE_ROUNDS and got[0].shape[1] >= 2:
                 out[rid] = (None, "Place in the round, run %s: not checked; its rounds ran cell by cell in a fixed "
                                   "order (stored before shuffled orders), so a place effect is part of each cell's "
                                   "figure." % rid)
             continue
-        check = place.check(trials, order["seed"])
-        out[rid] = (check, None if check is None else place_line(rid, order, check))
+        check = place.check(trials, run.order.seed)
+        out[rid] = (check, None if check is None else place_line(rid, run.order, check))
     return out
 
 
 def place_line(rid, order, check):
-    """The line under a table for one run's place check."""
+    """The line under a table for one run's place check (order: the run's StoredOrder)."""
     return ("Place in the round, run %s (order seed %d, %d rounds of %d trials): each finished trial's images/s "
             "over its cell's geometric mean, median by place 1-%d: %s; the places' levels span %.1f%%, the cells' "
             "own spread is %.1f%%, and %d of %d reshuffled orders span as wide: %s." % (
-                rid, order["seed"], check.rounds, check.places, check.places,
+                rid, order.seed, check.rounds, check.places, check.places,
                 " | ".join("-" if m is None else "%.3f" % m for m in check.medians),
                 100 * check.span, 100 * check.cell_spread, check.wider, check.draws,
                 "a place effect (%s)" % flags.PLACE_EFFECT if check.flagged else "no place effect"))
 
 
 def run_limits(run):
-    """The run's stored limits (harness.measure.compute.for_run), {} where it has none, with each
-    precision's peak raised to a higher one measured since on the same kind of machine
-    (compute.best_peak)."""
-    text = run["limits_json"] if "limits_json" in run.keys() else None
-    value = _loads(text)
-    if not isinstance(value, dict):
+    """The limits the run stored (its StoredRun's `limits`, harness.measure.compute.for_run), {}
+    where it has none, with each precision's peak raised to a higher one measured since on the
+    same kind of machine (compute.best_peak).
+
+    The peak and the work models are what the run stored; the one figure this reads from this
+    host's cache at report time is that higher peak, and only to raise the stored one: a peak
+    is a ceiling a busy machine can only measure low, so the best figure measured since for the
+    same fingerprint and thread count is the truer one. The stored peak still shows beside it
+    (peak_stored_gflops, and the shares against it in compute_lines), and a cache that has no
+    such figure, or that another host holds, leaves the stored limits as they are."""
+    limits = run.limits
+    if limits is None:
         return {}
-    of = value.get("peak_of")
+    of = limits.get("peak_of")
     if isinstance(of, dict):
         fingerprint, threads = of.get("fingerprint"), of.get("threads")
     else:   # stored before runs named the peak's machine: the run's host and its scenario's threads
-        host = _loads(run["host_json"] if "host_json" in run.keys() else None)
-        scenario = _loads(run["scenario_json"] if "scenario_json" in run.keys() else None)
-        fingerprint = host.get("fingerprint") if isinstance(host, dict) else None
-        env = scenario.get("env") if isinstance(scenario, dict) else None
-        value_threads = env.get("OMP_NUM_THREADS") if isinstance(env, dict) else None
+        fingerprint = run.fingerprint
+        value_threads = run.scenario.env.get("OMP_NUM_THREADS")
         threads = str(value_threads) if value_threads else "default"
-    return compute.best_peak(value, fingerprint, threads)
+    return compute.best_peak(limits, fingerprint, threads)
 
 
 def cell_limits(cell, bounds, counts=None):
@@ -143,25 +140,6 @@ def cell_limits(cell, bounds, counts=None):
     return out
 
 
-def nominal_window(scenario_json):
-    """(first, last) measured iteration the run's scenario asked for, or None where unknown."""
-    try:
-        sc = json.loads(scenario_json)
-        warmup, measure = sc["warmup"], sc["measure"]
-    except (TypeError, ValueError, KeyError):
-        return None
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (warmup, measure)):
-        return None
-    return (warmup + 1, warmup + measure)
-
-
-def _loads(text):
-    try:
-        return json.loads(text) if text else None
-    except ValueError:
-        return None
-
-
 def _distinct(values):
     out = []
     for v in values:
@@ -171,8 +149,8 @@ def _distinct(values):
 
 
 def cell_work(done):
-    """{count: median over the repeats} of the finished trials' work_json, or None."""
-    works = [w for w in (_loads(t["work_json"]) for t in done) if isinstance(w, dict)]
+    """{count: median over the repeats} of the work per iteration the finished trials logged, or None."""
+    works = [t.work for t in done if t.work is not None]
     keys = [k for k in work.LABELS if any(k in w for w in works)]
     return {k: work.median([w[k] for w in works if k in w]) for k in keys} or None
 
@@ -205,9 +183,9 @@ def entry_for(cell, trials, ci=True, window=None, bounds=None):
     raised = list(s.flags)
     if flags.window_approximate(done):
         raised.append(flags.WINDOW_APPROXIMATE)
-    raised += telemetry.cell_flags([t["telemetry_json"] for t in done], [t["fingerprint"] for t in done])
-    variants = _distinct(_loads(t["settings_json"]) or {} for t in done)
-    windows = _distinct(tuple(w) for w in (_loads(t["window_json"]) for t in done) if isinstance(w, list))
+    raised += telemetry.cell_flags([t.telemetry for t in done], [t.fingerprint for t in done])
+    variants = _distinct(t.settings or {} for t in done)
+    windows = _distinct(t.window for t in done if t.window is not None)
     counts = cell_work(done)
     detail = Detail(n=s.n, median=s.throughput, failed=len(failed), minimum=s.minimum, maximum=s.maximum, iqr=s.iqr,
                     ci=(s.ci_low, s.ci_high) if ci else None, cv=s.cv, observed=s.observed, outliers=s.outliers,
@@ -241,7 +219,7 @@ def tables(rows, ci=True):
     places = place_checks(rows)
     entries = cell_entries(rows, ci, places)
     groups = defaultdict(dict)
-    for key, (cell, entry) in entries.items():
+    for _key, (cell, entry) in entries.items():
         gk = (cell["platform"], cell["precision"], cell["gpus"], cell["nodes"], cell["batch_per_gpu"])
         groups[gk][(cell["model"], cell["framework"])] = entry
     out = []
@@ -265,7 +243,7 @@ def tables(rows, ci=True):
         cells = work_flags(cells, columns, models)
         kinds = figures.table_line(columns, cells, models)
         notes += kinds
-        forced = [n for n in (platforms.forced_note(rows.runs[r]["host_json"])
+        forced = [n for n in (platforms.forced_note(rows.runs[r].host)
                               for r in sorted({e.detail.run_id for e in done})) if n]
         forced += imported_note(rows.runs, cells)   # under both forms of the table, like a forced run
         notes += forced
@@ -286,14 +264,14 @@ def tables(rows, ci=True):
 
 def imported_note(runs, cells):
     """The line naming the cells whose figures come from logs `detbench import` brought in, if any
-    (runs: run id -> run row)."""
+    (runs: run id -> StoredRun)."""
     imported, names = {}, []
     for (model, fw), e in sorted(cells.items()):
         if e.detail is None:
             continue
         rid = e.detail.run_id
         if rid not in imported:
-            imported[rid] = runs[rid]["origin"] == "imported"
+            imported[rid] = runs[rid].imported
         if imported[rid]:
             names.append("%s %s" % (fw, catalog.model_title(model)))
     if not names:

@@ -169,8 +169,10 @@ def _check_forms(pub, path, positions):
         fail(("tables",), "no tables, inference tables or grids: nothing to show")
     known = platforms.known_names()
     for i, t in enumerate(pub.inference):
-        for field_name, value, valid in (("framework", t.framework, pub.frameworks), ("model", t.model, catalog.MODELS),
-                                         ("platform", t.platform, known), ("precision", t.precision, catalog.PRECISIONS)):
+        for field_name, value, valid in (("framework", t.framework, pub.frameworks),
+                                         ("model", t.model, catalog.MODELS),
+                                         ("platform", t.platform, known),
+                                         ("precision", t.precision, catalog.PRECISIONS)):
             if value not in valid:
                 fail(("inference", i, field_name), "unknown %s %r (known: %s)" % (field_name, value, ", ".join(valid)))
         for j, p in enumerate(t.percentiles):

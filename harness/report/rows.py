@@ -8,7 +8,8 @@ class Rows:
     """The records of harness.results.records: StoredCell, StoredRun, StoredTrial, StoredIteration."""
     cells: Tuple[object, ...] = ()     # StoredCells: the newest run of each cell (Store.cells order)
     runs: Dict[str, object] = field(default_factory=dict)       # run id -> StoredRun
-    trials: Dict[Tuple[str, str], List[object]] = field(default_factory=dict)   # (run id, cell key) -> StoredTrials by seq
+    # (run id, cell key) -> StoredTrials by seq
+    trials: Dict[Tuple[str, str], List[object]] = field(default_factory=dict)
     iterations: Dict[str, Tuple[tuple, ...]] = field(default_factory=dict)      # trial id -> StoredIterations (traced)
     renamed: bool = False              # some row named the bundled trainer by its old name
 

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from harness.vocab import catalog
 from harness.plan import platforms
 from harness import frameworks
+from harness.launch import trialfiles
 from harness.measure import ingest, logfigure, scrapers
 from harness.measure.result import TrialResult
 from harness.plan import scenario as scenario_mod
@@ -142,8 +143,9 @@ def _check_log(log, how, framework, warmup, measure, images, batch_per_gpu, gpus
     fig = logfigure.figure(log, records, warmup, measure, images, run=run, max_error=max_error)
     problem = logfigure.coverage_problem(records, fig)
     if problem:
-        raise UserError("%s: %s%s" % (log, problem, "" if how.how != "framework %s" % framework else
-                                      "; a log of %s's own scripts is read with --format %s" % (framework, how.scraper)))
+        hint = ("" if how.how != "framework %s" % framework else
+                "; a log of %s's own scripts is read with --format %s" % (framework, how.scraper))
+        raise UserError("%s: %s%s" % (log, problem, hint))
     for rec, shown in logfigure.images_in_log(records, fig):
         if shown != images:
             raise UserError("%s:%d: iteration %d has %d images; --batch-per-gpu %d x --gpus %d%s gives %d" % (
@@ -209,12 +211,12 @@ def _store(logs, readings, sc, cell, images, results_dir):
 
 def _trial_folder(trial_dir, log):
     trial_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(log, str(trial_dir / "log.txt"))
+    shutil.copyfile(log, str(trial_dir / trialfiles.LOG))
     record = {"imported": True, "source": os.path.abspath(log), "exit_code": 0,
               "end_wall": os.stat(log).st_mtime}
-    tmp = trial_dir / "trial.json.tmp"
+    tmp = trial_dir / (trialfiles.RECORD + ".tmp")
     tmp.write_text(json.dumps(record, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(str(tmp), str(trial_dir / "trial.json"))
+    os.replace(str(tmp), str(trial_dir / trialfiles.RECORD))
 
 
 def _fail_rest(store, run_id, done, reason):

@@ -5,7 +5,8 @@ trial's iteration records in SQLite, with the structured values (the scenario, t
 limits, the order, and per trial the argv, settings, telemetry, window, work and latency) as
 JSON text. Every such column is decoded here, once, into the field of its record:
 
-    StoredRun        a run: its scenario (StoredScenario), host, limits, order (StoredOrder)
+    StoredRun        a run: its scenario (StoredScenario; `validated()` gives the whole Scenario
+                     a resume runs), host, limits, order (StoredOrder)
     StoredCell       a planned cell of a run, with its run's start time
     StoredTrial      a trial; `result()` gives back the TrialResult that was stored for it
     StoredIteration  one iteration record of a trial (a named tuple)
@@ -23,7 +24,10 @@ they did from a sqlite3.Row, for readers of plain columns such as the place chec
 """
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
+
+if TYPE_CHECKING:
+    from harness.measure.result import TrialResult
 
 TRAIN = "train"
 INFERENCE = "inference"
@@ -57,6 +61,11 @@ def _integer(value: Any) -> Optional[int]:
 
 def _text(value: Any) -> Optional[str]:
     return value if isinstance(value, str) else None
+
+
+def _stored(columns: Mapping[str, Any], name: str) -> Any:
+    """A NOT NULL column's value, as stored (None where a partial row leaves it out)."""
+    return columns.get(name)
 
 
 def _columns(row: Any) -> Dict[str, Any]:
@@ -101,6 +110,7 @@ class StoredScenario:
     env: Dict[str, Any] = field(default_factory=dict)
     extra_args: Dict[str, List[str]] = field(default_factory=dict)   # framework -> arguments, as stored
     document: Dict[str, Any] = field(default_factory=dict, repr=False)
+    text: Optional[str] = field(default=None, repr=False, compare=False)   # the column as stored
 
     @property
     def nominal_window(self) -> Optional[Tuple[int, int]]:
@@ -109,12 +119,20 @@ class StoredScenario:
             return None
         return (self.warmup + 1, self.warmup + self.measure)
 
+    def validated(self) -> Any:
+        """The whole Scenario (harness.plan.scenario, each backend's section typed by its launcher)
+        validated again from the stored text, strictly, as `detbench run --resume` runs it:
+        pydantic's ValidationError where the stored scenario is not one this version can run."""
+        from harness import launch
+
+        return launch.scenario_from_json(self.text if self.text is not None else "null")
+
 
 def scenario(text: Any) -> StoredScenario:
     """The one decoder of runs.scenario_json."""
     doc = _mapping(text)
     if doc is None:
-        return StoredScenario()
+        return StoredScenario(text=_text(text))
     try:
         percentiles = tuple(float(p) for p in doc.get("percentiles", ()))
     except (TypeError, ValueError):
@@ -130,7 +148,7 @@ def scenario(text: Any) -> StoredScenario:
         input_size=(tuple(size) if isinstance(size, list) and len(size) == 2
                     and all(_integer(v) is not None for v in size) else None),
         percentiles=percentiles, env=env if isinstance(env, dict) else {},
-        extra_args=extra if isinstance(extra, dict) else {}, document=doc)
+        extra_args=extra if isinstance(extra, dict) else {}, document=doc, text=text)
 
 
 @dataclass(frozen=True)
@@ -176,8 +194,8 @@ class StoredRun(_Row):
 
 def run_of(row: Any) -> StoredRun:
     c = _columns(row)
-    return StoredRun(id=c["id"], scenario_name=c.get("scenario"), scenario=scenario(c.get("scenario_json")),
-                     backend=c.get("backend"), created=c.get("created"), scenario_path=c.get("scenario_path"),
+    return StoredRun(id=c["id"], scenario_name=_stored(c, "scenario"), scenario=scenario(c.get("scenario_json")),
+                     backend=_stored(c, "backend"), created=_stored(c, "created"), scenario_path=c.get("scenario_path"),
                      host=_mapping(c.get("host_json")), origin=_text(c.get("origin")) or MEASURED,
                      limits=_mapping(c.get("limits_json")), order=order(c.get("order_json")), columns=c)
 
@@ -202,15 +220,16 @@ class StoredCell(_Row):
     def batch(self) -> int:
         """The batch size of an inference cell (its key's last part), 0 for a training cell."""
         from harness.plan.scenario import Cell
-        return Cell.from_key(self.cell_key).batch
+        return int(Cell.from_key(self.cell_key).batch)
 
 
 def cell_of(row: Any) -> StoredCell:
     c = _columns(row)
-    return StoredCell(run_id=c["run_id"], cell_key=c["cell_key"], framework=c.get("framework"),
-                      model=c.get("model"), precision=c.get("precision"), platform=c.get("platform"),
-                      gpus=c.get("gpus"), nodes=c.get("nodes"), batch_per_gpu=c.get("batch_per_gpu"),
-                      images_per_iteration=c.get("images_per_iteration"), excluded=c.get("excluded"),
+    return StoredCell(run_id=c["run_id"], cell_key=c["cell_key"], framework=_stored(c, "framework"),
+                      model=_stored(c, "model"), precision=_stored(c, "precision"),
+                      platform=_stored(c, "platform"), gpus=_stored(c, "gpus"), nodes=_stored(c, "nodes"),
+                      batch_per_gpu=_stored(c, "batch_per_gpu"),
+                      images_per_iteration=_stored(c, "images_per_iteration"), excluded=c.get("excluded"),
                       created=c.get("created"), columns=c)
 
 
@@ -254,7 +273,7 @@ class StoredTrial(_Row):
     def failed(self) -> bool:
         return self.status == "failed"
 
-    def result(self, iterations: Tuple[Any, ...] = ()):
+    def result(self, iterations: Tuple[Any, ...] = ()) -> Optional["TrialResult"]:
         """The TrialResult (harness.measure.result) stored for this trial, with `iterations`;
         None while it is pending or running."""
         from harness.measure.result import TrialResult
@@ -289,8 +308,9 @@ def trial_of(row: Any) -> StoredTrial:
     c = _columns(row)
     exact = c.get("exact")
     return StoredTrial(
-        id=c["id"], run_id=c["run_id"], seq=c.get("seq"), cell_key=c.get("cell_key"), repeat=c.get("repeat"),
-        status=c.get("status"), reason=c.get("reason"), started=c.get("started"), ended=c.get("ended"),
+        id=c["id"], run_id=c["run_id"], seq=_stored(c, "seq"), cell_key=_stored(c, "cell_key"),
+        repeat=_stored(c, "repeat"), status=_stored(c, "status"), reason=c.get("reason"), started=c.get("started"),
+        ended=c.get("ended"),
         exit_code=c.get("exit_code"), argv=_argv(c.get("argv_json")), settings=_mapping(c.get("settings_json")),
         throughput=c.get("throughput"), observed=c.get("observed"), iteration_time_s=c.get("iteration_time_s"),
         data_time_s=c.get("data_time_s"), exact=None if exact is None else bool(exact),

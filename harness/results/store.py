@@ -90,7 +90,8 @@ class Store:
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise ResultsWriteError("%s: cannot create the results folder: %s" % (self.root, exc.strerror)) from None
+                raise ResultsWriteError("%s: cannot create the results folder: %s"
+                                        % (self.root, exc.strerror)) from None
         self.renamed = False    # set when a row read carried a framework's old name (harness.vocab.names)
         self.db = self._connect()
 
@@ -120,7 +121,8 @@ class Store:
                             % (self.path, meta.get("schema_version"), SCHEMA_VERSION))
         if damage != ["ok"]:
             raise UserError("%s: damaged results store (%s); refusing to touch it; "
-                            "`sqlite3 FILE .recover` may save its rows" % (self.path, " ".join("; ".join(damage).split())))
+                            "`sqlite3 FILE .recover` may save its rows"
+                            % (self.path, " ".join("; ".join(damage).split())))
         if meta.get("schema_version") != str(SCHEMA_VERSION):
             self._upgrade(db, self.path)
         try:

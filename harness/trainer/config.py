@@ -155,7 +155,7 @@ class TrainConfig:
     lr_reference_batch: int = 16
     momentum: float = 0.9
     weight_decay: float = 1e-4
-    decay_norm_bias: bool = False       # weight decay on biases and norm weights too (torchvision's and mmdetection's default)
+    decay_norm_bias: bool = False       # decay biases and norm weights too (torchvision's and mmdetection's default)
     warmup_iters: int = 500
     warmup_factor: float = 1.0 / 3
     channels_last: bool = False

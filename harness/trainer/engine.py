@@ -29,7 +29,7 @@ def make_optimizer(model, cfg, world):
     t = cfg.train
     base_lr = t.lr * cfg.data.images_per_device * world / t.lr_reference_batch
     decay, no_decay = [], []
-    for name, p in model.named_parameters():
+    for p in model.parameters():
         if p.requires_grad:
             (no_decay if p.ndim <= 1 and not t.decay_norm_bias else decay).append(p)
     groups = [{"params": decay, "weight_decay": t.weight_decay},

@@ -176,7 +176,8 @@ def measure(torch, device, seconds, shapes=None):
                     del run
                 except (RuntimeError, ValueError, MemoryError) as exc:
                     said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                    raise PeakError("cannot time %s %s on this %s: %s" % (precision, name, device.type, said[:200]))
+                    raise PeakError("cannot time %s %s on this %s: %s"
+                                    % (precision, name, device.type, said[:200])) from exc
         best = max(figures, key=lambda n: figures[n]["best"])
         out[precision] = {"shapes_gflops": {n: f["best"] for n, f in figures.items()}, "spread": figures,
                           "peak_gflops": figures[best]["best"], "peak_shape": best}

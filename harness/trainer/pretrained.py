@@ -15,8 +15,6 @@ torchvision's layout is mapped by harness/drivers/weights_map.py.
 A file that does not fit raises WeightsError: one line naming the file and the first key
 that does not fit. Files are read with torch.load(weights_only=True): no code runs.
 """
-import re
-
 import torch
 
 from harness.drivers import weights_map
@@ -81,13 +79,6 @@ def torchvision_resnet_keys(block, layers):
     return [k for k in net.state_dict() if not k.startswith(IGNORED_BACKBONE_PREFIXES) and not k.endswith(COUNTERS)]
 
 
-def _backbone_rules(target):
-    """weights_map's rules for the trainer's ResNet body, for the backbone's own state `target`."""
-    prefixed = {"backbone." + k for k in target}
-    return [(re.compile(p + r"\Z"), t) for p, t, _ in weights_map._rules("detbench-trainer", prefixed)
-            if p.startswith(r"backbone\.body\.")]
-
-
 def map_backbone_state(state, backbone, source):
     """torchvision ResNet `state` -> a complete state_dict of the bundled `backbone`."""
     block, layers = _describe(backbone)
@@ -95,7 +86,7 @@ def map_backbone_state(state, backbone, source):
     expected = torchvision_resnet_keys(block, layers)
     known = set(expected)
     target = backbone.state_dict()
-    rules = _backbone_rules(target)
+    prefixed = {"backbone." + k for k in target}      # the names weights_map maps to, in the detector
     out = {}
     for key, tensor in state.items():
         if key.startswith(IGNORED_BACKBONE_PREFIXES) or key.endswith(COUNTERS):
@@ -105,13 +96,10 @@ def map_backbone_state(state, backbone, source):
             if key.startswith(_BODY) or key.startswith("backbone.stem.") or key.startswith("neck."):
                 hint = " (a detector's weights: use model.weights)"
             raise WeightsError("%s: key %s is not in %s%s" % (source, key, arch, hint))
-        for pattern, template in rules:
-            m = pattern.match(_BODY + key)
-            if m:
-                break
-        else:
+        name = weights_map.native_name(_BODY + key, "detbench-trainer", prefixed)
+        if name is None or not name.startswith("backbone."):
             raise WeightsError("%s: key %s has no place in this backbone" % (source, key))
-        name = weights_map._fill(template, m.groups())[len("backbone."):]
+        name = name[len("backbone."):]
         if name not in target:
             raise WeightsError("%s: key %s has no place in this backbone (no %s)" % (source, key, name))
         if _shape(tensor) != _shape(target[name]):

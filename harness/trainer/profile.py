@@ -169,7 +169,10 @@ def run(args):
     if model_name is None:
         raise ConfigError("no profile for model %r" % cfg.model.name)
     torch.manual_seed(cfg.train.seed)
-    sync = (lambda: None)
+
+    def sync():
+        return None
+
     masks = model_name == "mask_rcnn"
     data = dataclasses.replace(cfg.data, images_per_device=cfg.data.images_per_device)
     source = SyntheticBatches(data, cfg.model.num_classes, masks, torch.device("cpu"), 0, 1, cfg.train.seed)

@@ -3,7 +3,8 @@
     python -m harness.trainer.weights make MODEL --out FILE --seed S
     python -m harness.trainer.weights check MODEL FILE
 
-A file holds torchvision's layout (see harness/drivers/weights_map.py): the state_dict of
+A file holds torchvision's layout (harness/drivers/weights_map.py, the one home of the layout:
+its reference model, its mapping to each framework, the check of a file): the state_dict of
 the model the torchvision driver trains, built from `torch.manual_seed(S)` by torchvision's
 own initialisation, with seeded, non-trivial frozen batch-norm statistics (so a wrong
 mapping of a norm shows in the features) and fixed values in the class slots that some
@@ -15,20 +16,10 @@ import sys
 import tempfile
 
 from harness.drivers import weights_map
-from harness.drivers.weights_map import MODELS, WeightsError
+from harness.drivers.weights_map import MODELS, WeightsError, check, reference_model
 
 # the bundled trainer's model names -> the scenario's
 TRAINER_MODELS = {"retina": "retinanet", "faster": "faster_rcnn", "mask": "mask_rcnn"}
-
-
-def reference_model(model):
-    """torchvision's model exactly as the torchvision driver builds it for training (its defaults:
-    FrozenBatchNorm2d, conv1 and layer1 frozen, 81 classes)."""
-    from harness.drivers import torchvision_driver
-    if model not in MODELS:
-        raise WeightsError("unknown model %r (known: %s)" % (model, ", ".join(MODELS)))
-    args = torchvision_driver.parse_args(["--model", model, "--iterations", "1", "--device", "cpu"])
-    return torchvision_driver.build_model(args, 800, 1333)
 
 
 def make(model, seed):
@@ -103,13 +94,6 @@ def export(net, framework, model):
     """`net`'s state in torchvision's layout (what load_into would turn back into it)."""
     reference = reference_model(model).state_dict()
     return weights_map.from_framework(net.state_dict(), framework, model, reference)
-
-
-def check(path, model):
-    """Refuse a file that does not fit torchvision's `model` (names, shapes, metadata)."""
-    state = weights_map.read(path, model)
-    weights_map.to_framework(state, "torchvision", model, reference_model(model).state_dict(), source=path)
-    return len(state)
 
 
 def parse_args(argv):

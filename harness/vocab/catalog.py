@@ -17,9 +17,9 @@ PRECISIONS = {
 }
 
 
-def model_title(name):
+def model_title(name: str) -> str:
     return MODELS.get(name, name)
 
 
-def precision_title(name):
+def precision_title(name: str) -> str:
     return PRECISIONS.get(name, name.upper())

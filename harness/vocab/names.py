@@ -8,18 +8,18 @@ says ``simpledet`` is told the new name instead of being run under the wrong one
 RENAMED = {"simpledet": "detbench-trainer"}
 
 
-def framework(name):
+def framework(name: str) -> str:
     """The current name of a framework that may carry an old one."""
     return RENAMED.get(name, name)
 
 
-def cell_key(key):
+def cell_key(key: str) -> str:
     """A cell key (framework/model/precision/platform/gpus/nodes) with the framework renamed."""
     head, sep, rest = key.partition("/")
     return framework(head) + sep + rest if head in RENAMED else key
 
 
-def hint(name):
+def hint(name: str) -> str:
     """A sentence for an unknown framework name that used to mean something, else ''."""
     if name in RENAMED:
         return ("; %r was the bundled trainer's old name: it is now %r (the original MXNet "

@@ -22,5 +22,5 @@ def test_scrape_speed_benchmark_counts_every_record():
     proc = bench("benchmarks/scrape_speed.py", "--mb", "0.2", "--formats", "mmdet-v2", "detectron2")
     rows = [l.split() for l in proc.stdout.splitlines() if l.startswith(("mmdet-v2", "detectron2"))]
     assert len(rows) == 2, proc.stdout
-    for name, lines, records, errors, *_ in rows:
+    for _name, lines, records, errors, *_ in rows:
         assert int(errors) == 0 and int(records) == int(lines) - int(lines) // 20, proc.stdout

@@ -69,7 +69,8 @@ def test_calibration_run_reports_the_truth(tmp_path):
         assert status == "done"
         # 1% per trial: a loaded 2-core CI machine can delay the last deadline by a few ms
         assert thr == pytest.approx(40.0, rel=0.01) and obs == pytest.approx(40.0, rel=0.01)
-        # 15%: sleeps on a loaded 2-core VM overshoot by a fraction of a ms (benchmarks/accuracy.py holds the 0.5% proof)
+        # 15%: sleeps on a loaded 2-core VM overshoot by a fraction of a ms
+        # (benchmarks/accuracy.py holds the 0.5% proof)
         assert data == pytest.approx(0.005, rel=0.15)
     trial_dirs = list((results / "trials").iterdir())
     assert len(trial_dirs) == 3 and all((d / "trial.json").exists() and (d / "log.txt").exists()

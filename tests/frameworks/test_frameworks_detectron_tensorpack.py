@@ -185,7 +185,7 @@ def test_tensorpack_claims_no_retinanet_and_fp32_only():
 def test_both_are_registered_with_their_own_recipe_and_scraper():
     for name in ("detectron", "tensorpack"):
         assert FRAMEWORKS[name].scraper == name and name in scrapers.FORMATS and name in scrapers.PATH_SCRAPERS
-        assert images.FRAMEWORK_RECIPES[name] == name and images.RECIPES[name].python == "python3"
+        assert images.default_recipe(name) == name and images.RECIPES[name].python == "python3"
 
 
 @pytest.mark.parametrize("module, recipe, arg", [(detectron, "detectron", "DETECTRON_COMMIT"),

@@ -8,7 +8,7 @@ from harness.measure import scrapers
 from harness.frameworks import FRAMEWORKS
 from harness.frameworks.base import TrialContext
 from harness.measure.records import CUMULATIVE_MEAN, IterationRecord
-from harness.drivers import settings as rival_settings
+from harness.drivers import settings as normalized
 
 OWN = {"calibrate", "detbench-trainer"}      # detbench's own programs; every other framework is a rival
 RIVALS = sorted(set(FRAMEWORKS) - OWN)
@@ -35,7 +35,7 @@ def test_settings_use_the_shared_keys(name):
     two = fw.settings(ctx(name, model="faster_rcnn")) if "faster_rcnn" in fw.models else {}
     if two:
         assert isinstance(two["rpn_post_nms_train"], int)
-    assert "rpn_post_nms_train" not in s or model in rival_settings.TWO_STAGE
+    assert "rpn_post_nms_train" not in s or model in normalized.TWO_STAGE
 
 
 def test_maskrcnn_benchmark_follows_the_seed_command():
@@ -96,12 +96,18 @@ def test_unknown_rival_options_are_rejected():
 
 
 SAMPLES = {
-    "torchvision": "Epoch: [0]  [3/25]  eta: 0:00:05  lr: 0.002500  loss: 1.2000 (1.3000)  time: 0.5000  data: 0.0100  max mem: 0",
-    "mmdetection": "11/21 05:00:00 - mmengine - INFO - Iter(train) [ 4/25]  lr: 1.0e-05  eta: 0:00:10  time: 0.5000  data_time: 0.0100  loss: 1.2000",
-    "maskrcnn-benchmark": "eta: 0:00:10  iter: 20  loss: 1.2 (1.3)  time: 0.5000 (0.5100)  data: 0.0100 (0.0200)  lr: 0.002000  max mem: 3012",
-    "simpledet-mxnet": "Epoch[0] Batch [20]\tIter: 20/87960\tLr: 0.00693\tSpeed: 28.71 samples/sec\tTrain-RpnAcc=0.981232,",
-    "effdet": "Train: 0 [   3/100 (  3%)]  Loss: 1.234567 (1.2500)  Time: 0.412s,   38.83/s  (0.420s,   38.10/s)  LR: 1.000e-02  Data: 0.012 (0.015)",
-    "detectron2": " eta: 0:01:00  iter: 39  total_loss: 1.104  time: 0.3716  data_time: 0.0132  lr: 0.00079922  max_mem: 3189M",
+    "torchvision": "Epoch: [0]  [3/25]  eta: 0:00:05  lr: 0.002500  loss: 1.2000 (1.3000)  time: 0.5000  "
+                   "data: 0.0100  max mem: 0",
+    "mmdetection": "11/21 05:00:00 - mmengine - INFO - Iter(train) [ 4/25]  lr: 1.0e-05  eta: 0:00:10  "
+                   "time: 0.5000  data_time: 0.0100  loss: 1.2000",
+    "maskrcnn-benchmark": "eta: 0:00:10  iter: 20  loss: 1.2 (1.3)  time: 0.5000 (0.5100)  data: 0.0100 (0.0200)  "
+                          "lr: 0.002000  max mem: 3012",
+    "simpledet-mxnet": "Epoch[0] Batch [20]\tIter: 20/87960\tLr: 0.00693\tSpeed: 28.71 samples/sec\t"
+                       "Train-RpnAcc=0.981232,",
+    "effdet": "Train: 0 [   3/100 (  3%)]  Loss: 1.234567 (1.2500)  Time: 0.412s,   38.83/s  (0.420s,   38.10/s)  "
+              "LR: 1.000e-02  Data: 0.012 (0.015)",
+    "detectron2": " eta: 0:01:00  iter: 39  total_loss: 1.104  time: 0.3716  data_time: 0.0132  lr: 0.00079922  "
+                  "max_mem: 3189M",
 }
 
 
@@ -301,16 +307,17 @@ def test_mmdet_work_hook_counts_retinanet_positive_anchors():
     assert counter.install(model)
     model.bbox_head.sampler.sample()
     model.bbox_head.sampler.sample()
-    assert counter.line(1) == mmdet_hooks.WORK_PREFIX + '{"iteration":1,"positive_anchors":42}'
-
-
-def test_rival_drivers_write_the_harness_work_line():
-    import pathlib
     from harness import jsonlog
-    from harness.drivers import mmdet_hooks
-    assert mmdet_hooks.WORK_PREFIX == jsonlog.WORK_PREFIX
-    driver = pathlib.Path(FRAMEWORKS["torchvision"].command(ctx("torchvision"))[1]).read_text()
-    assert "WORK_PREFIX = %s" % json.dumps(jsonlog.WORK_PREFIX) in driver
+    assert counter.line(1) == jsonlog.WORK_PREFIX + '{"iteration":1,"positive_anchors":42}'
+
+
+def test_rival_drivers_declare_no_log_line_of_their_own():
+    # every prefix is declared once, in harness/jsonlog.py, which the drivers reach through common.py
+    import pathlib
+    import re
+    driver = pathlib.Path(FRAMEWORKS["torchvision"].command(ctx("torchvision"))[1])
+    for path in sorted(driver.parent.glob("*.py")):
+        assert not re.search(r"[\"']DETBENCH_[A-Z]+ [\"']", path.read_text()), path.name
 
 
 @pytest.mark.parametrize("kind", ["mask_rcnn", "retinanet"])

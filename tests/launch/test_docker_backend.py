@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.launch import engine, images
+from harness.launch import engine, image_lock, images
 from harness.errors import UserError
 from tests.conftest import need_service
 from tests.support.storerows import rows
@@ -103,8 +103,8 @@ def test_build_records_the_engines_image_id_in_the_lock(client, tmp_path, monkey
     need_image(client, "calibrate")
     lock = tmp_path / "images.lock"
     monkeypatch.setenv("DETBENCH_IMAGES_LOCK", str(lock))
-    base = images.read_lock(images.RECIPES_DIR / images.LOCK_NAME)["base"]
-    images.record("base", base, lock)
+    base = image_lock.read_lock(image_lock.RECIPES_DIR / image_lock.LOCK_NAME)["base"]
+    image_lock.record("base", base, lock)
     entry = images.build("calibrate", out=open(os.devnull, "w"))
     recorded = json.loads(lock.read_text())["calibrate"]
     assert recorded == entry
@@ -113,11 +113,11 @@ def test_build_records_the_engines_image_id_in_the_lock(client, tmp_path, monkey
 
 
 def test_committed_lock_matches_the_images_on_this_engine(client):
-    lock = images.read_lock(images.RECIPES_DIR / images.LOCK_NAME)
+    lock = image_lock.read_lock(image_lock.RECIPES_DIR / image_lock.LOCK_NAME)
     assert {"base", "calibrate", "detbench-trainer"} <= set(lock)
     for name in ("base", "calibrate", "detbench-trainer"):
         assert lock[name]["id"].startswith("sha256:") and len(lock[name]["id"]) == 71
-        image = images.local_image(client, lock[name]["image"])
+        image = engine.local_image(client, lock[name]["image"])
         need_service(image is not None, "image %s not built here (run .ci/provision-docker.sh)" % lock[name]["image"])
         assert image.id == lock[name]["id"], name
 
@@ -125,12 +125,12 @@ def test_committed_lock_matches_the_images_on_this_engine(client):
 def test_image_list_tells_built_from_stale_and_missing(client, tmp_path):
     """A recipe edited after its build is stale, and a stale image is refused before a run, in one line."""
     need_image(client, "calibrate")
-    committed = images.read_lock(images.RECIPES_DIR / images.LOCK_NAME)
+    committed = image_lock.read_lock(image_lock.RECIPES_DIR / image_lock.LOCK_NAME)
     lock = tmp_path / "images.lock"
     for name in ("base", "calibrate"):
-        images.record(name, committed[name], lock)
+        image_lock.record(name, committed[name], lock)
     recipes = tmp_path / "recipes"
-    shutil.copytree(images.RECIPES_DIR / "calibrate", recipes / "calibrate")
+    shutil.copytree(image_lock.RECIPES_DIR / "calibrate", recipes / "calibrate")
     assert images.freshness(client, "calibrate", lock, recipes)[0] == images.BUILT
     assert images.freshness(client, "torchvision", lock, recipes)[:2] == (
         images.MISSING, "no entry in %s" % lock)
@@ -146,7 +146,7 @@ def test_a_failing_build_names_its_step(client, tmp_path, monkeypatch):
     recipe.mkdir(parents=True)
     (recipe / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nRUN true\n"
                                        "RUN python3 -c 'raise SystemExit(3)'\n")
-    base = images.read_lock(images.RECIPES_DIR / images.LOCK_NAME)["base"]["id"]
+    base = image_lock.read_lock(image_lock.RECIPES_DIR / image_lock.LOCK_NAME)["base"]["id"]
     with pytest.raises(UserError) as err:
         images.build("calibrate", base_image=base, recipes_dir=tmp_path / "recipes", out=open(os.devnull, "w"))
     message = str(err.value)
@@ -166,7 +166,7 @@ def test_calibration_in_containers_reports_the_truth_and_leaves_nothing(client, 
     assert [r[1] for r in rows] == ["done", "done"]
     for _, _, _, throughput in rows:
         assert throughput == pytest.approx(40.0, rel=0.01)
-    lock = images.read_lock(images.RECIPES_DIR / images.LOCK_NAME)["calibrate"]
+    lock = image_lock.read_lock(image_lock.RECIPES_DIR / image_lock.LOCK_NAME)["calibrate"]
     for trial in (results / "trials").iterdir():
         record = json.loads((trial / "trial.json").read_text())
         assert record["container"]["image_id"] == lock["id"]
@@ -341,7 +341,7 @@ def test_next_run_removes_orphans_of_a_dead_owner(client, write_scenario, tmp_pa
     need_image(client, "calibrate")
     dead = subprocess.Popen(["true"])
     dead.wait()
-    tag = images.read_lock(images.RECIPES_DIR / images.LOCK_NAME)["calibrate"]["image"]
+    tag = image_lock.read_lock(image_lock.RECIPES_DIR / image_lock.LOCK_NAME)["calibrate"]["image"]
     import socket
     orphan = client.containers.run(tag, ["sleep", "300"], detach=True, network_mode="none", labels={
         engine.LABEL: "1", engine.LABEL + ".owner": "gone", engine.LABEL + ".host": socket.gethostname(),

@@ -1,7 +1,7 @@
 """The docker backend's configuration, without an engine: scenario options, image choice, pins."""
 import pytest
 
-from harness.launch import images
+from harness.launch import image_lock, image_wheels, images
 from harness import launch
 from harness.plan import scenario
 from harness.errors import UserError
@@ -56,14 +56,21 @@ def test_a_trial_command_uses_the_images_interpreter(tmp_path):
 
 def test_every_framework_has_a_recipe():
     from harness import frameworks
-    assert set(images.FRAMEWORK_RECIPES) == set(frameworks.FRAMEWORKS)
+    assert all(images.default_recipe(name) in images.RECIPES for name in frameworks.FRAMEWORKS)
+    assert images.default_recipe("yolo") is None
+
+
+def test_each_recipe_is_declared_by_one_framework_only():
+    from harness import frameworks
+    declared = [r.name for fw in frameworks.FRAMEWORKS.values() for r in fw.images]
+    assert sorted(declared) == sorted(images.RECIPES)
 
 
 def test_requirements_with_a_floating_line_are_refused_before_any_download(tmp_path):
     req = tmp_path / "requirements.txt"
     req.write_text("torch==2.14.1\nnumpy>=2\n")
     with pytest.raises(UserError, match="every line must pin name==version"):
-        images._fetch_wheels(req, "3.11", out=None)
+        image_wheels.fetch_wheels(req, "3.11", out=None)
 
 
 def test_a_wheel_to_build_here_must_be_pinned_and_is_named_before_any_download(tmp_path, monkeypatch):
@@ -71,33 +78,35 @@ def test_a_wheel_to_build_here_must_be_pinned_and_is_named_before_any_download(t
     req = tmp_path / "requirements.txt"
     req.write_text("omegaconf==2.3.0\n")
     with pytest.raises(UserError, match="no pin for antlr4-python3-runtime, which the recipe builds here"):
-        images._fetch_wheels(req, "3.11", out=None, build_here=("antlr4_python3_runtime",))
+        image_wheels.fetch_wheels(req, "3.11", out=None, build_here=("antlr4_python3_runtime",))
     assert not (tmp_path / "cache").exists()
 
 
 def test_the_effdet_image_builds_its_only_sdist_on_the_host():
     spec = images.recipe("effdet")
     assert spec.base_recipe == "torchvision" and spec.build_here == ("antlr4-python3-runtime",)
-    assert images.recipe("torchvision").base_recipe == "detbench-trainer" and images.recipe("detbench-trainer").local_base
-    pins = (images.RECIPES_DIR / "effdet" / "requirements.txt").read_text()
+    assert images.recipe("torchvision").base_recipe == "detbench-trainer"
+    assert images.recipe("detbench-trainer").local_base
+    pins = (image_lock.RECIPES_DIR / "effdet" / "requirements.txt").read_text()
     assert "\nantlr4-python3-runtime==4.9.3\n" in pins
-    assert images.FRAMEWORK_RECIPES["effdet"] == "effdet" and "effdet-upstream" in images.RECIPES
+    assert images.default_recipe("effdet") == "effdet" and "effdet-upstream" in images.RECIPES
 
 
 def test_a_dry_run_names_the_images_from_the_lock(tmp_path, monkeypatch, capsys):
     lock = tmp_path / "images.lock"
     monkeypatch.setenv("DETBENCH_IMAGES_LOCK", str(lock))
-    images.record("calibrate", {"image": "detbench/calibrate:abc", "id": "sha256:" + "1" * 64}, lock)
+    image_lock.record("calibrate", {"image": "detbench/calibrate:abc", "id": "sha256:" + "1" * 64}, lock)
     import io
     out = io.StringIO()
     docker.dry_run(load(tmp_path), out)
     text = out.getvalue()
     assert "# calibrate runs in image calibrate: detbench/calibrate:abc (sha256:111" in text
-    assert "# detbench-trainer runs in image detbench-trainer: not built (detbench image build detbench-trainer)" in text
+    assert ("# detbench-trainer runs in image detbench-trainer: not built "
+            "(detbench image build detbench-trainer)") in text
 
 
 def test_a_damaged_lock_file_is_one_clear_error(tmp_path):
     lock = tmp_path / "images.lock"
     lock.write_text("{not json")
     with pytest.raises(UserError, match="not a valid lock file"):
-        images.read_lock(lock)
+        image_lock.read_lock(lock)

@@ -164,7 +164,8 @@ def test_checker_catches_each_kind_of_floating_pin(bad, why):
 def test_checker_accepts_a_fully_pinned_recipe():
     good = ("ARG BASE_IMAGE=nvidia/cuda:12.4.1@sha256:" + "b" * 64 + "\nFROM ${BASE_IMAGE}\n"
             "ARG SRC_COMMIT=" + "c" * 40 + "\n"
-            "RUN pip install torch==2.14.1 \\\n    numpy==2.4.6 && git clone u d && cd d && git checkout \"$SRC_COMMIT\"\n")
+            "RUN pip install torch==2.14.1 \\\n"
+            "    numpy==2.4.6 && git clone u d && cd d && git checkout \"$SRC_COMMIT\"\n")
     assert problems(good) == []
 
 
@@ -242,7 +243,12 @@ def test_trainer_image_pins_what_the_trainer_extra_pins():
 def test_every_recipe_folder_is_known_to_the_image_builder():
     from harness.launch import images
     assert {p.parent.name for p in RECIPES} == set(images.RECIPES)
-    assert set(images.FRAMEWORK_RECIPES.values()) <= set(images.RECIPES)
+
+
+def test_a_recipe_is_served_wheels_exactly_when_it_pins_a_requirements_file():
+    from harness.launch import images
+    pinned = {p.parent.name for p in RECIPES if (p.parent / "requirements.txt").exists()}
+    assert {name for name, spec in images.RECIPES.items() if spec.wheels} == pinned
 
 
 def test_every_recipe_passes_hadolint():

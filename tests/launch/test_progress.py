@@ -26,8 +26,10 @@ def test_plain_lines_when_the_stream_is_not_a_terminal():
     p.finish(FAILED)
     p.close()
     lines = out.getvalue().splitlines()
-    assert lines[0].startswith("[1/2] calibrate/retinanet/fp32/local/1/1 repeat 1 ... 40.00 images/s (50.0 ms/iter)  [eta ")
-    assert lines[1].startswith("[2/2] calibrate/retinanet/fp32/local/1/1 repeat 2 ... FAILED: exit code 1: boom  [eta 0s]")
+    assert lines[0].startswith("[1/2] calibrate/retinanet/fp32/local/1/1 repeat 1 ... "
+                               "40.00 images/s (50.0 ms/iter)  [eta ")
+    assert lines[1].startswith("[2/2] calibrate/retinanet/fp32/local/1/1 repeat 2 ... "
+                               "FAILED: exit code 1: boom  [eta 0s]")
     assert "\r" not in out.getvalue() and "\033" not in out.getvalue()
 
 

@@ -4,7 +4,6 @@ before the run starts, of anything that would make a framework download a file."
 import os
 import re
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -33,7 +32,21 @@ def coco(tmp_path):
 
 
 def test_runner_and_launchers_agree_on_the_working_directory():
-    assert RUNNER_WORKDIR == WORKDIR
+    assert RUNNER_WORKDIR == WORKDIR == trialfiles.WORKDIR
+
+
+def test_a_trial_folder_holds_the_files_trialfiles_names(tmp_path):
+    """runner.py writes every file under the name the harness reads it by, and no other."""
+    trial = tmp_path / "trial"
+    code = LocalLauncher().run(trial, [sys.executable, "-c", "import time; print('x'); time.sleep(0.3)"],
+                               {}, 60)
+    assert code == 0
+    assert {p.name for p in trial.iterdir()} == {
+        trialfiles.LOG, trialfiles.LOG_TIMES, trialfiles.RECORD, trialfiles.TELEMETRY, trialfiles.PIDFILE,
+        trialfiles.WORKDIR, trialfiles.RUNNER_ERR}
+    assert (trial / trialfiles.LOG).read_text() == "x\n"
+    assert len((trial / trialfiles.LOG_TIMES).read_text().splitlines()) == 1
+    assert trialfiles.read_trial_json(trial)["exit_code"] == 0
 
 
 def test_a_trial_runs_in_its_own_folder_not_in_the_checkout(tmp_path):

@@ -181,9 +181,10 @@ def test_memory_pressure_from_swapping_or_little_available_memory():
 
 
 def test_cell_flags_join_trials_and_notice_mixed_hosts():
-    hot = json.dumps(summary(gpus=[{"samples": 10, "throttle": {"hw_thermal": 10}}]))
-    assert telemetry.cell_flags([None, json.dumps(summary()), hot]) == [flags.GPU_THERMAL]
-    assert telemetry.cell_flags([None, "not json"], ["fp1-a", "fp1-a", None]) == []
+    hot = summary(gpus=[{"samples": 10, "throttle": {"hw_thermal": 10}}])
+    assert telemetry.cell_flags([None, summary(), hot]) == [flags.GPU_THERMAL]
+    assert telemetry.cell_flags([None, summary()], ["fp1-a", "fp1-a", None]) == []
+    assert telemetry.cell_flags([["not a summary"], "{not json"]) == []   # what is no summary raises nothing
     assert telemetry.cell_flags([], ["fp1-a", "fp1-b"]) == [flags.MIXED_HOSTS]
 
 
@@ -295,7 +296,7 @@ def test_gpus_the_environment_cannot_read_flag_the_trial(tmp_path, monkeypatch):
     assert lost["gpu_telemetry_lost"].startswith("2 GPU(s) here, no NVML: ModuleNotFoundError")
     assert lost["sources"]["gpu_devices"] == 2 and lost["sources"]["nvml"] is None
     assert telemetry.trial_flags(lost) == [flags.GPU_TELEMETRY_LOST]
-    assert telemetry.cell_flags([json.dumps(lost), None]) == [flags.GPU_TELEMETRY_LOST]
+    assert telemetry.cell_flags([lost, None]) == [flags.GPU_TELEMETRY_LOST]
     failing = summary_with(fake_module(FAIL_INIT=True), 2)          # it imports, but nvmlInit fails
     assert "Driver Not Loaded" in failing["gpu_telemetry_lost"]
     assert telemetry.trial_flags(failing) == [flags.GPU_TELEMETRY_LOST]

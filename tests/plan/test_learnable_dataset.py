@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 from harness.cli import main
 from harness.plan import learnable
-from test_datasets import decode_png
+from tests.plan.test_datasets import decode_png
 
 CORNERS = {"square": 4, "disc": 24, "triangle": 3, "diamond": 4}
 

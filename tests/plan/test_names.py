@@ -59,7 +59,8 @@ def test_a_schema_1_store_opens_gains_the_new_columns_and_keeps_its_rows(tmp_pat
     store = store_mod.Store(tmp_path / "results", create=False)
     columns = {r[1] for r in store.db.execute("PRAGMA table_info(trials)")}
     assert {"figure_kind", "window_json", "work_json", "peak_rss_mb", "peak_device_mb"} <= columns
-    assert store.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(store_mod.SCHEMA_VERSION)
+    version = store.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
+    assert version == str(store_mod.SCHEMA_VERSION)
     assert [t["throughput"] for t in store.trials("r1")] == [4.0, 2 / 0.52]
     store.close()
     store_mod.Store(tmp_path / "results", create=False).close()    # and opens again as schema 2

@@ -75,7 +75,8 @@ def test_a_p2_machine_matches_p2_only(monkeypatch):
     host = platforms.detect_local(p2_facts(monkeypatch))
     result = platforms.compare_all(host)
     assert result["P2"] == []
-    assert result["P1"] == ["cpu.model: host 'Intel(R) Xeon(R) Platinum 8163 CPU @ 2.50GHz', P1 'Intel Xeon E5-2682 v4'",
+    assert result["P1"] == ["cpu.model: host 'Intel(R) Xeon(R) Platinum 8163 CPU @ 2.50GHz', "
+                            "P1 'Intel Xeon E5-2682 v4'",
                             "gpus.model: host 'GeForce RTX 2080 Ti', P1 'NVIDIA GeForce GTX 1080 Ti'"]
 
 
@@ -125,6 +126,15 @@ def test_run_refuses_a_platform_this_host_is_not(tmp_path, write_scenario):
         assert not (tmp_path / "r" / "detbench.sqlite").exists()
     else:   # pragma: no cover - only on a real P2 machine
         pytest.skip("this host is a P2")
+
+
+def test_the_forced_note_reads_the_host_record_a_run_stored():
+    # host_record stores the platforms that differ by name, each with its differences
+    forced = {"fingerprint": "fp2-a", "forced": {"P1": ["gpus: 0, P1 8"], "P2": ["cpu.model: host A, P2 B"]}}
+    assert platforms.forced_note(forced) == ("Forced run on a host that is not P1, P2: gpus: 0, P1 8; "
+                                             "cpu.model: host A, P2 B.")
+    for host in (None, {}, {"fingerprint": "fp2-a"}, {"forced": {}}, {"forced": ["P2"]}):
+        assert platforms.forced_note(host) is None, host
 
 
 def test_forced_run_is_marked_and_every_report_says_so(tmp_path, write_scenario):

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import GOOD_SCENARIO, need_service
+from tests.conftest import GOOD_SCENARIO, need_service
 from tests.support.cliproc import detbench, finish
 from tests.support.storerows import rows, statuses
 from tests.support.waiting import wait_for
@@ -167,7 +167,7 @@ def test_kill_9_of_detbench_again_and_again_loses_and_repeats_no_trial(tmp_path)
         args = ("run", "--resume", run_id) if run_id else ("run", "--scenario", path)
         proc = detbench(*args, "--results", results)
         try:
-            wait_for(lambda: statuses(results).count("done") >= done_before_kill, 120, "trials to finish")
+            wait_for(lambda n=done_before_kill: statuses(results).count("done") >= n, 120, "trials to finish")
             time.sleep(extra_delay)
             os.kill(proc.pid, signal.SIGKILL)     # the engine only; runner.py notices its parent died
             proc.wait(timeout=30)

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import need_service
+from tests.conftest import need_service
 from tests.support.cliproc import detbench, error_lines, finish
 from tests.support.slurmjobs import our_jobs, stopped_on_a_lost_node
 from tests.support.storerows import rows, statuses
 from tests.support.waiting import wait_for
 from harness.launch import slurm
-from test_slurm_cluster import cluster_state
+from tests.launch.test_slurm_cluster import cluster_state
 
 ROOT = Path(__file__).resolve().parents[2]
 SLURMD_PID = Path("/run/slurmd.pid")

@@ -25,13 +25,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import need_service
+from tests.conftest import need_service
 from tests.support.slurmjobs import our_jobs, run_id_of, stopped_on_a_lost_node
 from tests.support.cliproc import detbench, error_lines, finish
 from tests.support.storerows import rows, statuses
 from tests.support.waiting import wait_for
 from harness.launch import slurm
-from test_slurm_twonode import PARTITION, need_twonode
+from tests.launch.test_slurm_twonode import PARTITION, need_twonode
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES_SH = ROOT / ".ci" / "slurm-nodes.sh"

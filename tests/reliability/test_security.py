@@ -20,7 +20,7 @@ from html.parser import HTMLParser
 import pytest
 from click.testing import CliRunner
 
-from conftest import GOOD_SCENARIO
+from tests.conftest import GOOD_SCENARIO
 from harness import frameworks
 from harness.plan import platforms, scenario as scenario_mod
 from harness import launch
@@ -67,7 +67,8 @@ def test_yaml_is_read_only_through_harness_yamlfile(path):
             "load", "load_all", "unsafe_load", "full_load", "Loader", "FullLoader", "UnsafeLoader")]
         assert not unsafe, "yamlfile.py uses an unsafe loader at line %d" % unsafe[0].lineno
     else:
-        assert "yaml" not in imports, "%s imports yaml itself; go through harness.plan.yamlfile" % path.relative_to(ROOT)
+        assert "yaml" not in imports, ("%s imports yaml itself; go through harness.plan.yamlfile"
+                                       % path.relative_to(ROOT))
 
 
 # ------------------------------------------------------------------------------ YAML tags
@@ -152,7 +153,8 @@ def test_every_adapter_passes_hostile_values_as_whole_argv_items(tmp_path, frame
     argv = run_mod.schedule(sc, scenario_mod.plan(sc), "local")[0].argv
     assert isinstance(argv, list) and all(isinstance(a, str) for a in argv)
     assert argv[-len(hostile(canary)):] == hostile(canary), "extra_args must end the command, item for item"
-    literal = [doc["data"]["annotations"], doc["data"]["images"]] + list(doc.get("options", {}).get(framework, {}).values())
+    literal = ([doc["data"]["annotations"], doc["data"]["images"]]
+               + list(doc.get("options", {}).get(framework, {}).values()))
     for value in literal:
         for item in argv:
             if value in item:
@@ -188,7 +190,8 @@ def fake_slurm_tools(bindir, capture):
     bindir.mkdir()
     srun = bindir / "srun"
     srun.write_text("#!%s\nimport json, os, sys\njson.dump({'argv': sys.argv[1:], 'env': {k: v for k, v in "
-                    "os.environ.items() if k.startswith('HOSTILE_')}}, open(%r, 'w'))\n" % (sys.executable, str(capture)))
+                    "os.environ.items() if k.startswith('HOSTILE_')}}, open(%r, 'w'))\n"
+                    % (sys.executable, str(capture)))
     (bindir / "scontrol").write_text("#!/bin/sh\necho node-a\n")
     for f in bindir.iterdir():
         f.chmod(f.stat().st_mode | stat.S_IEXEC)
@@ -276,7 +279,8 @@ def test_html_escapes_everything_from_scenarios_logs_and_the_store(tmp_path):
     benign = report_run(tmp_path / "benign", REPORTED % {"text": "plain", "arg": "--plain"})
     (tmp_path / "hostile").mkdir()
     quoted = json.dumps(HOSTILE_TEXT)
-    hostile_results = report_run(tmp_path / "hostile", REPORTED % {"text": quoted, "arg": json.dumps("--x=" + HOSTILE_TEXT)})
+    hostile_results = report_run(tmp_path / "hostile",
+                                 REPORTED % {"text": quoted, "arg": json.dumps("--x=" + HOSTILE_TEXT)})
     db = sqlite3.connect(str(hostile_results / "detbench.sqlite"))
     with db:   # a store can hold anything: text columns and JSON values alike
         host = json.loads(db.execute("SELECT host_json FROM runs").fetchone()[0])

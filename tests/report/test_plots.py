@@ -50,7 +50,8 @@ def test_grouped_bars_put_frameworks_side_by_side_for_each_model():
     assert "NA" in [t.get_text() for t in ax.texts]
     # the published bars share their framework's colour
     colours = {}
-    for p, label in zip([c for c in ax.containers if isinstance(c, BarContainer)], ["SimpleDet", "mmdetection", "SimpleDet (published)"]):
+    containers = [c for c in ax.containers if isinstance(c, BarContainer)]
+    for p, label in zip(containers, ["SimpleDet", "mmdetection", "SimpleDet (published)"]):
         colours[label] = p.patches[0].get_facecolor()[:3]
     assert colours["SimpleDet"] == colours["SimpleDet (published)"] != colours["mmdetection"]
 
@@ -81,7 +82,8 @@ def test_peak_memory_has_one_bar_per_configuration():
     ax = plots.peak_memory_chart([("torchvision Faster R-CNN FP32", 7800.0, None),
                                   ("torchvision Faster R-CNN FP16", 4100.0, None)]).axes[0]
     assert [p.get_width() for p in bars(ax)] == [7800.0, 4100.0]
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["torchvision Faster R-CNN FP32", "torchvision Faster R-CNN FP16"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["torchvision Faster R-CNN FP32",
+                                                            "torchvision Faster R-CNN FP16"]
     assert ax.get_legend() is None                     # nothing logged: no second series to tell apart
 
 

@@ -52,7 +52,8 @@ def test_feature_rows_render_as_a_second_table_in_the_papers_order():
     rows = rows_of(text)
     assert rows["feature"] == ORDER
     assert {k: rows[k] for k in FEATURES} == FEATURES
-    names = [line.split("|")[1] for line in text.splitlines() if line.split("|")[1:2] and line.split("|")[1] in FEATURES]
+    names = [line.split("|")[1] for line in text.splitlines()
+             if line.split("|")[1:2] and line.split("|")[1] in FEATURES]
     assert names == list(FEATURES)
 
 

@@ -194,7 +194,8 @@ def test_memory_chart_has_one_bar_per_framework_from_telemetry(tmp_path):
                      ("mmdetection RetinaNet FP32 1x1", 3302.0, None),
                      ("torchvision RetinaNet FP32 1x1", 2602.0, None)]
     ax = plots.peak_memory_chart(items, title).axes[0]
-    measured_bars = [p for p in ax.patches if p.get_facecolor()[:3] == pytest.approx((0x4C / 255, 0x72 / 255, 0xB0 / 255))]
+    measured_colour = pytest.approx((0x4C / 255, 0x72 / 255, 0xB0 / 255))
+    measured_bars = [p for p in ax.patches if p.get_facecolor()[:3] == measured_colour]
     assert [p.get_width() for p in measured_bars] == [2102.0, 3302.0, 2602.0]
     assert len(ax.patches) == 4                          # and one bar for the one logged figure
     assert [t.get_text() for t in ax.get_yticklabels()] == [label for label, _, _ in items]

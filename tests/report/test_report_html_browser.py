@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import need_service
+from tests.conftest import need_service
 from tests.support.htmlpage import Page
 from harness.cli import main
 

@@ -185,6 +185,15 @@ def test_a_cell_without_a_figure_gives_no_ratio_and_says_why(tmp_path):
     assert tvr.comparison_lines(c)[0].endswith("no ratio: torchvision: all 5 trials failed; first: x")
 
 
+def test_a_run_read_back_names_its_scope_from_the_stored_scenario_and_host(tmp_path):
+    add_run(tmp_path / "r", "run-a", FIGURES)
+    got = tvr.read_run(tmp_path / "r")                    # "latest"
+    assert (got.run_id, got.size) == ("run-a", "320x320")
+    assert got.scope == ("run run-a of %s; Test CPU, 2 threads, 2 images per iteration, 5 repeats of 8 measured "
+                         "iterations (after 2)" % (tmp_path / "r"))
+    assert {(c.model, c.against) for c in got.comparisons} == set(by_pair(tvr.comparisons(report(tmp_path / "r"))[1]))
+
+
 # ------------------------------------------------------------------ the targets
 
 def reading(root, size, run_id="run-a", excluded=None):

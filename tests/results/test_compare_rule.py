@@ -1,7 +1,6 @@
-"""The decision rule of the regression gate, its outputs and the baseline file format."""
+"""The decision rule of the regression gate and the baseline file format."""
 import copy
 import json
-import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -138,44 +137,6 @@ def test_the_observed_estimator_is_judged_when_asked():
     assert compare.compare(side(BASE), cand, observed).cells[0].verdict == compare.REGRESSION
 
 
-# ------------------------------------------------------------------ outputs
-
-def two_cell_result():
-    base = side(BASE)
-    base["cells"]["calibrate/faster_rcnn/fp32/local/1/1"] = copy.deepcopy(base["cells"][KEY])
-    cand = copy.deepcopy(base)
-    cand["run"]["id"] = "r2"
-    cand["cells"][KEY]["throughput"] = scaled(BASE, 0.9)
-    return compare.compare(base, cand, RULE)
-
-
-def test_junit_has_one_testcase_per_cell_and_fails_regressions():
-    root = ET.fromstring(compare.junit(two_cell_result()).split("\n", 1)[1])
-    assert root.tag == "testsuite" and root.get("tests") == "2" and root.get("failures") == "1"
-    cases = {c.get("name"): c for c in root.iter("testcase")}
-    assert set(cases) == {KEY, "calibrate/faster_rcnn/fp32/local/1/1"}
-    failure = cases[KEY].find("failure")
-    assert failure is not None and failure.get("message").startswith("regression: 100.00 -> 90.00")
-    assert cases["calibrate/faster_rcnn/fp32/local/1/1"].find("failure") is None
-
-
-def test_markdown_summary_names_the_regression():
-    md = compare.markdown(two_cell_result())
-    assert md.startswith("## detbench compare: regression\n")
-    assert "FAIL: 1 regression, 1 unchanged (baseline r1, candidate r2" in md
-    row = next(line for line in md.splitlines() if line.startswith("| " + KEY))
-    cols = [c.strip() for c in row.strip("|").split("|")]
-    assert cols[1:4] == ["100.00", "90.00", "0.900 (-10.0%)"] and cols[-1] == "❌ regression"
-
-
-def test_text_table_lists_every_column():
-    out = compare.text(two_cell_result())
-    header = out.splitlines()[2]
-    for column in compare.COLUMNS:
-        assert column in header
-    assert out.startswith("FAIL: 1 regression")
-
-
 # ------------------------------------------------------------------ baseline files
 
 def test_baseline_round_trip(tmp_path):
@@ -215,7 +176,8 @@ def test_with_host_facts_the_fingerprinted_facts_decide():
              "gpu_driver": None, "gpu_links": []}
     a = dict(HOST, facts=facts)
     renamed = dict(HOST, facts=dict(facts, hostname="node2"))          # an identical twin node
-    assert compare.compare(side(BASE, host=a), side(BASE, "r2", host=renamed), RULE).cells[0].verdict == compare.UNCHANGED
+    verdict = compare.compare(side(BASE, host=a), side(BASE, "r2", host=renamed), RULE).cells[0].verdict
+    assert verdict == compare.UNCHANGED
     upgraded = dict(HOST, facts=dict(facts, os={"kernel": "6.8.0"}))
     cell = compare.compare(side(BASE, host=a), side(BASE, "r2", host=upgraded), RULE).cells[0]
     assert cell.verdict == compare.NOT_COMPARABLE

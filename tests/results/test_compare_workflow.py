@@ -255,7 +255,8 @@ def test_a_missing_baseline_fails_the_job(job_name, tmp_path):
 def test_a_bootstrap_run_saves_the_candidate_and_says_so(job_name, tmp_path):
     night = Night(job_name, tmp_path, bootstrap=True)
     assert night.out.returncode == 0, night.out.stdout + night.out.stderr
-    assert "bootstrap: saved report/candidate-baseline" in night.out.stdout and "bootstrapped" in night.summary.read_text()
+    assert "bootstrap: saved report/candidate-baseline" in night.out.stdout
+    assert "bootstrapped" in night.summary.read_text()
     assert (night.work / "report" / CANDIDATE[job_name]).is_file()
     name = "nightly-%s-baseline-%s" % (job_name.split("-")[0], HERE)
     assert night.outputs == {"fingerprint": HERE, "artifact": name, "keep": "true"}
@@ -280,7 +281,8 @@ def test_a_saved_night_of_another_machine_is_not_used(tmp_path):
 def test_the_committed_old_style_cpu_baseline_is_another_machine_and_the_night_starts_this_ones_bar(tmp_path):
     committed = ROOT / "baselines" / "nightly-cpu.json"
     assert json.loads(committed.read_text())["host"]["fingerprint"].startswith("fp1-")
-    night = Night("cpu-nightly", tmp_path, committed=committed, headline="PASS: 3 not comparable (baseline b, candidate c)")
+    night = Night("cpu-nightly", tmp_path, committed=committed,
+                  headline="PASS: 3 not comparable (baseline b, candidate c)")
     assert night.out.returncode == 0, night.out.stdout + night.out.stderr
     (call,) = night.compares
     assert call.startswith("compare --baseline baselines/nightly-cpu.json ") and "--strict" not in call
@@ -401,6 +403,7 @@ def test_this_hosts_run_is_judged_leniently_against_the_committed_cpu_baseline(t
 
     candidate = tmp_path / "candidate.json"
     side_file(candidate, platforms.host_record([platforms.LOCAL])["fingerprint"])
-    out = subprocess.run([sys.executable, str(SCRIPT), "pick", str(candidate), str(ROOT / "baselines" / "nightly-cpu.json"),
-                          str(tmp_path / "no-previous.json")], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, str(SCRIPT), "pick", str(candidate),
+                          str(ROOT / "baselines" / "nightly-cpu.json"), str(tmp_path / "no-previous.json")],
+                         capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.split() == [str(ROOT / "baselines" / "nightly-cpu.json"), "lenient"]

@@ -34,7 +34,8 @@ def finished():
         latency=None, iterations=tuple((k, 0.01, 0.001, 100.0 + k / 100) for k in range(1, 13)))
 
 
-def one_run(root, order={"seed": 7, "drawn": False}, result=None):
+def one_run(root, order=None, result=None):
+    order = {"seed": 7, "drawn": False} if order is None else order
     sc = scenario_mod.Scenario.model_validate(SCENARIO)
     store = Store(root)
     cell = dict(cell_key=KEY, framework="calibrate", model="retinanet", precision="fp32", platform="local",
@@ -73,6 +74,26 @@ def test_a_run_decodes_its_scenario_host_limits_and_order_once(tmp_path):
     assert (cell.cell_key, cell.gpus, cell.batch, cell.excluded) == (KEY, 1, 0, None)
     assert cell.created == run.created
     assert [r.id for r in store.read_runs()] == ["run-1"]
+    store.close()
+
+
+def test_the_stored_scenario_validates_again_into_the_scenario_a_resume_runs(tmp_path):
+    from pydantic import ValidationError
+
+    store = one_run(tmp_path / "r")
+    run = store.read_run("run-1")
+    sc = run.scenario.validated()
+    # the Scenario as planned, with each backend's section (none here) typed by its launcher
+    assert sc.model_dump(exclude={"docker", "slurm"}) == scenario_mod.Scenario.model_validate(SCENARIO).model_dump()
+    assert (sc.docker, sc.slurm, sc.repeats, sc.env) == (None, None, 2, {"OMP_NUM_THREADS": "2"})
+    with store.transaction() as db:
+        db.execute("UPDATE runs SET scenario_json=?", (json.dumps(dict(SCENARIO, repeats="two")),))
+    damaged = store.read_run("run-1").scenario
+    assert damaged.repeats is None     # read leniently for reports, refused strictly for running
+    with pytest.raises(ValidationError, match="repeats"):
+        damaged.validated()
+    with pytest.raises(ValidationError):
+        records.scenario("{not json").validated()
     store.close()
 
 

@@ -194,7 +194,8 @@ def test_mask_targets_from_crops_padded_to_the_slot_are_the_same(tmp_path, mask_
         crops = targets["mask_crops"]
         padded = graphs.pad_targets(targets, {"objects": g + 3, "crop": (crops.shape[2] + 7, crops.shape[3] + 5)})
         moved = objects // g * (g + 3) + objects % g
-        assert torch.equal(masks.roi_targets(padded["mask_crops"], padded["mask_affine"], moved, boxes, 28, share=False),
+        padded_targets = masks.roi_targets(padded["mask_crops"], padded["mask_affine"], moved, boxes, 28, share=False)
+        assert torch.equal(padded_targets,
                            masks.roi_targets(crops, targets["mask_affine"], objects, boxes, 28, share=False))
 
 

@@ -41,7 +41,8 @@ def both(model, tmp_path):
     x = raw.permute(0, 3, 1, 2).float()
     mean, std = torch.tensor(_MEAN).view(1, 3, 1, 1), torch.tensor(_STD).view(1, 3, 1, 1)
     with torch.inference_mode():
-        ours = postprocess.predict(bt.eval(), (x - mean) / std, [(H, W)] * 2, postprocess.PostProcess(score_threshold=0.0))
+        ours = postprocess.predict(bt.eval(), (x - mean) / std, [(H, W)] * 2,
+                                   postprocess.PostProcess(score_threshold=0.0))
         theirs = tv.eval()([im / 255.0 for im in x])
     return ours, theirs
 
@@ -73,14 +74,16 @@ def test_the_driver_times_every_batch_in_its_parts():
                           "--batches", "3", "--input-size", "64x96", "--score-threshold", "0.0", "--detections", "5"],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
-    iters = [json.loads(l[len(jsonlog.ITER_PREFIX):]) for l in out.stdout.splitlines() if l.startswith(jsonlog.ITER_PREFIX)]
+    iters = [json.loads(l[len(jsonlog.ITER_PREFIX):]) for l in out.stdout.splitlines()
+             if l.startswith(jsonlog.ITER_PREFIX)]
     phases = [json.loads(l[len(jsonlog.PHASES_PREFIX):]) for l in out.stdout.splitlines()
               if l.startswith(jsonlog.PHASES_PREFIX)]
     assert [i["iteration"] for i in iters] == [p["iteration"] for p in phases] == [1, 2, 3]
     for it, ph in zip(iters, phases):
         assert it["images"] == 2 and ph["detections"] == 10
         assert it["time_s"] >= ph["pre_s"] + ph["net_s"] + ph["post_s"] > 0
-    meta = json.loads(next(l for l in out.stdout.splitlines() if l.startswith(jsonlog.META_PREFIX))[len(jsonlog.META_PREFIX):])
+    meta_line = next(l for l in out.stdout.splitlines() if l.startswith(jsonlog.META_PREFIX))
+    meta = json.loads(meta_line[len(jsonlog.META_PREFIX):])
     assert meta["mode"] == "inference" and meta["rpn_post_nms_test"] == 1000 and meta["mask_threshold"] == 0.5
 
 
@@ -88,7 +91,7 @@ def test_the_driver_times_every_batch_in_its_parts():
 def test_cuda_only_precisions_are_one_line_on_the_cpu(precision):
     if torch.cuda.is_available():
         pytest.skip("this host has CUDA")
-    out = subprocess.run([sys.executable, "-m", "harness.trainer.infer", config_path("retina_tiny"), "--batch-size", "1",
-                          "--batches", "1", "--input-size", "64x64", "--precision", precision],
+    out = subprocess.run([sys.executable, "-m", "harness.trainer.infer", config_path("retina_tiny"),
+                          "--batch-size", "1", "--batches", "1", "--input-size", "64x64", "--precision", precision],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 2 and out.stderr.strip().count("\n") == 0 and "needs a CUDA device" in out.stderr
