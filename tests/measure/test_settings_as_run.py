@@ -2,7 +2,7 @@
 and the report compares those and names how each column's framework ran.
 
 The line's producers (the drivers and the bundled trainer) are tested in
-tests/frameworks/test_rivals_settings.py and tests/trainer/test_settings_line.py.
+tests/drivers/test_rivals_settings.py and tests/trainer/test_settings_line.py.
 """
 import json
 

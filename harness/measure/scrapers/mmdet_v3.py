@@ -22,7 +22,10 @@ Records before the window is known, and JSON records whose window no config give
 means over a window the log does not state: GLOBAL_MEAN (approximate).
 
 Runs: CheckpointHook logs ``Checkpoints will be saved to ...`` as training starts, after
-``resumed epoch: E, iter: I`` where the run resumes: each begins a run.
+``resumed epoch: E, iter: I`` where the run resumes: each begins a run. A resumed run's
+history goes on from the checkpoint's, so its records whose window reaches back to
+iteration I or before mix the earlier process's times with its own: they keep their place
+(span from I + 1) but no time, and a figure of the run starts after them.
 
 Options:
   window: the LogProcessor window_size (mmengine default 10, mmdet 3.x configs 50).
@@ -54,22 +57,40 @@ class MmengineScraper(common.Scraper):
         self.window = window
         self._given = window is not None   # the option, or the log's config, says the window
         self._start = 0                    # the iteration this run resumed from
+        self._mixing = False               # its records may still reach into the history it resumed
+        self._resumed = None               # the iteration a "resumed" line gave, until its run begins
 
     @property
     def _python(self):
-        return self._handover or self.window is None   # the scanner reads only with a window
+        # the scanner reads only with a window, and knows nothing of a resumed history
+        return self._handover or self.window is None or self._mixing
 
     @_python.setter
     def _python(self, value):
         self._handover = value
 
     def banner_start(self, line):
+        # "resumed epoch: E, iter: I" comes before CheckpointHook's line: the run starts after I
         m = RESUMED_RE.search(line)
-        return int(m.group(1)) if m else None
+        if m:
+            self._resumed = int(m.group(1))
+        return self._resumed
 
     def begin(self, rec, start):
+        self._resumed = None
         self._start = start or 0
-        return super().begin(rec, start)
+        self._mixing = self._start > 0
+        return super().begin(self._own(rec), start)
+
+    def _own(self, rec):
+        """The record as this run's: without times where its window reaches into the history
+        the run resumed (iterations up to self._start, timed by an earlier process)."""
+        if not self._mixing or rec.kind != WINDOW_MEAN:
+            return rec
+        if rec.iteration - rec.span >= self._start:
+            self._mixing = False
+            return rec
+        return rec._replace(span=max(1, rec.iteration - self._start), time_s=None, data_time_s=None)
 
     def feed(self, line, index):
         if line.lstrip().startswith("{"):
@@ -114,7 +135,7 @@ class MmengineScraper(common.Scraper):
             None if mem is None else float(mem),
             None if loss is None else float(loss), self.run,
             max(common.half_unit(time_s), common.half_unit(data_s)))
-        return self.accept(rec)
+        return self.accept(self._own(rec))
 
     def from_json(self, line, index):
         try:
@@ -143,7 +164,7 @@ class MmengineScraper(common.Scraper):
                 max(common.value_half_unit(obj["time"]), 0.0 if data is None else common.value_half_unit(data)))
         except (KeyError, TypeError, ValueError):
             return common.make_error(index, "JSON train scalars lack a readable field", line)
-        return self.accept(rec)
+        return self.accept(self._own(rec))
 
 
 # iter_scrape(lines) streams, iter_scrape_path(path) reads a file with the fast path,
