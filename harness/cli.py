@@ -144,10 +144,13 @@ def validate(files):
 @click.option("--max-error", type=float, metavar="F",
               help="refuse a window whose figure the printed digits bound less tightly than this share of it "
                    "(0.001: 0.1%%)")
+@click.option("--approximate", is_flag=True,
+              help="give a window's figure even where the printed digits bound it not at all (window medians, "
+                   "means since an unknown start); it says so, with no bound")
 @click.argument("logfile", required=False, type=click.Path(exists=True, dir_okay=False))
 @user_errors
 def scrape(framework_name, fmt, list_formats, warmup, measure, images_per_iteration, run, iters_per_epoch,
-           max_error, logfile):
+           max_error, approximate, logfile):
     """Print one JSON object per iteration record read from a log file.
 
     With --warmup and --measure, a last line holds the measured window's figure: the one a
@@ -180,7 +183,7 @@ def scrape(framework_name, fmt, list_formats, warmup, measure, images_per_iterat
     figure = None
     if warmup is not None:
         figure = logfigure.figure(logfile, records, warmup, measure, images_per_iteration, run=run,
-                                  max_error=max_error)
+                                  max_error=max_error, approximate=approximate)
         notes = list(figure.notes)
     else:
         notes = list(how.notes)
@@ -230,10 +233,13 @@ def scrape(framework_name, fmt, list_formats, warmup, measure, images_per_iterat
 @click.option("--iters-per-epoch", type=int, metavar="N", help="iterations per epoch, where the logs do not print it")
 @click.option("--max-error", type=float, metavar="F",
               help="refuse a log whose figure the printed digits bound less tightly than this share of it")
+@click.option("--approximate", is_flag=True,
+              help="import a log whose window figure the printed digits do not bound (window medians, means since "
+                   "an unknown start); the report marks its figure kind")
 @RESULTS
 @user_errors
 def import_cmd(framework_name, fmt, logs, scenario_name, model, precision, platform_name, batch_per_gpu,
-               gpus, nodes, warmup, measure, run, iters_per_epoch, max_error, results_dir):
+               gpus, nodes, warmup, measure, run, iters_per_epoch, max_error, approximate, results_dir):
     """Store logs of runs made elsewhere as one run, one trial per log, marked imported."""
     from harness.results import importer
 
@@ -241,7 +247,7 @@ def import_cmd(framework_name, fmt, logs, scenario_name, model, precision, platf
         list(logs), framework_name, model, precision, platform_name, batch_per_gpu, gpus, nodes=nodes,
         scenario_name=scenario_name, warmup=warmup, measure=measure, fmt=fmt, results_dir=results_dir,
         note=lambda line: click.echo(line, err=True), run=run, iters_per_epoch=iters_per_epoch,
-        max_error=max_error)
+        max_error=max_error, approximate=approximate)
     click.echo("run %s: imported %d log%s as %s -> %s" % (run_id, len(logs), "" if len(logs) == 1 else "s",
                                                           key, results_dir))
 

@@ -74,7 +74,8 @@ class LibraryReader:
         from harness.measure import logfigure
         try:
             how, records, late = self._records(req)
-            opts = _place({"run": req.run, "max_error": req.max_error}, (logfigure.figure,))[logfigure.figure]
+            opts = _place({"run": req.run, "max_error": req.max_error, "approximate": req.approximate},
+                          (logfigure.figure,))[logfigure.figure]
             fig = logfigure.figure(self.path, records, req.warmup, req.measure, req.images_per_iteration,
                                    **dict(late, **opts))
         except UserError as exc:
@@ -94,6 +95,8 @@ def cli_args(path, fmt, req):
                         ("--images-per-iteration", req.images_per_iteration)):
         if value is not None:
             args += [flag, str(value)]
+    if req.approximate:
+        args.append("--approximate")
     return args
 
 

@@ -121,6 +121,8 @@ def _figure(log, req, fig):
     if bound is None:
         if v.exact:
             v.problems.append("exact without an error bound")
+        if not req.approximate:
+            v.problems.append("a figure with no bound although --approximate was not given")
     else:
         v.ratio = err / (bound + slack)
         if err > bound + slack:
@@ -157,6 +159,7 @@ REASONS = (
     ("interface", re.compile(re.escape(MISSING))),
     ("ranks", re.compile(r"several processes")),
     ("faults", re.compile(r"twice|out of order|duplicate|repeat|seen before|swapped")),
+    ("unbounded", re.compile(r"no figure the printed digits bound")),
     ("shrink", re.compile(r"shrink")),
     ("max-error", re.compile(r"max.error|cannot meet|error bound|bound of")),
     ("epoch-length", re.compile(r"iters.per.epoch|epoch length|batches.per.epoch|steps.per.epoch|place it")),
@@ -218,6 +221,14 @@ def _refusal(log, req, answer, ask=None):
     elif reason == "shrink":
         if not log.faults:
             v.problems.append("running sums never shrink in this log (rounding is not a reason): %s" % msg)
+    elif reason == "unbounded":
+        if req.approximate:
+            v.problems.append("refused as unbounded although --approximate was given: %s" % msg)
+        elif ask is not None:
+            again = ask(dataclasses.replace(req, approximate=True))
+            fig = again.figure
+            if fig is not None and fig.get("error_bound_s") is not None:
+                v.problems.append("refused as unbounded, yet with --approximate the figure has a bound: %s" % msg)
     elif reason == "max-error":
         if req.max_error is None:
             v.problems.append("refused for an error bound nobody asked for: %s" % msg)

@@ -14,6 +14,7 @@ class Request:
     iters_per_epoch: Optional[int] = None
     images_per_iteration: Optional[int] = None
     framework: Optional[str] = None        # read with --framework F instead of --format
+    approximate: Optional[bool] = None     # --approximate: a figure with no bound is given, not refused
 
     @property
     def window(self):
@@ -70,7 +71,8 @@ def request(choose, log, k=0):
     framework = None
     if log.framework and choose.chance(pick("framework"), 10):
         framework = log.framework
-    return Request(lo - 1, hi - lo + 1, run_opt, max_error, ipe, log.images_per_iteration, framework)
+    approximate = True if choose.chance(pick("approximate"), 50) else None
+    return Request(lo - 1, hi - lo + 1, run_opt, max_error, ipe, log.images_per_iteration, framework, approximate)
 
 
 def log_last(log):

@@ -332,13 +332,17 @@ def check_window(warmup, measure):
         raise UserError("--warmup must be at least 0 and --measure at least 1 (got %d and %d)" % (warmup, measure))
 
 
-def figure(log, records, warmup, measure, images_per_iteration=None, run=None, max_error=None):
+def figure(log, records, warmup, measure, images_per_iteration=None, run=None, max_error=None,
+           approximate=False):
     """The window figure of `records` read from `log`, exactly as a trial of that log gets it.
 
     Without images_per_iteration, a figure that would depend on it is None: the throughput
     unless the log counts the images of its window itself, the iteration time of a log that
     prints images/s only. run picks the log's run (default: the last that covers the
-    window); max_error (relative) refuses a figure whose error bound is larger.
+    window); max_error (relative) refuses a figure whose error bound is larger. A figure the
+    printed digits do not bound (window medians, running means of unknown start, windows
+    the records leave gaps in) is refused saying why, unless approximate is true: then it
+    is given with no bound and `exact` false.
     """
     how = getattr(records, "how", None)
     errors = getattr(records, "errors", ())
@@ -376,7 +380,24 @@ def figure(log, records, warmup, measure, images_per_iteration=None, run=None, m
                  how.scraper if how else None, how.source if how else None, est.missing)
     if max_error is not None:
         _check_max_error(log, fig, max_error)
+    if not approximate and fig.error_bound_s is None:
+        raise UserError("%s: the window %d..%d has no figure the printed digits bound: %s; --approximate gives "
+                        "it without a bound" % (log, lo, hi, _unbounded_why(fig, how, images_per_iteration, records)))
     return _with_notes(log, fig, records, est, how, errors)
+
+
+def _unbounded_why(fig, how, images_per_iteration, records):
+    """Why a figure has no error bound, in a few words."""
+    if fig.missing:
+        return "its records leave %d iterations of %d..%d out" % (fig.missing, fig.window[0], fig.window[1])
+    if fig.kind == rec_kinds.THROUGHPUT_FIGURE and images_per_iteration is None:
+        return "the log prints images/s only (give --images-per-iteration N)"
+    if how is not None and how.assumed and fig.kind in (rec_kinds.EXACT, rec_kinds.WINDOW_MEANS_FIGURE):
+        return "it is read as detbench runs %s, which this log need not follow (--format %s reads it as written)" % (
+            how.scraper, how.scraper)
+    if fig.kind in (rec_kinds.EXACT, rec_kinds.WINDOW_MEANS_FIGURE):
+        return coverage_problem(records, fig) or "its records are spaced otherwise than the windows they state"
+    return rec_kinds.FIGURE_TEXT.get(fig.kind, fig.kind)
 
 
 def _noise_suffix(errors):

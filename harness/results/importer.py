@@ -43,7 +43,7 @@ TOTAL_RES = (
 
 def import_logs(logs, framework, model, precision, platform, batch_per_gpu, gpus, nodes=1,
                 scenario_name=None, warmup=None, measure=None, fmt=None, results_dir="results", note=print,
-                run=None, iters_per_epoch=None, max_error=None):
+                run=None, iters_per_epoch=None, max_error=None, approximate=False):
     """Store `logs` as one imported run; return (run id, cell key). UserError, with nothing
     written, on bad input; `note` hears what was chosen for the user (format, window, run),
     once every log has passed."""
@@ -60,7 +60,8 @@ def import_logs(logs, framework, model, precision, platform, batch_per_gpu, gpus
     images = batch_per_gpu * gpus * nodes
     checked = []
     for log, how in zip(logs, readings):
-        fig = _check_log(log, how, fw.name, warmup, measure, images, batch_per_gpu, gpus, nodes, run, max_error)
+        fig = _check_log(log, how, fw.name, warmup, measure, images, batch_per_gpu, gpus, nodes, run, max_error,
+                         approximate)
         notes += ["detbench: " + n for n in fig.notes]
         # ingest reads the same run of the log as the figure checked here
         checked.append(how if fig.runs == 1 else dataclasses.replace(how, options=dict(how.options, run=fig.run)))
@@ -131,7 +132,7 @@ def _scenario_window(scenario_name, results_dir):
 
 
 def _check_log(log, how, framework, warmup, measure, images, batch_per_gpu, gpus, nodes, run=None,
-               max_error=None):
+               max_error=None, approximate=False):
     """The log's window figure (logfigure.Figure); UserError when the log cannot give the
     cell's figure or contradicts the flags."""
     total = declared_total(log)
@@ -140,7 +141,8 @@ def _check_log(log, how, framework, warmup, measure, images, batch_per_gpu, gpus
                         % (log, total, warmup, measure))
     records, _ = logfigure.read(log, how, window=(warmup + 1, warmup + measure))
     logfigure.require_records(log, how, records)
-    fig = logfigure.figure(log, records, warmup, measure, images, run=run, max_error=max_error)
+    # a coverage problem is the more telling refusal: ask for the figure unbounded, then check it
+    fig = logfigure.figure(log, records, warmup, measure, images, run=run, max_error=max_error, approximate=True)
     problem = logfigure.coverage_problem(records, fig)
     if problem:
         hint = ("" if how.how != "framework %s" % framework else
@@ -151,6 +153,8 @@ def _check_log(log, how, framework, warmup, measure, images, batch_per_gpu, gpus
             raise UserError("%s:%d: iteration %d has %d images; --batch-per-gpu %d x --gpus %d%s gives %d" % (
                 log, rec.line + 1, rec.iteration, shown, batch_per_gpu, gpus,
                 " x --nodes %d" % nodes if nodes > 1 else "", images))
+    if not approximate and fig.error_bound_s is None:   # refused the way scrape refuses it
+        logfigure.figure(log, records, warmup, measure, images, run=run, max_error=max_error)
     return fig
 
 

@@ -131,7 +131,11 @@ def test_throughput_is_null_when_the_images_per_iteration_are_not_known(tmp_path
 
 
 def test_a_throughput_only_log_gives_throughput_but_no_iteration_time_without_the_batch(tmp_path):
-    out = scrape(FIXTURES / "simpledet_mxnet.log", "--warmup", 0, "--measure", 40)
+    refused = scrape(FIXTURES / "simpledet_mxnet.log", "--warmup", 0, "--measure", 40)
+    assert refused.exit_code == 2 and refused.stdout == ""
+    assert "no figure the printed digits bound: the log prints images/s only (give --images-per-iteration N); " \
+           "--approximate gives it without a bound" in refused.stderr
+    out = scrape(FIXTURES / "simpledet_mxnet.log", "--warmup", 0, "--measure", 40, "--approximate")
     assert out.exit_code == 0, out.output
     fig = lines_of(out)[-1]
     assert fig["kind"] == "throughput" and fig["exact"] is False
@@ -180,7 +184,7 @@ def test_a_framework_reads_with_the_options_detbench_runs_it_with(tmp_path):
     # torchvision under detbench logs every iteration with a window of 1
     pairs = logtext.times(30, seed=4)
     log = write(tmp_path, logtext.torchvision_ref(pairs, print_freq=1, window=1))
-    as_run = lines_of(scrape("--framework", "torchvision", log, "--warmup", 5, "--measure", 20))
+    as_run = lines_of(scrape("--framework", "torchvision", log, "--warmup", 5, "--measure", 20, "--approximate"))
     assert frameworks.FRAMEWORKS["torchvision"].scrape_options == {"window": 1}
     assert {r["span"] for r in as_run[:-1]} == {1}
     assert as_run[-1]["iteration_time_s"] == pytest.approx(logtext.truth(pairs, 6, 25)[0], abs=0.00005)
@@ -301,7 +305,9 @@ def test_a_restart_without_its_banner_is_still_a_run_of_its_own(tmp_path):
     # the counter going back is enough; where its timer started is then not known: approximate
     first, second = logtext.times(1000, seed=25, base=0.30), logtext.times(1500, seed=26, base=0.24)
     log = write(tmp_path, logtext.detectron2_v03(first) + logtext.detectron2_v03(second, start=500, banner=False))
-    fig = lines_of(scrape(log, "--warmup", 600, "--measure", 400))[-1]
+    refused = scrape(log, "--warmup", 600, "--measure", 400)
+    assert refused.exit_code == 2 and "no figure the printed digits bound: approximate" in refused.stderr
+    fig = lines_of(scrape(log, "--warmup", 600, "--measure", 400, "--approximate"))[-1]
     assert (fig["run"], fig["runs"], fig["kind"], fig["exact"], fig["error_bound_s"]) == (2, 2, "global-mean", False,
                                                                                           None)
 
@@ -356,7 +362,7 @@ def test_tensorpack_takes_its_epoch_length_from_its_own_lines(tmp_path):
     log = write(tmp_path, logtext.tensorpack(pairs, steps_per_epoch=100, gpus=8))
     truth = 8 / logtext.truth(pairs, 501, 1000)[0]
     for how in (["--format", "tensorpack"], ["--framework", "tensorpack"]):   # the framework's default is 10
-        out = scrape(log, *how, "--warmup", 500, "--measure", 500)
+        out = scrape(log, *how, "--warmup", 500, "--measure", 500, "--approximate")
         assert out.exit_code == 0 and out.stderr == "", out.output
         *records, fig = lines_of(out)
         assert [r["iteration"] for r in records] == list(range(100, 2001, 100))
@@ -390,7 +396,9 @@ def test_dllogger_across_an_epoch_gives_what_its_records_hold_and_says_what_they
     # the batch-time meter restarts at batch 10 of each epoch: batches 0..9 are in no running mean
     pairs = logtext.times(3000, seed=31)
     log = write(tmp_path, logtext.dllogger_pytorch(pairs, log_interval=50, steps_per_epoch=1000))
-    out = scrape(log, "--warmup", 500, "--measure", 1000)
+    refused = scrape(log, "--warmup", 500, "--measure", 1000)
+    assert refused.exit_code == 2 and "its records leave 10 iterations of 501..1500 out" in refused.stderr
+    out = scrape(log, "--warmup", 500, "--measure", 1000, "--approximate")
     assert out.exit_code == 0, out.output
     fig = lines_of(out)[-1]
     assert fig["window"] == [501, 1500] and fig["exact"] is False and fig["error_bound_s"] is None
@@ -408,7 +416,7 @@ def test_mmdetection_read_as_detbench_runs_it_is_not_exact_on_a_stock_log(tmp_pa
     # detbench runs mmdetection logging every iteration; a stock 3.x config logs every 50
     pairs = logtext.times(2000, seed=32)
     log = write(tmp_path, logtext.mmengine_epoch(pairs, 1000))
-    out = scrape(log, "--framework", "mmdetection", "--warmup", 200, "--measure", 1000)
+    out = scrape(log, "--framework", "mmdetection", "--warmup", 200, "--measure", 1000, "--approximate")
     assert out.exit_code == 0, out.output
     fig = lines_of(out)[-1]
     assert fig["window"] == [250, 1200] and fig["exact"] is False and fig["error_bound_s"] is None
@@ -496,7 +504,7 @@ def test_noise_beside_a_figure_is_counted_on_one_line(tmp_path):
     lines = logtext.mmengine_iter(logtext.times(200, seed=36)).splitlines()
     bad = [lines[0]] + [l.replace("time: 0.", "time: x.") if k % 5 == 0 else l for k, l in enumerate(lines[1:])]
     log = write(tmp_path, "\n".join(bad) + "\n")
-    out = scrape(log, "--warmup", 100, "--measure", 50)
+    out = scrape(log, "--warmup", 100, "--measure", 50, "--approximate")
     assert out.exit_code == 0, out.output
     assert out.stderr.splitlines() == ["detbench: %s: 4 lines did not parse (line 2 and 3 more like it: cannot parse: "
                                        "ValueError)" % log]
@@ -534,7 +542,7 @@ def test_a_window_read_alone_gives_the_figure_of_the_whole_log(tmp_path, text, w
     for warmup, measure in windows:
         kept, _ = logfigure.read(log, how, window=(warmup + 1, warmup + measure))
         sizes.append(len(kept))
-        whole = logfigure.figure(log, every, warmup, measure, 2)
-        alone = logfigure.figure(log, kept, warmup, measure, 2)
+        whole = logfigure.figure(log, every, warmup, measure, 2, approximate=True)
+        alone = logfigure.figure(log, kept, warmup, measure, 2, approximate=True)
         assert alone == whole
     assert min(sizes) < len(every) and max(sizes) <= len(every)
