@@ -23,12 +23,17 @@ if [ ! -f "$venv/.complete" ]; then
     touch "$venv/.complete"
 fi
 
+# the typed core is also kept in ruff's format (the rest keeps its own hanging style)
+FORMATTED=(harness/measure harness/results harness/report harness/plan)
+
 tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=(ruff mypy)
 failed=()
 for tool in "${tools[@]}"; do
     case "$tool" in
-        ruff) "$venv/bin/ruff" check . || failed+=("ruff check . (rules: ruff.toml)") ;;
+        ruff) "$venv/bin/ruff" check . || failed+=("ruff check . (rules: ruff.toml)")
+              "$venv/bin/ruff" format --check "${FORMATTED[@]}" \
+                  || failed+=("ruff format --check ${FORMATTED[*]} (run ruff format on them)") ;;
         mypy) "$venv/bin/mypy" || failed+=("mypy (modules and strictness: mypy.ini)") ;;
         *) echo "lint: no tool '$tool' (ruff or mypy)" >&2; exit 2 ;;
     esac

@@ -1,15 +1,49 @@
 #!/usr/bin/env bash
-# Build the pinned envs of the rival frameworks that run on this host (torchvision, mmdetection, effdet),
-# then the mmdetection image (which needs the mmcv wheel the env build compiles).
+# Build the pinned envs of the rival frameworks that run on this host (torchvision, mmdetection, effdet,
+# detectron2), then the mmdetection and detectron2 images (which need the wheels the env builds compile).
 # Idempotent: an env whose pins are unchanged is reused; mmcv 2.1.0 is compiled from its sdist
 # (C++20) once and its wheel cached under ${DETBENCH_CACHE:-/var/cache/detbench}/wheels, keyed by
-# its pins. Needs detbench installed (pip install -e .) and the package index pip is set up for.
-# Cold: ~10-15 min of which mmcv's compile is most (2 cores); warm: seconds.
+# its pins; detectron2, which has no sdist on PyPI, is compiled the same way from a `git archive` of
+# its pinned commit, kept under $DETBENCH_CACHE/sources. That archive comes from
+# DETBENCH_DETECTRON2_SOURCE (a tarball of the commit or a git clone holding it) where set, else from
+# GitHub's archive of the commit (curl; the one download outside the package index). Needs detbench
+# installed (pip install -e .) and the package index pip is set up for.
+# Cold: ~10-15 min of which mmcv's compile is most, plus detectron2's env and compile (2 cores);
+# warm: seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DETBENCH_CACHE="${DETBENCH_CACHE:-/var/cache/detbench}"
 mkdir -p "$DETBENCH_CACHE/logs"
-for fw in torchvision mmdetection effdet; do
+
+# detectron2's source: the pinned commit's archive, fetched once into the cache when nothing names one
+d2_commit=$(python -c "from harness.frameworks.detectron2 import COMMIT; print(COMMIT)")
+d2_archive="$DETBENCH_CACHE/sources/detectron2-$d2_commit.tar"
+if [ -z "${DETBENCH_DETECTRON2_SOURCE:-}" ] && [ ! -f "$d2_archive" ]; then
+    mkdir -p "$DETBENCH_CACHE/sources"
+    d2_download="$DETBENCH_CACHE/sources/detectron2-$d2_commit.download.tar.gz"
+    if curl -fsSL --retry 3 -o "$d2_download" \
+            "https://github.com/facebookresearch/detectron2/archive/$d2_commit.tar.gz"; then
+        export DETBENCH_DETECTRON2_SOURCE="$d2_download"    # env build checks the commit ID in it
+    else
+        rm -f "$d2_download"
+        echo "provision-rivals: GitHub's archive of detectron2 $d2_commit could not be fetched;" \
+             "set DETBENCH_DETECTRON2_SOURCE to a tarball of it (git archive $d2_commit) or a clone holding it" >&2
+    fi
+fi
+
+# a machine that reaches neither GitHub nor a named archive cannot build detectron2: say so and go on
+# (its tests skip naming the same reason; nothing on the package index holds that source)
+d2_missing=$(python -c "from harness.frameworks import FRAMEWORKS; from harness.launch import envs
+spec = FRAMEWORKS['detectron2'].env; print('' if envs.is_built(spec) else envs.source_missing(spec) or '')")
+frameworks="torchvision mmdetection effdet detectron2"
+images="mmdetection detectron2"
+if [ -n "$d2_missing" ]; then
+    echo "provision-rivals: not building detectron2's env or image: $d2_missing" >&2
+    frameworks="torchvision mmdetection effdet"
+    images="mmdetection"
+fi
+
+for fw in $frameworks; do
     start=$(date +%s)
     if ! detbench env build "$fw" > "$DETBENCH_CACHE/logs/env-$fw.log" 2>&1; then
         tail -n 40 "$DETBENCH_CACHE/logs/env-$fw.log" >&2
@@ -28,12 +62,16 @@ for fw in torchvision mmdetection effdet; do
     done
 done
 
-# mmdetection's image installs the mmcv wheel its env just compiled (served from the wheel cache), on
-# the torchvision image .ci/provision-docker.sh built
+rm -f "$DETBENCH_CACHE/sources/detectron2-$d2_commit.download.tar.gz"   # kept checked as $d2_archive
+
+# mmdetection's and detectron2's images install the wheels their envs just compiled (mmcv, detectron2;
+# served from the wheel cache), on the torchvision image .ci/provision-docker.sh built
 if docker info >/dev/null 2>&1; then
-    start=$(date +%s)
-    detbench image build mmdetection --quiet
-    echo "provision-rivals: mmdetection image ready in $(( $(date +%s) - start )) s"
+    for image in $images; do
+        start=$(date +%s)
+        detbench image build "$image" --quiet
+        echo "provision-rivals: $image image ready in $(( $(date +%s) - start )) s"
+    done
 else
-    echo "provision-rivals: no Docker engine answers; the mmdetection image is not built"
+    echo "provision-rivals: no Docker engine answers; the mmdetection and detectron2 images are not built"
 fi

@@ -15,7 +15,6 @@ temporary results store and checks, per cell:
 import argparse
 import io
 import os
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -70,10 +69,13 @@ def measure_one(workdir, iteration_ms, warmup, measure, repeats):
     started = time.monotonic()
     run_id = run_mod.start(path, results, out=io.StringIO())
     wall = time.monotonic() - started
-    db = sqlite3.connect(os.path.join(results, "detbench.sqlite"))
-    rows = db.execute("SELECT status, throughput, observed, reason FROM trials WHERE run_id=?"
-                      " ORDER BY seq", (run_id,)).fetchall()
-    db.close()
+    from harness.results.store import Store
+
+    store = Store(results, create=False)
+    try:
+        rows = [(t.status, t.throughput, t.observed, t.reason) for t in store.read_trials(run_id)]
+    finally:
+        store.close()
     failed = [r for r in rows if r[0] != "done" or not r[1] or not r[2]]
     if failed:
         raise SystemExit("accuracy: %d trials at %g ms failed: %s" % (len(failed), iteration_ms, failed[0][3]))

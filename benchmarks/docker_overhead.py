@@ -16,7 +16,6 @@ Needs a Docker engine and the `calibrate` image (`detbench image build calibrate
 """
 import argparse
 import os
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -24,6 +23,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 SCENARIO = """\
 name: docker-overhead
 matrix: {{framework: [calibrate], model: [retinanet]}}
@@ -42,11 +43,14 @@ def one_run(backend, scenario, results):
     subprocess.run([sys.executable, "-m", "harness.cli", "run", "--scenario", scenario, "--backend", backend,
                     "--results", results], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     wall = time.monotonic() - start
-    db = sqlite3.connect(os.path.join(results, "detbench.sqlite"))
-    run_id = db.execute("SELECT id FROM runs ORDER BY created DESC LIMIT 1").fetchone()[0]
-    rows = db.execute("SELECT throughput FROM trials WHERE run_id=?", (run_id,)).fetchall()
-    db.close()
-    return wall, [r[0] for r in rows]
+    from harness.results.store import Store
+
+    store = Store(results, create=False)
+    try:
+        trials = store.read_trials(store.read_run("latest").id)
+    finally:
+        store.close()
+    return wall, [t.throughput for t in trials]
 
 
 def main(argv=None):

@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import resource
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -29,6 +28,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 PREFIX = b"DETBENCH_ITER "
 ITER_TARGET = 0.001       # 0.1 % of the iteration
 STARTUP_TARGET_S = 0.3
@@ -131,9 +132,13 @@ def run_detbench(args, workdir, k):
                     "--results", results], env=env(), cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL)
     wall = time.monotonic() - t0
-    db = sqlite3.connect(os.path.join(results, "detbench.sqlite"))
-    rows = db.execute("SELECT id, started, ended FROM trials ORDER BY seq").fetchall()
-    db.close()
+    from harness.results.store import Store
+
+    store = Store(results, create=False)
+    try:
+        rows = [(t.id, t.started, t.ended) for t in store.read_trials(store.read_run("latest").id)]
+    finally:
+        store.close()
     starts, walls, first_lines = [], [], None
     for i, (trial_id, started, ended) in enumerate(rows):
         trial_dir = os.path.join(results, "trials", trial_id)

@@ -111,10 +111,13 @@ def main(argv=None):
     results = os.path.join(workdir, "results")
     t0 = time.perf_counter()
     if os.path.exists(os.path.join(results, "detbench.sqlite")):
-        import sqlite3
-        db = sqlite3.connect(os.path.join(results, "detbench.sqlite"))
-        ids = [r[0] for r in db.execute("SELECT id FROM runs ORDER BY created, id")]
-        db.close()
+        from harness.results.store import Store
+
+        store = Store(results, create=False)
+        try:
+            ids = [run.id for run in store.read_runs()]
+        finally:
+            store.close()
     else:
         ids = build_store(results, args.runs, args.iters)
     built = time.perf_counter() - t0

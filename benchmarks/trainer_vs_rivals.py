@@ -1,7 +1,7 @@
-"""The bundled trainer against torchvision and mmdetection, measured by detbench itself.
+"""The bundled trainer against torchvision, mmdetection and detectron2, measured by detbench itself.
 
 Nothing here times anything: for each input size it writes a scenario from
-scenarios/rivals-cpu.yaml (the three frameworks, the chosen models and precisions, one shared
+scenarios/rivals-cpu.yaml (the four frameworks, the chosen models and precisions, one shared
 weights file per model, one generated COCO set per size, the same thread count and
 learning-rate setting for all), runs it with `detbench run` (a fresh process per trial, every
 round of repeats in its own shuffled order), and reads that one run back through the report.
@@ -16,14 +16,14 @@ for that model. Every comparison pairs cells of one run; a pair from two runs is
     python benchmarks/trainer_vs_rivals.py --quick             # one cheap cell per framework: does it run
     python benchmarks/trainer_vs_rivals.py --table-from DIR/results-320x320 [--run RUN_ID]
 
-It needs the torchvision and mmdetection envs (`detbench env build torchvision` and `detbench env
-build mmdetection`). A rival without its env stops the benchmark before anything runs, in one
-line, unless it is left out by name (`--exclude NAME` or `--exclude NAME=REASON`), which is then
-printed with its reason.
+It needs the torchvision, mmdetection and detectron2 envs (`detbench env build torchvision`,
+`detbench env build mmdetection` and `detbench env build detectron2`). A rival without its env
+stops the benchmark before anything runs, in one line, unless it is left out by name
+(`--exclude NAME` or `--exclude NAME=REASON`), which is then printed with its reason.
 
 Verdicts: "faster" only where the interval's low end reaches the target, "parity" where the
 interval holds 1, "slower" where it lies below 1, and "below target" where it lies above 1 but
-its low end short of the target. The targets: Faster and Mask R-CNN fp32 at least 1.3x both rivals
+its low end short of the target. The targets: Faster and Mask R-CNN fp32 at least 1.3x every rival
 at every size; RetinaNet fp32 stated as parity unless 1.2x; the trainer's bf16 at least 1.2x
 torchvision's bf16 on every model, and at least 1.5x its own fp32 on RetinaNet (checked only where
 the CPU has bf16 kernels or there is a GPU). The exit status is 2 for a refusal (a missing rival,
@@ -49,11 +49,11 @@ from harness.launch import hostcpu  # noqa: E402
 from harness.vocab import catalog  # noqa: E402
 
 OURS = "detbench-trainer"
-RIVALS = ("torchvision", "mmdetection")
+RIVALS = ("torchvision", "mmdetection", "detectron2")
 SIZES = ("320x320", "512x512")
 TWO_STAGE = ("faster_rcnn", "mask_rcnn")
 MODELS = ("retinanet",) + TWO_STAGE
-FP32_TWO_STAGE = 1.3     # Faster and Mask R-CNN fp32, against each rival, at every size
+FP32_TWO_STAGE = 1.3     # Faster and Mask R-CNN fp32, against every rival, at every size
 RETINANET_FP32 = 1.2     # RetinaNet fp32: parity unless this
 BF16_VS_RIVAL = 1.2      # the trainer's bf16 against torchvision's bf16, every model
 BF16_VS_OWN_FP32 = 1.5   # the trainer's bf16 against its own fp32, RetinaNet
@@ -322,7 +322,7 @@ def target_lines(readings, bf16_why=None):
         for size in SIZES + tuple(s for s in by_size if s not in SIZES):
             reading = by_size.get(size)
             title = "%s fp32 >= %.1fx %s at %s" % (catalog.model_title(model), FP32_TWO_STAGE,
-                                                   " and ".join(RIVALS), size)
+                                                   ", ".join(RIVALS), size)
             if reading is None:
                 lines.append("%s: not checked: not run at this size (--sizes)" % title)
                 continue
@@ -333,15 +333,14 @@ def target_lines(readings, bf16_why=None):
             ok = all(c.verdict == FASTER for c in found_)
             left = [r for r in RIVALS if r not in {c.against for c in found_}]
             said = "; ".join("%s %s" % (c.against, _said(c)) for c in found_)
-            if left and ok:     # the claim is against both: one left out leaves it unchecked
+            if left and ok:     # the claim is against every rival: one left out leaves it unchecked
                 lines.append("%s: not checked: %s left out (%s)" % (title, ", ".join(left), said))
                 continue
             lines.append("%s: %s (%s)" % (title, "met" if ok else "not met", said))
             missed += not ok
             met += ok
     for size in sorted(by_size):
-        said = found(by_size[size], "retinanet", "fp32", "torchvision") + \
-            found(by_size[size], "retinanet", "fp32", "mmdetection")
+        said = [c for rival in RIVALS for c in found(by_size[size], "retinanet", "fp32", rival)]
         if said:
             lines.append("RetinaNet fp32 at %s (faster only at >= %.1fx): %s" % (
                 size, RETINANET_FP32, "; ".join("%s %s" % (c.against, _said(c)) for c in said)))

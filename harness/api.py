@@ -141,7 +141,7 @@ class Results:
                            images_per_iteration=c.images_per_iteration, excluded=c.excluded,
                            n=len(done) if not c.excluded else 0, failed=sum(1 for t in mine if t.failed))
                 if done and not c.excluded:
-                    s = stats.summarize([t.throughput for t in done], c.images_per_iteration,
+                    s = stats.summarize([t.throughput for t in done if t.throughput], c.images_per_iteration,
                                         [t.data_time_s for t in done], [t.observed for t in done],
                                         [t.iteration_time_s for t in done], with_ci=ci)
                     row.update(throughput=s.throughput, ci_low=s.ci_low, ci_high=s.ci_high, min=s.minimum,

@@ -113,6 +113,69 @@ def _emit(text, out_path):
     click.echo("wrote %s" % out_path, err=True)
 
 
+@main.group()
+def accuracy():
+    """Time to accuracy: scenarios of mode: accuracy, trained to a target and scored on a val split."""
+
+
+@accuracy.command("run")
+@click.option("--scenario", "scenario_path", type=click.Path(dir_okay=False), help="scenario YAML file")
+@RESULTS
+@click.option("--resume", "resume_id", metavar="RUN_ID", help="go on with an interrupted accuracy run")
+@user_errors
+def accuracy_run(scenario_path, results_dir, resume_id):
+    """Train every cell of an accuracy scenario once per seed, scoring each checkpoint."""
+    from harness.launch import accuracy as accuracy_mod
+    from harness.results.store import Store, new_run_id
+
+    if bool(scenario_path) == bool(resume_id):
+        raise UserError("give exactly one of --scenario FILE or --resume RUN_ID")
+    try:
+        if resume_id:
+            accuracy_mod.resume(resume_id, Store(results_dir, create=False))
+        else:
+            from harness import launch
+
+            launch.load_scenario(scenario_path)     # a bad scenario makes no results folder
+            accuracy_mod.start(scenario_path, Store(results_dir), new_run_id())
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+@accuracy.command("report")
+@RESULTS
+@click.option("--run", "run_id", default="latest", show_default=True, help="the accuracy run to report")
+@click.option("--format", "fmt", type=click.Choice(["md", "html"]), default="md", show_default=True)
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), help="write to FILE instead of stdout")
+@user_errors
+def accuracy_report(results_dir, run_id, fmt, out_path):
+    """The time-to-accuracy tables (and, as html, the curves) of one accuracy run."""
+    from harness.report import accuracy as accuracy_report_mod
+    from harness.report import build as report_build
+
+    report = report_build.accuracy(results_dir, run_id)
+    text = accuracy_report_mod.render_html(report) if fmt == "html" else accuracy_report_mod.render_markdown(report)
+    _emit(text, out_path)
+
+
+@accuracy.command("compare")
+@click.argument("baseline_run")
+@click.argument("candidate_run")
+@RESULTS
+@click.option("--threshold", default=0.05, show_default=True, type=float,
+              help="relative slowdown in time to target that counts as an effect")
+@user_errors
+def accuracy_compare(baseline_run, candidate_run, results_dir, threshold):
+    """Judge a candidate accuracy run against a baseline one: time to target and final AP; exit 1 on a regression."""
+    from harness.report import build as report_build
+    from harness.results import compare as compare_mod
+
+    verdicts = report_build.accuracy_comparison(results_dir, baseline_run, candidate_run, threshold)
+    for v in verdicts:
+        click.echo("%-45s %-20s %s" % (v.cell, v.verdict, v.why))
+    sys.exit(1 if any(v.verdict == compare_mod.REGRESSION for v in verdicts) else 0)
+
+
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @user_errors
@@ -125,8 +188,12 @@ def validate(files):
         sc = launch.load_scenario(f)
         planned = scenario.plan(sc)
         runnable = sum(1 for p in planned if p.excluded is None)
-        click.echo("%s: ok: %d cells (%d excluded), %d trials" % (
-            f, len(planned), len(planned) - runnable, runnable * sc.repeats))
+        first, most = scenario.first_rounds(sc.repeats), scenario.max_rounds(sc.repeats)
+        if sc.accuracy is not None and sc.mode == "accuracy":     # one trial per seed
+            first = most = len(sc.accuracy.seeds)
+        click.echo("%s: ok: %d cells (%d excluded), %s trials" % (
+            f, len(planned), len(planned) - runnable, runnable * most if first == most
+            else "%d to %d" % (runnable * first, runnable * most)))
 
 
 @main.command()
@@ -250,6 +317,36 @@ def import_cmd(framework_name, fmt, logs, scenario_name, model, precision, platf
         max_error=max_error, approximate=approximate)
     click.echo("run %s: imported %d log%s as %s -> %s" % (run_id, len(logs), "" if len(logs) == 1 else "s",
                                                           key, results_dir))
+
+
+@main.command("bisect")
+@click.option("--good", metavar="REV", help="a revision where the cell is fast")
+@click.option("--bad", metavar="REV", help="a later revision where it is slow (--good must be its ancestor)")
+@click.option("--env-axis", metavar="PACKAGE=V1,V2,...",
+              help="search environments that pin PACKAGE to each version, oldest first, instead of commits")
+@click.option("--scenario", "scenario_path", required=True, type=click.Path(dir_okay=False),
+              help="scenario YAML file, inside the repository (each revision's own copy is read)")
+@click.option("--cell", "cell_key", metavar="KEY", help="the cell to bisect (default: the scenario's only one)")
+@click.option("--repo", type=click.Path(file_okay=False), default=None,
+              help="the git checkout whose commits are searched (default: the current directory)")
+@click.option("--metric", default="throughput", show_default=True,
+              help="throughput, or an inference cell's latency: mean or pNN")
+@click.option("--max-trials", type=click.IntRange(min=5), default=15, show_default=True,
+              help="trials of a revision before an undecided step is settled by the nearer end")
+@click.option("--resume", is_flag=True, help="go on with the stored bisect of the same revisions")
+@RESULTS
+@user_errors
+def bisect_cmd(good, bad, env_axis, scenario_path, cell_key, repo, metric, max_trials, resume, results_dir):
+    """Find the first revision at which a scenario cell got slower."""
+    from harness.bisect import decide, search
+
+    opts = search.Options(scenario=scenario_path, good=good, bad=bad, env_axis=env_axis, cell=cell_key,
+                          repo=repo, metric=metric, resume=resume, results_dir=results_dir,
+                          judge=decide.Judge(max_trials=max_trials))
+    try:
+        search.bisect(opts)
+    except KeyboardInterrupt:
+        sys.exit(130)
 
 
 @main.command("backends")
@@ -385,9 +482,12 @@ def baseline_save(run_id, results_dir, out_path):
 @click.option("--strict", is_flag=True, help="also exit 1 when a cell is missing or not comparable")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="write JUnit XML here")
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="write a Markdown summary here")
+@click.option("--sequential", "sequential_max", type=click.IntRange(1, 1000), metavar="MAX_TRIALS",
+              help="judge the candidate's repeats in the order they ran, stopping where the answer is clear "
+                   "(at most MAX_TRIALS of them); undecided cells say so")
 @user_errors
 def compare(baseline_ref, candidate_ref, results_dir, threshold, alpha, estimator, metric, ignore_settings,
-            strict, junit_path, markdown_path):
+            strict, junit_path, markdown_path, sequential_max):
     """Judge a candidate run against a baseline: exit 1 when a cell regressed."""
     from pathlib import Path
 
@@ -397,6 +497,13 @@ def compare(baseline_ref, candidate_ref, results_dir, threshold, alpha, estimato
 
     rule = compare_mod.Rule(threshold, alpha, estimator, tuple(ignore_settings), strict, metric)
     rule.check()
+    if sequential_max:
+        from harness.results import sequential
+
+        cells = sequential.gate(baseline_mod.resolve(baseline_ref, results_dir),
+                                baseline_mod.resolve(candidate_ref, results_dir), rule, sequential_max)
+        click.echo(sequential.gate_text(cells, rule), nl=False)
+        sys.exit(1 if any(c.verdict == compare_mod.REGRESSION for c in cells) else 0)
     result = compare_mod.compare(baseline_mod.resolve(baseline_ref, results_dir),
                                  baseline_mod.resolve(candidate_ref, results_dir), rule)
     click.echo(compare_render.text(result), nl=False)
@@ -447,12 +554,14 @@ def weights():
 @click.argument("model")
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help="file to write")
 @click.option("--seed", default=0, show_default=True, type=int, help="seed of the initial state")
+@click.option("--depth", default=50, show_default=True, type=click.Choice(["50", "18"]),
+              help="ResNet depth of the FPN backbone (18: the small scale of accuracy scenarios)")
 @user_errors
-def weights_make(model, out_path, seed):
+def weights_make(model, out_path, seed, depth):
     """Write one seeded initial state of MODEL (retinanet, faster_rcnn, mask_rcnn) in torchvision's layout."""
     from harness.plan import weights as weights_mod
 
-    click.echo(weights_mod.make(model, out_path, seed))
+    click.echo(weights_mod.make(model, out_path, seed, int(depth)))
 
 
 @main.group()

@@ -6,7 +6,7 @@ else a workload prints. Standard library only: workloads import it without the h
 The WORK line says how much detection work one iteration did (proposals kept, RoIs
 sampled, ...), so that frameworks can be shown to do the same work. The SETTINGS line says,
 once before the first iteration, the normalized settings a program really trains with (read
-from its framework's own objects, in the keys of harness/drivers/settings.py) and how it
+from its framework's own objects, in the keys of harness/frameworks/settings.py) and how it
 implements the parts that decide its speed. The rival drivers in harness/drivers/ run in their
 own envs, where the harness is not importable, and print these lines through this file all the
 same (harness/drivers/common.py loads it by its path), so every prefix is declared here only.
@@ -93,7 +93,7 @@ def meta_line(settings):
 
 
 # keys of a SETTINGS object
-SETTINGS = "settings"              # {normalized key: value}, the keys of harness/drivers/settings.py
+SETTINGS = "settings"              # {normalized key: value}, the keys of harness/frameworks/settings.py
 IMPLEMENTATION = "implementation"  # {part: how it runs}, one of IMPLEMENTATION_PARTS each; not compared
 IMPLEMENTATION_PARTS = (
     "roi_align",     # the RoIAlign that ran: a kernel (whose) or the bundled trainer's sparse products

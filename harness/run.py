@@ -6,6 +6,11 @@ round the cells run in an order drawn from the run's order seed (B1 C1 A1, A2 C2
 no cell always takes the same place; each trial is a fresh process. Every finished
 trial is committed to the store before the next one starts, so an interrupted or killed
 run loses at most the trial in flight, and `--resume RUN_ID` runs exactly what is left.
+
+With `repeats: {min, max, half_width}` a run plans `min` rounds, and once they are done adds one
+whole round at a time (next_round) until every cell's 95% interval of its median is within
++-half_width of the median, or `max` rounds are done. The decision reads only the store, so a
+resumed run goes on with the adaptive loop where it stopped.
 """
 import random
 import signal
@@ -48,7 +53,7 @@ def order_record(sc, seed):
 def schedule(sc, planned_cells, backend="local", seed=None):
     """Trials in run order: round 1 holds repeat 1 of every cell, round 2 repeat 2, ...; within
     each round the cells run in the order scenario.round_orders draws from `seed` (default
-    order_seed(sc))."""
+    order_seed(sc)). An adaptive run plans its first `min` rounds here (next_round adds the rest)."""
     seed = order_seed(sc) if seed is None else seed
     runnable = [p.cell for p in planned_cells if p.excluded is None]
     launcher = launch.launcher(backend)
@@ -56,10 +61,65 @@ def schedule(sc, planned_cells, backend="local", seed=None):
     argvs = {c: frameworks.FRAMEWORKS[c.framework].argv(
         scenario_mod.context(sc, c, pythons[c.framework], launcher.rendezvous)) for c in runnable}
     trials = []
-    for repeat, order in enumerate(scenario_mod.round_orders(runnable, sc.repeats, seed), 1):
+    for repeat, order in enumerate(scenario_mod.round_orders(runnable, scenario_mod.first_rounds(sc.repeats),
+                                                             seed), 1):
         for cell in order:
             trials.append(PlannedTrial(len(trials) + 1, cell, repeat, argvs[cell]))
     return trials
+
+
+def unsettled(sc, trials):
+    """Keys of the cells whose finished repeats do not yet give a 95% interval of the median within
+    +-half_width of it (harness.measure.stats.relative_half_width), in run order; [] for a fixed
+    count of repeats."""
+    from harness.measure import stats
+
+    target = sc.repeats
+    if not isinstance(target, scenario_mod.AdaptiveRepeats):
+        return []
+    values = {}
+    for t in trials:
+        values.setdefault(t.cell_key, [])
+        if t.status == "done" and t.throughput:
+            values[t.cell_key].append(t.throughput)
+    out = []
+    for key, figures in values.items():
+        half = stats.relative_half_width(figures)
+        if half is None or half > target.half_width:
+            out.append(key)
+    return out
+
+
+def next_round(sc, trials, seed):
+    """An adaptive run's next round as (seq, cell_key, repeat, argv) rows to store, every cell of
+    the run in the order scenario.round_orders draws for that round from `seed` (the same stream
+    as the first rounds; None: the run stored no order, cells in plan order); [] when the run is
+    done: a fixed count, trials still unfinished, `max` rounds done, or every cell settled."""
+    if not isinstance(sc.repeats, scenario_mod.AdaptiveRepeats) or not trials:
+        return []
+    if any(t.status in ("pending", "running") for t in trials):
+        return []
+    rounds = max(t.repeat for t in trials)
+    if rounds >= sc.repeats.max or not unsettled(sc, trials):
+        return []
+    argvs = {t.cell_key: list(t.argv or ()) for t in trials}
+    cells = [p.cell for p in scenario_mod.plan(sc) if p.cell.key in argvs]
+    order = cells if seed is None else scenario_mod.round_orders(cells, rounds + 1, seed)[rounds]
+    seq = max(t.seq for t in trials)
+    return [(seq + i, cell.key, rounds + 1, argvs[cell.key]) for i, cell in enumerate(order, 1)]
+
+
+def _extend(store, run_id, sc, out):
+    """Store the adaptive run's next round, if it needs one; True when it added one."""
+    run = store.read_run(run_id)
+    trials = store.read_trials(run_id)
+    rows = next_round(sc, trials, run.order.seed if run.order is not None else None)
+    if not rows:
+        return False
+    store.add_trials(run_id, rows)
+    out.write("round %d: %d of %d cells not yet within +-%g%% (95%% interval of the median)\n"
+              % (rows[0][2], len(unsettled(sc, trials)), len(rows), sc.repeats.half_width * 100))
+    return True
 
 
 def cell_rows(sc, planned_cells):
@@ -93,6 +153,10 @@ def start(scenario_path, results_dir, backend=None, dry_run=False, out=None, for
     if dry_run:
         out.write("# %s: %d cells, %d trials, backend %s, order seed %d\n"
                   % (sc.name, len(planned_cells), len(trials), backend, seed))
+        if isinstance(sc.repeats, scenario_mod.AdaptiveRepeats):
+            out.write("# adaptive repeats: the first %d rounds; then up to %d in all, a round at a time while a "
+                      "cell's median is not known to +-%g%%\n" % (sc.repeats.min, sc.repeats.max,
+                                                                   sc.repeats.half_width * 100))
         for name, diffs in sorted(host.get("forced", {}).items()):
             out.write("# this host is not %s: %s (a real run needs --force)\n" % (name, "; ".join(diffs)))
         for p in planned_cells:
@@ -117,6 +181,9 @@ def start(scenario_path, results_dir, backend=None, dry_run=False, out=None, for
                      order=order_record(sc, seed))
     out.write("run %s: %d trials of %s on backend %s, order seed %d -> %s\n"
               % (run_id, len(trials), sc.name, backend, seed, results_dir))
+    if isinstance(sc.repeats, scenario_mod.AdaptiveRepeats):
+        out.write("# adaptive repeats: %d rounds, then more until every cell's median is known to +-%g%%, "
+                  "at most %d rounds\n" % (sc.repeats.min, sc.repeats.half_width * 100, sc.repeats.max))
     for line in compute.unmeasured(bounds):
         out.write("# %s\n" % line)
     for p in planned_cells:
@@ -147,8 +214,11 @@ def execute(store, run_id, out=None):
     launcher = launch.launcher(run.backend)()
     launcher.prepare(sc)
     try:
+        _extend(store, run_id, sc, out)    # a resumed adaptive run stopped between rounds goes on
         if not _execute_trials(store, run_id, sc, launcher, out):
             return
+        while _extend(store, run_id, sc, out):
+            _execute_trials(store, run_id, sc, launcher, out)
     finally:
         launcher.cleanup()
     failed = sum(1 for t in store.trials(run_id) if t["status"] == "failed")
@@ -158,7 +228,7 @@ def execute(store, run_id, out=None):
 def _execute_trials(store, run_id, sc, launcher, out):
     from harness.measure import ingest  # scrapers and estimators: not needed to plan or dry-run
 
-    todo = [t for t in store.read_trials(run_id) if t.status in ("pending", "running")]
+    todo = store.unfinished_trials(run_id)
     progress = progress_mod.make(len(todo), out, iterations=sc.iterations)
     if not todo:
         out.write("run %s has nothing left to do\n" % run_id)

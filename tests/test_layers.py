@@ -23,7 +23,7 @@ RANKS = {
     "measure": 5,
     "results": 6,
     "report": 7,
-    "run": 8, "cli": 8, "api": 8,
+    "run": 8, "cli": 8, "api": 8, "bisect": 8,
 }
 # programs the harness starts as processes and never imports: they may use base modules,
 # drivers/ and themselves, and no stage module may import them

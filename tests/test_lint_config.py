@@ -35,7 +35,7 @@ def test_ci_lints_before_it_provisions_or_tests():
 def test_pre_commit_installs_exactly_the_pinned_tools():
     config, _ = yamlfile.load(ROOT / ".pre-commit-config.yaml")
     hooks = [hook for repo in config["repos"] for hook in repo["hooks"]]
-    assert {hook["id"] for hook in hooks} == {"ruff", "mypy"}
+    assert {hook["id"] for hook in hooks} == {"ruff", "ruff-format", "mypy"}
     installed = {}
     for hook in hooks:
         assert hook["language"] == "python"
@@ -61,3 +61,12 @@ def test_every_module_mypy_checks_is_held_to_the_strict_settings():
     loose = [m for m in modules
              if not any(m == p or (p.endswith(".*") and m.startswith(p[:-1])) or m + ".*" == p for p in strict)]
     assert modules and not loose, "checked but not strictly: %s" % loose
+
+
+def test_pre_commit_checks_the_format_of_the_folders_ci_does():
+    config, _ = yamlfile.load(ROOT / ".pre-commit-config.yaml")
+    hook = next(h for repo in config["repos"] for h in repo["hooks"] if h["id"] == "ruff-format")
+    lint = (ROOT / ".ci" / "lint.sh").read_text()
+    folders = re.search(r"^FORMATTED=\((.*)\)$", lint, re.M).group(1).split()
+    assert sorted(folders) == sorted("harness/%s" % f for f in
+                                     re.search(r"\^harness/\((.*)\)/", hook["files"]).group(1).split("|"))

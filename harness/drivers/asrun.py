@@ -4,7 +4,7 @@ Each rival driver, and the bundled trainer, prints one line before its first ite
 
     DETBENCH_SETTINGS {"implementation": {...}, "settings": {...}}
 
-`settings` holds the normalized keys of settings.py with the values the framework's built
+`settings` holds the normalized keys of harness/frameworks/settings.py with the values the framework's built
 objects hold (its model, its merged config, its optimizer and data loader), so that a report
 compares what ran and not what an adapter says it asked for. `implementation` names how the
 framework runs the parts that decide its speed (harness/jsonlog.py, IMPLEMENTATION_PARTS).

@@ -18,6 +18,12 @@ from a file of `detbench weights make` instead of torchvision's random initialis
 is built the way the reference recipe trains it from ImageNet weights (FrozenBatchNorm,
 conv1 and layer1 frozen: trainable_backbone_layers=3); ``--norm bn --trainable-layers 5``
 gives torchvision's own from-scratch default instead.
+``--depth 18`` builds the small scale (a ResNet-18 FPN: torchvision's resnet18 body under the same
+extractor). For accuracy runs ``--checkpoint-every N --checkpoint-dir DIR`` writes the model and
+optimizer state after every N-th iteration and the last (``iter_<N>.pth``, then one line
+``checkpoint PATH``, as the bundled trainer prints it), ``--lr-steps`` and ``--gamma`` decay the
+learning rate, and ``--resume FILE`` goes on after a checkpoint's iteration with the same images
+in the same order.
 Before the first iteration one ``DETBENCH_SETTINGS {json}`` line gives the settings read from
 the built model, optimizer and loader (asrun.py), and how RoIAlign, the norms, the optimizer
 step and the mask logits run.
@@ -61,6 +67,7 @@ def parse_args(argv=None):
     p.add_argument("--images", help="image folder of --data")
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--norm", choices=["frozen_bn", "bn"], default="frozen_bn")
+    p.add_argument("--depth", type=int, choices=[50, 18], default=50, help="ResNet depth of the FPN backbone")
     p.add_argument("--trainable-layers", type=int, default=3, choices=range(0, 6))
     p.add_argument("--rpn-pre-nms-train", type=int, default=2000, help="per level and image")
     p.add_argument("--rpn-post-nms-train", type=int, default=2000, help="per image")
@@ -72,6 +79,14 @@ def parse_args(argv=None):
                    help="take the images in the file's order, cycled (default: random draws)")
     p.add_argument("--no-flip", dest="flip", action="store_false",
                    help="skip the reference's random horizontal flip (p=0.5)")
+    p.add_argument("--lr-steps", default="", help="comma-separated iterations after which the lr is multiplied "
+                   "by --gamma")
+    p.add_argument("--gamma", type=float, default=0.1)
+    p.add_argument("--weight-decay", type=float, default=1e-4)
+    p.add_argument("--checkpoint-every", type=int, default=0, help="write a checkpoint every N iterations and at "
+                   "the end (0: none)")
+    p.add_argument("--checkpoint-dir", help="folder of the checkpoints")
+    p.add_argument("--resume", metavar="FILE", help="a checkpoint of this run to go on from")
     p.add_argument("--print-freq", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--weights", metavar="FILE",
@@ -82,7 +97,7 @@ def parse_args(argv=None):
 
 def build_model(args, height, width):
     size = dict(min_size=min(height, width), max_size=max(height, width))
-    if args.norm == "bn" and args.trainable_layers == 5:
+    if args.norm == "bn" and args.trainable_layers == 5 and args.depth == 50:
         # torchvision's own builder: without weights it trains every layer with BatchNorm
         fn = {"retinanet": retinanet_resnet50_fpn, "faster_rcnn": fasterrcnn_resnet50_fpn,
               "mask_rcnn": maskrcnn_resnet50_fpn}[args.model]
@@ -92,7 +107,8 @@ def build_model(args, height, width):
                       rpn_post_nms_top_n_train=args.rpn_post_nms_train)
         return fn(weights=None, weights_backbone=None, num_classes=NUM_CLASSES, **kw)
     norm = misc_nn_ops.FrozenBatchNorm2d if args.norm == "frozen_bn" else torch.nn.BatchNorm2d
-    body = torchvision.models.resnet50(weights=None, norm_layer=norm)
+    body = (torchvision.models.resnet18 if args.depth == 18 else torchvision.models.resnet50)(
+        weights=None, norm_layer=norm)
     if args.model == "retinanet":
         backbone = _resnet_fpn_extractor(body, args.trainable_layers, returned_layers=[2, 3, 4],
                                          extra_blocks=LastLevelP6P7(256, 256))
@@ -294,7 +310,9 @@ def as_run(args, model, optimizer, loader, amp_dtype, device):
     }
     settings.update(asrun.normalized.schedule(
         optimizer.defaults["lr"], args.warmup_iters, args.warmup_factor,
-        isinstance(loader.sampler, torch.utils.data.RandomSampler)))
+        isinstance(loader.sampler, (torch.utils.data.RandomSampler, ResumedDraws))))
+    if args.lr_steps:
+        settings["lr_steps"] = lr_steps(args)
     implementation = {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer)}
     if isinstance(model, RetinaNet):
         extra = model.backbone.fpn.extra_blocks
@@ -326,12 +344,33 @@ def as_run(args, model, optimizer, loader, amp_dtype, device):
     return settings, implementation
 
 
+class ResumedDraws(list):
+    """The random draws of a whole run less those of the iterations a resumed run already did."""
+
+
+def lr_steps(args):
+    return [int(v) for v in args.lr_steps.split(",") if v.strip()]
+
+
 def lr_at(iteration, args):
-    """The learning rate of 0-based `iteration`: linear warmup from warmup_factor * lr."""
+    """The learning rate of 0-based `iteration`: linear warmup from warmup_factor * lr, then
+    multiplied by gamma once for every step at or before it."""
+    decay = args.gamma ** sum(1 for step in lr_steps(args) if iteration >= step)
     if iteration >= args.warmup_iters:
-        return args.lr
+        return args.lr * decay
     alpha = iteration / args.warmup_iters
-    return args.lr * (args.warmup_factor * (1 - alpha) + alpha)
+    return args.lr * (args.warmup_factor * (1 - alpha) + alpha) * decay
+
+
+def save_checkpoint(folder, iteration, model, optimizer):
+    """Write the state after `iteration` iterations atomically; its path."""
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "iter_%d.pth" % iteration)
+    tmp = path + ".tmp"
+    torch.save({"format": "detbench-torchvision-checkpoint", "iteration": iteration,
+                "model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": torch.get_rng_state()}, tmp)
+    os.replace(tmp, path)
+    return path
 
 
 def collate(batch):
@@ -348,6 +387,9 @@ def loss_text(losses, history):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.checkpoint_every and not args.checkpoint_dir:
+        print("error: --checkpoint-every needs --checkpoint-dir", file=sys.stderr, flush=True)
+        return 2
     height, width = (int(v) for v in args.input_size.lower().split("x"))
     torch.manual_seed(args.seed)
     if args.precision == "tf32":
@@ -355,7 +397,7 @@ def main(argv=None):
         torch.backends.cudnn.allow_tf32 = True
     device = torch.device(args.device)
     model = build_model(args, height, width)
-    if args.weights:
+    if args.weights and not args.resume:
         try:
             print("loaded weights %s: %d tensors" % (
                 args.weights, weights_map.load(model, args.weights, args.model, "torchvision")), flush=True)
@@ -377,14 +419,25 @@ def main(argv=None):
                                                  generator=torch.Generator().manual_seed(args.seed))
     else:   # the file's order, cycled: the same images at the same iteration as the other frameworks
         sampler = [k % len(dataset) for k in range(n)]
+    first = 0
+    if args.resume:     # the draws of the whole run, less those of the iterations already done
+        state = torch.load(args.resume, map_location="cpu", weights_only=True)
+        first = int(state["iteration"])
+        model.load_state_dict(state["model"])
+        rest = list(sampler)[first * args.batch_size:]
+        sampler = ResumedDraws(rest) if args.shuffle else rest
+        torch.set_rng_state(state["rng"])
+        print("resuming %s after iteration %d" % (args.resume, first), flush=True)
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, sampler=sampler,
                                          num_workers=args.workers, collate_fn=collate, drop_last=True)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.SGD(params, lr=args.lr, momentum=0.9, weight_decay=1e-4)
+    optimizer = torch.optim.SGD(params, lr=args.lr, momentum=0.9, weight_decay=args.weight_decay)
+    if args.resume:
+        optimizer.load_state_dict(state["optimizer"])
     amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
     scaler = torch.amp.GradScaler(device.type) if args.precision == "fp16" else None
     cuda = device.type == "cuda"
-    total = len(loader)
+    total = len(loader) + first
     width_n = len(str(total))
     print("torchvision %s torch %s model %s device %s images/iter %d input %dx%d norm %s "
           "trainable_layers %d threads %d rpn_pre_nms_train %d rpn_post_nms_train %d lr %g warmup %d "
@@ -398,7 +451,7 @@ def main(argv=None):
     history = {}
     start = end = time.perf_counter()   # the first iteration's time starts here, with the loader
     batches = iter(loader)
-    for i in range(total):
+    for i in range(first, total):
         fetch = time.perf_counter()
         images, targets = next(batches)
         data_time = time.perf_counter() - fetch
@@ -431,8 +484,10 @@ def main(argv=None):
                 loss_text(dict(loss=sum(values.values()), **values), history), iter_time, data_time, mem),
                 flush=True)
         print(work.line(i + 1), flush=True)
+        if args.checkpoint_every and ((i + 1) % args.checkpoint_every == 0 or i == total - 1):
+            print("checkpoint %s" % save_checkpoint(args.checkpoint_dir, i + 1, model, optimizer), flush=True)
     print("Epoch: [0] Total time: %s (%.4f s / it)" % (
-        datetime.timedelta(seconds=int(end - start)), (end - start) / max(total, 1)), flush=True)
+        datetime.timedelta(seconds=int(end - start)), (end - start) / max(total - first, 1)), flush=True)
     return 0
 
 

@@ -18,9 +18,13 @@ Class layouts (a label L in 1..80 is the L-th COCO category in id order):
                      as torchvision (background first).
   mmdetection        RetinaNet: 80 channels per anchor, channel L-1; fc_cls: 81 rows, class L
                      row L-1, background LAST; fc_reg and conv_logits: 80 classes, no background.
+  detectron2         as mmdetection (cls_score: background last; bbox_pred and the mask
+                     predictor: 80 classes), RetinaNet's anchors in its own order (below).
 
-Anchors per location are ordered (ratio, scale) with the scale varying fastest in all three,
-so no head needs its channels permuted beyond the class slots above.
+Anchors per location are ordered (ratio, scale) with the scale varying fastest in torchvision,
+the bundled trainer and mmdetection, so their heads need no channels permuted beyond the class
+slots above. detectron2's anchor generator orders them (scale, ratio), the ratio fastest: its
+RetinaNet classifier and box regressor take torchvision's anchor blocks transposed.
 
 The slots torchvision has and another framework lacks (RetinaNet's background channel,
 the background rows of the box regressor and mask logits) carry fixed values in a made
@@ -34,9 +38,11 @@ import re
 FORMAT = "detbench-weights"
 VERSION = 1
 MODELS = ("retinanet", "faster_rcnn", "mask_rcnn")
-FRAMEWORKS = ("torchvision", "detbench-trainer", "mmdetection")
+DEPTHS = (50, 18)                # ResNet depth of the backbone; a file without one is ResNet-50
+FRAMEWORKS = ("torchvision", "detbench-trainer", "mmdetection", "detectron2")
 NUM_CLASSES = 80                 # foreground classes; torchvision adds the background
 ANCHORS = {"retinanet": 9}       # anchors per location of the RetinaNet head
+RETINANET_GRID = (3, 3)          # its aspect ratios x its scales per octave
 PRIOR_BIAS = -math.log((1 - 0.01) / 0.01)   # RetinaNet's classifier bias, prior 0.01
 COUNTERS = ("num_batches_tracked",)         # BatchNorm2d bookkeeping, not weights
 
@@ -46,8 +52,9 @@ class WeightsError(ValueError):
 
 
 # (torchvision name pattern, native name template, tensor transform). Templates use the
-# pattern's groups; "{L-1}" turns torchvision's layer number into a stage index and "{2i}"
-# turns a conv index into its place in a conv/ReLU Sequential.
+# pattern's groups; "{L-1}" turns torchvision's layer number into a stage index ("{L+1}" into
+# detectron2's res number), "{i+N}" adds N to an index and "{2i}" turns a conv index into its
+# place in a conv/ReLU Sequential.
 _BODY = r"backbone\.body\."
 _TRAINER_FOLDED = [
     (_BODY + r"conv1\.weight", "backbone.stem.0.conv.weight", None),
@@ -104,9 +111,49 @@ _MMDET = [
      "no_background"),
 ]
 
+# detectron2: ResNet stages res2..res5 (torchvision's layer1..4), FPN laterals and outputs named by
+# the level of their input (res2 -> fpn_lateral2); RetinaNet's pyramid starts at res3
+_DETECTRON2_BODY = [
+    (_BODY + r"conv1\.weight", "backbone.bottom_up.stem.conv1.weight", None),
+    (_BODY + r"bn1\.(\w+)", "backbone.bottom_up.stem.conv1.norm.{0}", None),
+    (_BODY + r"layer(\d)\.(\d+)\.conv(\d)\.weight", "backbone.bottom_up.res{L+1}.{1}.conv{2}.weight", None),
+    (_BODY + r"layer(\d)\.(\d+)\.bn(\d)\.(\w+)", "backbone.bottom_up.res{L+1}.{1}.conv{2}.norm.{3}", None),
+    (_BODY + r"layer(\d)\.(\d+)\.downsample\.0\.weight", "backbone.bottom_up.res{L+1}.{1}.shortcut.weight", None),
+    (_BODY + r"layer(\d)\.(\d+)\.downsample\.1\.(\w+)", "backbone.bottom_up.res{L+1}.{1}.shortcut.norm.{2}",
+     None),
+]
+_DETECTRON2_RCNN = [
+    (r"backbone\.fpn\.inner_blocks\.(\d)\.0\.(\w+)", "backbone.fpn_lateral{i+2}.{1}", None),
+    (r"backbone\.fpn\.layer_blocks\.(\d)\.0\.(\w+)", "backbone.fpn_output{i+2}.{1}", None),
+    (r"rpn\.head\.conv\.0\.0\.(\w+)", "proposal_generator.rpn_head.conv.{0}", None),
+    (r"rpn\.head\.cls_logits\.(\w+)", "proposal_generator.rpn_head.objectness_logits.{0}", None),
+    (r"rpn\.head\.bbox_pred\.(\w+)", "proposal_generator.rpn_head.anchor_deltas.{0}", None),
+    (r"roi_heads\.box_head\.fc6\.(\w+)", "roi_heads.box_head.fc1.{0}", None),
+    (r"roi_heads\.box_head\.fc7\.(\w+)", "roi_heads.box_head.fc2.{0}", None),
+    (r"roi_heads\.box_predictor\.cls_score\.(\w+)", "roi_heads.box_predictor.cls_score.{0}", "background_last"),
+    (r"roi_heads\.box_predictor\.bbox_pred\.(\w+)", "roi_heads.box_predictor.bbox_pred.{0}", "no_background_box"),
+    (r"roi_heads\.mask_head\.(\d)\.0\.(\w+)", "roi_heads.mask_head.mask_fcn{i+1}.{1}", None),
+    (r"roi_heads\.mask_predictor\.conv5_mask\.(\w+)", "roi_heads.mask_head.deconv.{0}", None),
+    (r"roi_heads\.mask_predictor\.mask_fcn_logits\.(\w+)", "roi_heads.mask_head.predictor.{0}", "no_background"),
+]
+_DETECTRON2_RETINANET = [
+    (r"backbone\.fpn\.inner_blocks\.(\d)\.0\.(\w+)", "backbone.fpn_lateral{i+3}.{1}", None),
+    (r"backbone\.fpn\.layer_blocks\.(\d)\.0\.(\w+)", "backbone.fpn_output{i+3}.{1}", None),
+    (r"backbone\.fpn\.extra_blocks\.(p6|p7)\.(\w+)", "backbone.top_block.{0}.{1}", None),
+    (r"head\.classification_head\.conv\.(\d)\.0\.(\w+)", "head.cls_subnet.{2i}.{1}", None),
+    (r"head\.regression_head\.conv\.(\d)\.0\.(\w+)", "head.bbox_subnet.{2i}.{1}", None),
+    (r"head\.classification_head\.cls_logits\.(\w+)", "head.cls_score.{0}", "anchor_classes_scale_major"),
+    (r"head\.regression_head\.bbox_reg\.(\w+)", "head.bbox_pred.{0}", "anchor_boxes_scale_major"),
+]
+
 
 def _fill(template, groups):
     out = template
+    if "{L+1}" in out:
+        out = out.replace("{L+1}", str(int(groups[0]) + 1))
+    for offset in (1, 2, 3):
+        if "{i+%d}" % offset in out:
+            out = out.replace("{i+%d}" % offset, str(int(groups[0]) + offset))
     if "{L-1}" in out:
         out = out.replace("{L-1}", str(int(groups[0]) - 1))
     if "{2i}" in out:
@@ -114,24 +161,34 @@ def _fill(template, groups):
     return out.format(*groups)
 
 
-def reference_model(model):
+def reference_model(model, depth=50):
     """torchvision's `model` exactly as the torchvision driver builds it for training (its defaults:
-    FrozenBatchNorm2d, conv1 and layer1 frozen, 81 classes): the layout every file is in."""
+    FrozenBatchNorm2d, conv1 and layer1 frozen, 81 classes) on a ResNet-`depth` FPN: the layout
+    every file is in."""
     try:
         from harness.drivers import torchvision_driver
     except ImportError:                         # run from a driver in a framework's pinned env
         import torchvision_driver
     if model not in MODELS:
         raise WeightsError("unknown model %r (known: %s)" % (model, ", ".join(MODELS)))
-    args = torchvision_driver.parse_args(["--model", model, "--iterations", "1", "--device", "cpu"])
+    if depth not in DEPTHS:
+        raise WeightsError("unknown ResNet depth %r (known: %s)" % (depth, ", ".join(map(str, DEPTHS))))
+    args = torchvision_driver.parse_args(["--model", model, "--iterations", "1", "--device", "cpu",
+                                          "--depth", str(depth)])
     return torchvision_driver.build_model(args, 800, 1333)
 
 
 def check(path, model):
     """Refuse a file that does not fit torchvision's `model` (names, shapes, metadata); the tensor count."""
     state = read(path, model)
-    to_framework(state, "torchvision", model, reference_model(model).state_dict(), source=path)
+    to_framework(state, "torchvision", model, reference_model(model, depth_of(state)).state_dict(), source=path)
     return len(state)
+
+
+def depth_of(state):
+    """The ResNet depth of a torchvision-layout state: bottleneck blocks (a conv3) are ResNet-50's,
+    basic blocks ResNet-18's."""
+    return 50 if "backbone.body.layer1.0.conv3.weight" in state else 18
 
 
 def native_name(key, framework, target_keys):
@@ -150,6 +207,9 @@ def _rules(framework, target_keys):
         return (_TRAINER_FOLDED if folded else _TRAINER_PLAIN) + _TRAINER_REST
     if framework == "mmdetection":
         return _MMDET
+    if framework == "detectron2":
+        retina = any(k.startswith("backbone.top_block.") for k in target_keys)
+        return _DETECTRON2_BODY + (_DETECTRON2_RETINANET if retina else _DETECTRON2_RCNN)
     if framework == "torchvision":
         return [(r"(.+)", "{0}", None)]
     raise WeightsError("no weights mapping for framework %r (known: %s)" % (framework, ", ".join(FRAMEWORKS)))
@@ -197,8 +257,35 @@ def _no_background_box(t, model, back):
     return _no_background(t, model, back, width=4)
 
 
+def _swap_anchor_order(t, block):
+    """A RetinaNet head's anchor blocks from (ratio, scale) order to (scale, ratio) order; the
+    grid is square, so the same call maps them back."""
+    ratios, scales = RETINANET_GRID
+    rest = tuple(t.shape[1:])
+    return t.reshape((ratios, scales, block) + rest).transpose(0, 1).reshape((ratios * scales * block,) + rest).clone()
+
+
+def _anchor_classes_scale_major(t, model, back):
+    """detectron2's RetinaNet classifier: no background channel, anchors (scale, ratio)."""
+    if not back:
+        out = _anchor_classes(t, model, False)
+        return None if out is None else _swap_anchor_order(out, NUM_CLASSES)
+    if t.shape[0] != ANCHORS[model] * NUM_CLASSES:
+        return None
+    return _anchor_classes(_swap_anchor_order(t, NUM_CLASSES), model, True)
+
+
+def _anchor_boxes_scale_major(t, model, back):
+    """detectron2's RetinaNet box regressor: 4 deltas per anchor, anchors (scale, ratio)."""
+    if t.shape[0] != ANCHORS[model] * 4:
+        return None
+    return _swap_anchor_order(t, 4)
+
+
 TRANSFORMS = {"anchor_classes": _anchor_classes, "background_last": _background_last,
-              "no_background": _no_background, "no_background_box": _no_background_box}
+              "no_background": _no_background, "no_background_box": _no_background_box,
+              "anchor_classes_scale_major": _anchor_classes_scale_major,
+              "anchor_boxes_scale_major": _anchor_boxes_scale_major}
 
 
 def background_slots(model):
@@ -225,7 +312,7 @@ def pack(model, seed, state, versions):
     """The object a weights file holds (torch.save'd)."""
     return {"format": FORMAT, "version": VERSION, "model": model, "layout": "torchvision",
             "num_classes": NUM_CLASSES + 1, "seed": seed, "versions": dict(versions),
-            "state_dict": state}
+            "depth": depth_of(state), "state_dict": state}
 
 
 def unpack(obj, source, model):

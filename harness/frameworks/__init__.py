@@ -2,7 +2,7 @@
 from harness.vocab import names
 from harness.errors import UserError
 from harness.frameworks import calibrate, detbench_trainer
-from harness.frameworks import (detectron2, effdet, maskrcnn_benchmark, mmdetection, mmdetection_v1,
+from harness.frameworks import (detectron2, detectron2_cuda, effdet, maskrcnn_benchmark, mmdetection, mmdetection_v1,
                                 nvidia_efficientdet_tf2, simpledet_mxnet)
 from harness.frameworks import torchvision as torchvision_fw
 from harness.frameworks import detectron, tensorpack
@@ -13,6 +13,7 @@ FRAMEWORKS = {
     "torchvision": torchvision_fw.FRAMEWORK,
     "mmdetection": mmdetection.FRAMEWORK,
     "detectron2": detectron2.FRAMEWORK,
+    "detectron2-cuda": detectron2_cuda.FRAMEWORK,
     "effdet": effdet.FRAMEWORK,
     "nvidia-efficientdet-tf2": nvidia_efficientdet_tf2.FRAMEWORK,
     "mmdetection-v1": mmdetection_v1.FRAMEWORK,

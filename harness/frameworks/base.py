@@ -126,13 +126,13 @@ class Framework:
             out.update({WORKDIR + "/" + rel: Link(target) for rel, target in self.links(ctx).items()})
         return out
 
-    def supports(self, model, precision):
+    def supports(self, model: str, precision: str) -> bool:
         return model in self.models and precision in self.precisions
 
     def argv(self, ctx):
         """The trial's command line: its inference driver's for an inference context. Extra
         arguments that would make the framework download a file at start are refused."""
-        from harness.drivers.initial import no_downloads
+        from harness.frameworks.initial import no_downloads
         no_downloads(self.name, ctx.extra_args)
         return self.infer(ctx) if ctx.inference is not None else self.command(ctx)
 
@@ -145,7 +145,7 @@ class Framework:
             return INFERENCE_SCRAPER, {}
         return self.scraper, dict(self.scrape_options)
 
-    def infer_supports(self, model, precision):
+    def infer_supports(self, model: str, precision: str) -> bool:
         return self.infer is not None and model in self.infer_models and precision in self.infer_precisions
 
 

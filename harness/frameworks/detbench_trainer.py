@@ -3,7 +3,7 @@ import os
 
 from harness.errors import UserError
 from harness.frameworks.base import IMAGE_VENV, RUNS_HERE, Framework, ImageRecipe, infer_args
-from harness.drivers import settings as normalized
+from harness.frameworks import settings as normalized
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "trainer", "configs")

@@ -29,8 +29,8 @@ of 20k + 1 iterations puts the window's start on a record too.
 """
 from harness.errors import UserError
 from harness.frameworks.base import CONTAINER_ONLY, TRIAL_DIR, Framework, ImageRecipe
-from harness.drivers import initial
-from harness.drivers import settings as normalized
+from harness.frameworks import initial
+from harness.frameworks import settings as normalized
 
 CONFIGS = {"retinanet": "configs/12_2017_baselines/retinanet_R-50-FPN_1x.yaml",
            "faster_rcnn": "configs/12_2017_baselines/e2e_faster_rcnn_R-50-FPN_1x.yaml",

@@ -1,74 +1,139 @@
-"""detectron2 at a 0.3-release commit, launched through its tools/train_net.py.
+"""detectron2 at its current main commit, built from source for this CPU, trained by
+harness/drivers/detectron2_driver.py.
 
-The pinned commit is one whose detectron2/__init__.py reads __version__ = "0.3" (checked
-in a public source index); the hash of a newer release tag could not be verified offline.
+The pinned commit is the newest on facebookresearch/detectron2's main branch when it was pinned:
+02b5c4e295e990042a714712c21dc79b731e8833, committed 2026-06-06T21:28:58-07:00, "Fix CQS signal
+cppcoreguidelines-pro-type-member-init in fbcode/vision/fair" (its detectron2/__init__.py reads
+__version__ = "0.6"). detectron2 publishes no sdist or wheel of it on PyPI, so `detbench env build
+detectron2` compiles the wheel (its C++ ops for the CPU: FORCE_CUDA taken out of the build's
+environment) from a ``git archive`` of that commit against the torch of the torchvision and
+mmdetection envs, and caches it by its pins as mmcv's is. The archive comes from the cache, else
+from the tarball or git clone that DETBENCH_DETECTRON2_SOURCE names (harness/launch/envs.py checks
+the commit ID git writes into it); .ci/provision-rivals.sh fetches GitHub's archive of the commit.
 
-upstream's documented command: ``tools/train_net.py --config-file configs/COCO-Detection/
-<model>.yaml --num-gpus N`` with config overrides appended. detbench sets SOLVER.MAX_ITER,
-SOLVER.IMS_PER_BATCH and (fp16) SOLVER.AMP.ENABLED; DATASETS.TEST "()" with TEST.EVAL_PERIOD 0,
-so the evaluation hook that runs after the last iteration has no dataset to evaluate;
-MODEL.WEIGHTS "" (random weights instead of the configs' detectron2:// ImageNet download, or
-the mounted file options.weights names); OUTPUT_DIR in the trial folder (the checkout is
-read-only). Data: its builtin catalog reads "datasets/" relative to the folder it runs in (the
-trial's working directory), so the scenario's COCO files are linked there as coco_2017_train's
-images and annotations, and DATASETS.TRAIN is that one set. The metric printer's period is fixed
-at 20; at this commit it prints no ``last_time``: its ``time`` is the mean since iteration 3, and
-two such means give the exact window mean.
+The driver builds RetinaNet, Faster R-CNN and Mask R-CNN R50-FPN from the model-zoo configs bundled
+in the installed package, set to the work the other frameworks here do (docs/methodology.md), with
+detectron2's own optimizer and schedule, in the loop SimpleTrainer runs (inside an EventStorage); it
+prints one DETBENCH_ITER line per iteration (time from the end of the previous one, data time the
+wait for the batch), so every record is one iteration's exact time.
 """
-from harness.frameworks.base import IMAGE_VENV, NEEDS_GPU, TRIAL_DIR, Framework, ImageRecipe
-from harness.drivers import initial
-from harness.drivers import settings as normalized
+import os
 
-CONFIGS = {"retinanet": "configs/COCO-Detection/retinanet_R_50_FPN_1x.yaml",
-           "faster_rcnn": "configs/COCO-Detection/faster_rcnn_R_50_FPN_1x.yaml",
-           "mask_rcnn": "configs/COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml"}
-COMMIT = "4841e70ee48da72c32304f9ebf98138c2a70048d"
-PINS = {"detectron2": COMMIT, "torch": "1.7.1+cu110", "torchvision": "0.8.2+cu110", "fvcore": "0.1.2.post20201122"}
-WORKDIR = "/opt/detectron2"
+from harness.vocab.pins import TELEMETRY, EnvSpec, SourceBuild
+from harness.errors import UserError
+from harness.frameworks.base import IMAGE_VENV, RUNS_HERE, Framework, ImageRecipe, infer_args
+from harness.frameworks import initial
+from harness.frameworks import settings as normalized
+
+DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                      "drivers", "detectron2_driver.py")
+INFER_DRIVER = os.path.join(os.path.dirname(DRIVER), "detectron2_infer.py")
+COMMIT = "02b5c4e295e990042a714712c21dc79b731e8833"
+COMMIT_DATE = "2026-06-06T21:28:58-07:00"
+VERSION = "0.6"                 # detectron2/__init__.py at the commit
+TORCH = {"torch": "2.14.1", "torchvision": "0.29.1"}     # the torchvision and mmdetection envs' torch
+PINS = dict(TORCH, **{
+    "numpy": "2.4.6", "pillow": "13.0.0", "pycocotools": "2.0.11", "matplotlib": "3.10.8",
+    "fvcore": "0.1.5.post20221221", "iopath": "0.1.9", "yacs": "0.1.8", "omegaconf": "2.3.0",
+    "hydra-core": "1.3.2", "termcolor": "3.1.0", "tabulate": "0.9.0", "cloudpickle": "3.1.3",
+    "tqdm": "4.67.1", "tensorboard": "2.21.0", "black": "26.10.1", "packaging": "25.0",
+    "pyyaml": "6.0.3"})
+SOURCE_ENV = "DETBENCH_DETECTRON2_SOURCE"
+DETECTRON2 = SourceBuild(name="detectron2", version=VERSION,
+                         build_pins=tuple("%s==%s" % kv for kv in sorted(TORCH.items())),
+                         cxx_std="", commit=COMMIT, source_env=SOURCE_ENV, unset_env=("FORCE_CUDA",))
+TOOLS = {"setuptools": "80.9.0", "wheel": "0.45.1", "ninja": "1.11.1.4"}
+ENV = EnvSpec(framework="detectron2", pins=dict(PINS, **TELEMETRY), source_builds=(DETECTRON2,), tools=TOOLS)
+
+# the model-zoo configs of the commit (configs/ in its tree, installed as detectron2.model_zoo's
+# configs) that build each model: the 1x and 3x recipes differ only in the schedule the driver sets
+ZOO = {"retinanet": ("COCO-Detection/retinanet_R_50_FPN_1x.yaml", "COCO-Detection/retinanet_R_50_FPN_3x.yaml"),
+       "faster_rcnn": ("COCO-Detection/faster_rcnn_R_50_FPN_1x.yaml",
+                       "COCO-Detection/faster_rcnn_R_50_FPN_3x.yaml"),
+       "mask_rcnn": ("COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml",
+                     "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml")}
+MODELS = frozenset(ZOO)
+PRECISIONS = frozenset({"fp32", "bf16"})
+OPTIONS = ("config", "workers", "flip", "shuffle", "lr", "warmup_iters", "warmup_factor", "rpn_pre_nms_train",
+           "rpn_post_nms_train")
 
 
-OPTIONS = ("weights",)
-TRAIN_SET = "coco_2017_train"     # data/datasets/builtin.py: under $DETECTRON2_DATASETS, default "datasets"
-TRAIN_IMAGES = "datasets/coco/train2017"
-TRAIN_ANNOTATIONS = "datasets/coco/annotations/instances_train2017.json"
+def _options(ctx):
+    opts = initial.options(ctx, OPTIONS)
+    for key, value in sorted(opts.items()):
+        if isinstance(value, str) and initial.DOWNLOAD.match(value):
+            raise UserError("detectron2 would download %s at start (options.%s), and trials run without a network: "
+                            "name a config bundled in the installed package, and give initial weights as the "
+                            "scenario's weights: file" % (value, key))
+    config = str(opts.get("config", ZOO[ctx.model][0]))
+    if config not in ZOO[ctx.model]:
+        raise UserError("detectron2: options.config %r is not a model-zoo config of %s at commit %s (known: %s)"
+                        % (config, ctx.model, COMMIT[:12], ", ".join(ZOO[ctx.model])))
+    return {"config": config, "workers": int(opts.get("workers", 0)), "flip": bool(opts.get("flip", True)),
+            "shuffle": bool(opts.get("shuffle", True)), "lr": float(opts.get("lr", 0.0025)),
+            "warmup_iters": int(opts.get("warmup_iters", 0)),
+            "warmup_factor": float(opts.get("warmup_factor", 1.0 / 3)),
+            "rpn_pre_nms_train": int(opts.get("rpn_pre_nms_train", normalized.RPN_PRE_NMS_TRAIN)),
+            "rpn_post_nms_train": int(opts.get("rpn_post_nms_train", normalized.RPN_POST_NMS_TRAIN))}
+
+
+def _one_device(ctx, what):
+    if ctx.gpus * ctx.nodes != 1:
+        raise UserError("detectron2 %s runs on one device only (got %d GPUs x %d nodes)" % (what, ctx.gpus, ctx.nodes))
 
 
 def command(ctx):
-    initial.options(ctx, OPTIONS)
-    initial.coco_only(ctx)
-    argv = [ctx.python, WORKDIR + "/tools/train_net.py", "--config-file", WORKDIR + "/" + CONFIGS[ctx.model],
-            "--num-gpus", str(ctx.gpus)]
-    if ctx.nodes > 1:
-        argv += ["--num-machines", str(ctx.nodes)]
-    argv += ["SOLVER.MAX_ITER", str(ctx.iterations),
-             "SOLVER.IMS_PER_BATCH", str(ctx.batch_per_gpu * ctx.gpus * ctx.nodes),
-             "INPUT.MIN_SIZE_TRAIN", "(%d,)" % min(ctx.input_size),
-             "INPUT.MAX_SIZE_TRAIN", str(max(ctx.input_size)),
-             "DATASETS.TRAIN", '("%s",)' % TRAIN_SET, "DATASETS.TEST", "()", "TEST.EVAL_PERIOD", "0",
-             "MODEL.WEIGHTS", initial.weights(ctx) or "", "OUTPUT_DIR", TRIAL_DIR + "/output"]
-    if ctx.precision == "fp16":
-        argv += ["SOLVER.AMP.ENABLED", "True"]
+    _one_device(ctx, "training")
+    o = _options(ctx)
+    argv = [ctx.python, DRIVER, "--model", ctx.model, "--config", o["config"], "--iterations", str(ctx.iterations),
+            "--batch-size", str(ctx.batch_per_gpu), "--input-size", "%dx%d" % tuple(ctx.input_size),
+            "--precision", ctx.precision, "--workers", str(o["workers"]), "--lr", repr(o["lr"]),
+            "--warmup-iters", str(o["warmup_iters"]), "--warmup-factor", repr(o["warmup_factor"]),
+            "--rpn-pre-nms-train", str(o["rpn_pre_nms_train"]),
+            "--rpn-post-nms-train", str(o["rpn_post_nms_train"]), "--seed", str(ctx.seed)]
+    if not o["flip"]:
+        argv.append("--no-flip")
+    if not o["shuffle"]:
+        argv.append("--no-shuffle")
+    if ctx.weights:
+        argv += ["--weights", ctx.weights]
+    if ctx.data:
+        argv += ["--data", ctx.data["annotations"], "--images", ctx.data["images"]]
     return argv + list(ctx.extra_args)
 
 
-def links(ctx):
-    initial.coco_only(ctx)
-    return {TRAIN_IMAGES: ctx.data["images"], TRAIN_ANNOTATIONS: ctx.data["annotations"]}
-
-
 def settings(ctx):
-    # Base-RCNN-FPN / Base-RetinaNet: FREEZE_AT 2 (stem + res2), FrozenBN, 4 loader workers,
-    # flip 0.5, POST_NMS_TOPK_TRAIN 1000
-    return normalized.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=4, flip=True,
-                             rpn_post_nms_train=1000, init=initial.init(ctx))
+    o = _options(ctx)
+    # the driver's cfg: FREEZE_AT 2 (stem and res2) with FrozenBN, the samplers of the zoo's configs
+    # (256 at 0.5, 512 at 0.25), pooler ROIAlign (not V2) at sampling ratio 2, smooth L1 (beta 1/9)
+    # in both stages; RetinaNet: L1 (beta 0) and P6/P7 from P5, as the others build them
+    return normalized.driven(ctx, o)
+
+
+def infer(ctx):
+    """harness/drivers/detectron2_infer.py: detectron2's preprocess_image, model and detector_postprocess."""
+    _one_device(ctx, "inference")
+    _options(ctx)
+    return [ctx.python, INFER_DRIVER] + infer_args(ctx) + list(ctx.extra_args)
+
+
+def infer_settings(ctx):
+    return normalized.inference(
+        ctx, rpn_pre_nms_test=normalized.RPN_PRE_NMS_TEST, rpn_post_nms_test=normalized.RPN_POST_NMS_TEST,
+        candidates_per_level=normalized.RETINANET_CANDIDATES, mask_threshold=normalized.MASK_THRESHOLD)
 
 
 FRAMEWORK = Framework(
-    name="detectron2", title="detectron2", scraper="detectron2",
-    models=frozenset(CONFIGS), precisions=frozenset({"fp32", "fp16"}), status=NEEDS_GPU,
-    why="detectron2 builds CUDA ops and its train_net.py expects a GPU: dockerfiles/detectron2",
-    figures="exact window mean from two running means since iteration 3 (time: 4 decimals, printed every 20 "
-            "iterations); hooks after the step count in no iteration; no data time (a 20-iteration window)",
-    command=command, settings=settings, pins=PINS, links=links,
-    images=(ImageRecipe("detectron2", IMAGE_VENV),)
+    name="detectron2", title="detectron2", scraper="detbench-jsonl",
+    models=MODELS, precisions=PRECISIONS, status=RUNS_HERE,
+    why="pinned venv (torch 2.14.1) with detectron2 %s built from a git archive of commit %s (CPU ops); "
+        "one device; fp16 and tf32: detectron2-cuda" % (VERSION, COMMIT[:12]),
+    figures="exact per iteration: time from the end of the previous iteration to the end of this one "
+            "(DETBENCH_ITER every iteration), data time the wait for the batch",
+    command=command, settings=settings, pins=dict(PINS, detectron2=COMMIT), env=ENV,
+    infer=infer, infer_models=MODELS, infer_precisions=PRECISIONS, infer_settings=infer_settings,
+    infer_why="detectron2_infer.py: its preprocess_image, backbone, proposal generator and heads in eval mode, "
+              "then detector_postprocess; fp16 and tf32: detectron2-cuda",
+    # the torchvision image (the trainer's closure) with the detectron2 wheel compiled on the host
+    images=(ImageRecipe("detectron2", IMAGE_VENV, wheels=True, base_recipe="torchvision", host_wheels=True),)
 )

@@ -30,8 +30,8 @@ from pathlib import Path
 from harness.errors import UserError
 from harness.vocab.pins import TELEMETRY, EnvSpec
 from harness.frameworks.base import IMAGE_VENV, RUNS_HERE, TRIAL_DIR, Framework, ImageRecipe, infer_args
-from harness.drivers import initial
-from harness.drivers import settings as normalized
+from harness.frameworks import initial
+from harness.frameworks import settings as normalized
 
 COMMIT = "861838fdb4693b2ebc84ac857c1d04285d30120f"
 PINS = {"efficientdet-pytorch": COMMIT, "torch": "2.14.1", "torchvision": "0.29.1", "timm": "1.0.15",

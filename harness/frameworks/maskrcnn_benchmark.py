@@ -15,8 +15,8 @@ start: the scraper keeps the means, and two of them give the exact window mean.
 One node only (torch.distributed.launch without a rendezvous across nodes).
 """
 from harness.frameworks.base import CONTAINER_ONLY, TRIAL_DIR, Framework, ImageRecipe
-from harness.drivers import initial
-from harness.drivers import settings as normalized
+from harness.frameworks import initial
+from harness.frameworks import settings as normalized
 
 CONFIGS = {"retinanet": "configs/retinanet/retinanet_R-50-FPN_1x.yaml",
            "faster_rcnn": "configs/e2e_faster_rcnn_R_50_FPN_1x.yaml",

@@ -14,8 +14,8 @@ import os
 from harness.vocab.pins import TELEMETRY, EnvSpec, SourceBuild
 from harness.errors import UserError
 from harness.frameworks.base import IMAGE_VENV, RUNS_HERE, Framework, ImageRecipe, infer_args
-from harness.drivers import initial
-from harness.drivers import settings as normalized
+from harness.frameworks import initial
+from harness.frameworks import settings as normalized
 
 DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       "drivers", "mmdet_driver.py")
@@ -86,19 +86,7 @@ def settings(ctx):
     # the driver's config: frozen_stages=1, BN with requires_grad=False and norm_eval=True, the
     # samplers of mmdet's configs (256 at 0.5, 512 at 0.25), RoIAlign 2 / aligned=False, smooth L1
     # (beta 1/9) in both stages, no mask RoI cap of its own; RetinaNet: L1, P6 from P5 ('on_output')
-    out = normalized.common(ctx, frozen_stages=1, norm="frozen_bn", loader_workers=o["workers"],
-                            flip=o["flip"])
-    out.update(normalized.detection(
-        ctx, rpn_pre_nms_train=o["rpn_pre_nms_train"], rpn_post_nms_train=o["rpn_post_nms_train"],
-        rpn_batch_per_image=256, rpn_positive_fraction=0.5, roi_batch_per_image=512,
-        roi_positive_fraction=0.25, roi_align_sampling_ratio=2, roi_align_aligned=False,
-        mask_rois_per_image_max=None,
-        box_loss="l1" if ctx.model == "retinanet" else normalized.SMOOTH_L1_BOTH,
-        extra_levels_from="p5"))
-    # the configs' lr is for 16 images, but the driver does not scale it by the batch
-    out.update(normalized.schedule(o["lr"], o["warmup_iters"], o["warmup_factor"], o["shuffle"]))
-    out["init"] = normalized.shared_init(ctx)
-    return out
+    return normalized.driven(ctx, o)
 
 
 INFER_DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),

@@ -13,8 +13,8 @@ first logged iteration at or after the window's end. The work folder is the tria
 Records are window means over LOG_INTERVAL iterations. One node only.
 """
 from harness.frameworks.base import CONTAINER_ONLY, TRIAL_DIR, Framework, ImageRecipe
-from harness.drivers import initial
-from harness.drivers import settings as normalized
+from harness.frameworks import initial
+from harness.frameworks import settings as normalized
 
 CONFIGS = {"retinanet": "retinanet_r50_fpn_1x.py", "faster_rcnn": "faster_rcnn_r50_fpn_1x.py",
            "mask_rcnn": "mask_rcnn_r50_fpn_1x.py"}

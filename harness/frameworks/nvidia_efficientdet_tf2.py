@@ -7,8 +7,8 @@ Follows upstream's scripts/D0/training-benchmark-*.sh: mpirun one process per GP
 --use_fake_data. dllogger's time_log gives images/s over step windows (THROUGHPUT).
 """
 from harness.frameworks.base import CONTAINER_ONLY, Framework, ImageRecipe
-from harness.drivers import initial
-from harness.drivers import settings as normalized
+from harness.frameworks import initial
+from harness.frameworks import settings as normalized
 
 COMMIT = "bd6ca13b59b539fee7394d2887fdff2b1444d49a"
 PINS = {"DeepLearningExamples": COMMIT, "base image": "nvcr.io/nvidia/tensorflow:22.03-tf2-py3"}

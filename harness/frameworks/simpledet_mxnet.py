@@ -22,8 +22,8 @@ import re
 from pathlib import Path
 
 from harness.frameworks.base import CONTAINER_ONLY, TRIAL_DIR, Framework, ImageRecipe
-from harness.drivers import initial
-from harness.drivers import settings as normalized
+from harness.frameworks import initial
+from harness.frameworks import settings as normalized
 
 CONFIGS = {"retinanet": "config/retina_r50v1_fpn_1x.py",
            "faster_rcnn": "config/faster_r50v1_fpn_accel_1x.py",

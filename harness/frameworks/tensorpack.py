@@ -33,8 +33,8 @@ when it ends, 5 significant digits: records are THROUGHPUT over STEPS_PER_EPOCH 
 from harness.errors import UserError
 from harness.frameworks.base import (CONTAINER_ONLY, TRIAL_DIR, WORKDIR as TRIAL_WORKDIR, Framework,
                                      ImageRecipe)
-from harness.drivers import initial
-from harness.drivers import settings as normalized
+from harness.frameworks import initial
+from harness.frameworks import settings as normalized
 
 MODELS = ("faster_rcnn", "mask_rcnn")
 COMMIT = "d71184c41e622ba68d7028bc9d7e6c7fee2be8e2"   # 2019-08-31, "fix #1312"

@@ -9,7 +9,7 @@ import os
 from harness.vocab.pins import TELEMETRY, EnvSpec
 from harness.errors import UserError
 from harness.frameworks.base import IMAGE_VENV, RUNS_HERE, Framework, ImageRecipe, infer_args
-from harness.drivers import settings as normalized
+from harness.frameworks import settings as normalized
 
 DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       "drivers", "torchvision_driver.py")
@@ -62,21 +62,10 @@ def command(ctx):
 
 def settings(ctx):
     o = _options(ctx)
-    out = normalized.common(ctx, frozen_stages=4 - o["trainable_layers"], norm=o["norm"],
-                            loader_workers=o["workers"], flip=o["flip"])
     # torchvision's own defaults for the samplers (256 at 0.5, 512 at 0.25), MultiScaleRoIAlign
     # (sampling_ratio=2, aligned=False), its smooth L1 (beta 1/9) in both stages, no mask RoI cap
     # of its own, and RetinaNet's L1 box loss with P6/P7 from P5 (LastLevelP6P7(256, 256))
-    out.update(normalized.detection(
-        ctx, rpn_pre_nms_train=o["rpn_pre_nms_train"], rpn_post_nms_train=o["rpn_post_nms_train"],
-        rpn_batch_per_image=256, rpn_positive_fraction=0.5, roi_batch_per_image=512,
-        roi_positive_fraction=0.25, roi_align_sampling_ratio=2, roi_align_aligned=False,
-        mask_rois_per_image_max=None,
-        box_loss="l1" if ctx.model == "retinanet" else normalized.SMOOTH_L1_BOTH,
-        extra_levels_from="p5"))
-    out.update(normalized.schedule(o["lr"], o["warmup_iters"], o["warmup_factor"], o["shuffle"]))
-    out["init"] = normalized.shared_init(ctx)
-    return out
+    return normalized.driven(ctx, o, frozen_stages=4 - o["trainable_layers"], norm=o["norm"])
 
 
 def infer(ctx):

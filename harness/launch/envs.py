@@ -6,7 +6,11 @@ covers the Python minor version and every pin, so a changed pin gives a new env 
 an unchanged one is reused. An env counts as built only once its marker file, written
 last and atomically, exists. Packages that must be compiled from source (mmcv: its
 sdist with the C++ standard raised to C++20, which torch 2.14 headers need) are built
-once into a wheel cached under ``.../wheels/<name>-<hash of its pins>/``.
+once into a wheel cached under ``.../wheels/<name>-<hash of its pins>/``. A package built from a
+git commit (detectron2, which publishes no sdist) is compiled from a ``git archive`` of that commit:
+the tarball the build's ``source_env`` variable names (or a git clone holding the commit, archived
+here), checked to be that commit by the commit ID git writes into the archive's header, and kept
+under ``.../sources/<name>-<commit>.tar`` so a later build needs neither again.
 """
 import fcntl
 import hashlib
@@ -27,7 +31,7 @@ MARKER = "detbench-env.json"
 BUILDER_VERSION = 1          # bump when the way envs are built changes
 
 
-def cache_root():
+def cache_root() -> Path:
     default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "detbench"
     return Path(os.environ.get("DETBENCH_CACHE") or default)
 
@@ -39,16 +43,22 @@ def _pyver():
 def spec_hash(spec: EnvSpec, pyver: Optional[str] = None) -> str:
     doc = {"python": pyver or _pyver(), "pins": sorted(spec.pins.items()),
            "tools": sorted(spec.tools.items()), "builder": BUILDER_VERSION,
-           "source": [[s.name, s.version, list(s.build_pins), s.cxx_std, list(s.env)]
+           "source": [[s.name, s.version, list(s.build_pins), s.cxx_std, list(s.env)] + _from_git(s)
                       for s in spec.source_builds]}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def wheel_key(build: SourceBuild, pyver: Optional[str] = None) -> str:
     doc = [build.name, build.version, list(build.build_pins), build.cxx_std, list(build.env),
-           pyver or _pyver(), BUILDER_VERSION]
+           pyver or _pyver(), BUILDER_VERSION] + _from_git(build)
     return "%s-%s-%s" % (build.name, build.version, hashlib.sha256(
         json.dumps(doc).encode()).hexdigest()[:12])
+
+
+def _from_git(build: SourceBuild) -> list:
+    """What a build from a git commit adds to the keys (nothing for an sdist build, whose keys
+    stay as they were)."""
+    return [["git", build.commit, list(build.unset_env)]] if build.commit else []
 
 
 def env_dir(spec: EnvSpec) -> Path:
@@ -114,15 +124,17 @@ def _compile_wheel(build: SourceBuild, python: str, log, out: Path) -> Path:
     work = Path(tempfile.mkdtemp(prefix="detbench-%s-" % build.name))
     try:
         pip = [python, "-m", "pip"]
-        _run(pip + ["download", "--no-deps", "--no-binary", build.name, "--no-build-isolation",
-                    "-d", str(work / "sdist"), "%s==%s" % (build.name, build.version)], log)
-        sdist = next((work / "sdist").glob("*.tar.gz"))
-        with tarfile.open(sdist) as tar:
-            tar.extractall(work / "src")
-        src = next((work / "src").iterdir())
-        changed = _raise_cxx_std(src / "setup.py", build.cxx_std)
-        log.write("raised %d C++ standard flags to %s\n" % (changed, build.cxx_std))
-        env = dict(os.environ, MAX_JOBS=str(os.cpu_count() or 1), **dict(build.env))
+        if build.commit:
+            src = _unpack(source_archive(build, log), work / "src")
+        else:
+            _run(pip + ["download", "--no-deps", "--no-binary", build.name, "--no-build-isolation",
+                        "-d", str(work / "sdist"), "%s==%s" % (build.name, build.version)], log)
+            src = _unpack(next((work / "sdist").glob("*.tar.gz")), work / "src")
+        if build.cxx_std:
+            changed = _raise_cxx_std(src / "setup.py", build.cxx_std)
+            log.write("raised %d C++ standard flags to %s\n" % (changed, build.cxx_std))
+        env = {k: v for k, v in os.environ.items() if k not in build.unset_env}
+        env.update(MAX_JOBS=str(os.cpu_count() or 1), **dict(build.env))
         _run(pip + ["wheel", "--no-deps", "--no-build-isolation", "-w", str(work / "wheel"), str(src)],
              log, env=env)
         wheel = next((work / "wheel").glob("*.whl"))
@@ -135,6 +147,98 @@ def _compile_wheel(build: SourceBuild, python: str, log, out: Path) -> Path:
         return out / wheel.name
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _unpack(archive: Path, into: Path) -> Path:
+    """Extract a source archive (no links out of it, no device files); the folder with setup.py."""
+    with tarfile.open(archive) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(into, filter="data")
+        else:                                   # Python before 3.11.4: its members are checked here
+            bad = [m.name for m in tar.getmembers()
+                   if m.name.startswith("/") or ".." in Path(m.name).parts or not (m.isfile() or m.isdir()
+                                                                                 or m.issym())]
+            if bad:
+                raise UserError("%s: refusing the archive member %s" % (archive, bad[0]))
+            tar.extractall(into)
+    if (into / "setup.py").is_file():           # `git archive` without a prefix
+        return into
+    inner = [p for p in into.iterdir() if p.is_dir()]
+    if len(inner) == 1 and (inner[0] / "setup.py").is_file():
+        return inner[0]
+    raise UserError("%s: no setup.py at the top of the archive or of its one folder" % archive)
+
+
+def archive_commit(path: Path) -> Optional[str]:
+    """The commit ID `git archive` wrote into a tarball's pax header (None where it has none)."""
+    try:
+        with tarfile.open(path) as tar:
+            tar.next()
+            comment = tar.pax_headers.get("comment", "")
+    except (tarfile.TarError, OSError) as exc:
+        raise UserError("%s: not a readable tar archive (%s)" % (path, exc)) from None
+    comment = comment.strip()
+    return comment if len(comment) == 40 else None
+
+
+def source_missing(spec: EnvSpec) -> Optional[str]:
+    """Why `spec` cannot be built on this host because a package built from a git commit has
+    neither its wheel nor its archive in the cache and nothing names where its source is (the
+    package index does not hold it); None when nothing is missing that way."""
+    for b in spec.source_builds:
+        if not b.commit:
+            continue
+        wheels = cache_root() / "wheels" / wheel_key(b)
+        if wheels.is_dir() and any(wheels.glob("*.whl")):
+            continue
+        if (cache_root() / "sources" / ("%s-%s.tar" % (b.name, b.commit))).is_file():
+            continue
+        if b.source_env and os.environ.get(b.source_env):
+            continue
+        return ("%s %s is built from a git archive of commit %s, which is not on this host and not on the "
+                "package index: set %s to that archive or a clone holding it"
+                % (b.name, b.version, b.commit, b.source_env or "the source variable"))
+    return None
+
+
+def source_archive(build: SourceBuild, log) -> Path:
+    """The `git archive` of build.commit in the cache, taken there from the tarball or git clone
+    that build.source_env names when it is not there yet; UserError saying what to give."""
+    cached = cache_root() / "sources" / ("%s-%s.tar" % (build.name, build.commit))
+    if cached.is_file():
+        log.write("cached source: %s\n" % cached)
+        return cached
+    given = os.environ.get(build.source_env, "") if build.source_env else ""
+    if not given:
+        raise UserError("%s is built from a git archive of commit %s, which is not in %s: set %s to that "
+                        "archive (`git archive %s`, or GitHub's archive/%s.tar.gz) or to a git clone that "
+                        "holds the commit" % (build.name, build.commit, cached.parent, build.source_env or
+                                              "the source variable", build.commit, build.commit))
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_name(cached.name + ".tmp-%d" % os.getpid())
+    source = Path(given)
+    try:
+        if source.is_dir():
+            with open(tmp, "wb") as out:
+                proc = subprocess.run(["git", "-C", str(source), "archive", "--format=tar", build.commit],
+                                      stdout=out, stderr=subprocess.PIPE)
+            if proc.returncode != 0:
+                raise UserError("%s=%s: git archive %s failed: %s" % (
+                    build.source_env, source, build.commit, proc.stderr.decode(errors="replace").strip()[:200]))
+        elif source.is_file():
+            shutil.copyfile(source, tmp)
+        else:
+            raise UserError("%s=%s: no such file or folder" % (build.source_env, source))
+        found = archive_commit(tmp)
+        if found != build.commit:
+            raise UserError("%s=%s: the archive is of commit %s, not the pinned %s" % (
+                build.source_env, source, found or "(none recorded)", build.commit))
+        os.replace(tmp, cached)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    log.write("source %s %s from %s, kept as %s\n" % (build.name, build.commit[:12], source, cached))
+    return cached
 
 
 def build(spec: EnvSpec, log=None, force=False) -> Path:

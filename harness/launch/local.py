@@ -62,8 +62,11 @@ class LocalLauncher:
     def preflight(scenario, cells):
         check_envs(cells)
 
-    def __init__(self, python=sys.executable):
+    def __init__(self, python=sys.executable, code_root=None):
         self.python = python
+        # the checkout whose modules a trial runs: first on its PYTHONPATH and its working directory
+        # (this one by default; `detbench bisect` runs another revision's worktree)
+        self.code_root = Path(code_root) if code_root is not None else ROOT
 
     def prepare(self, scenario):
         """Nothing to build for the local backend."""
@@ -82,10 +85,10 @@ class LocalLauncher:
         full_env = dict(os.environ)
         full_env.update(env)
         full_env["PYTHONPATH"] = os.pathsep.join(
-            [str(ROOT)] + ([full_env["PYTHONPATH"]] if full_env.get("PYTHONPATH") else []))
+            [str(self.code_root)] + ([full_env["PYTHONPATH"]] if full_env.get("PYTHONPATH") else []))
         cmd = runner_argv(self.python, trial_dir, timeout_s, env, argv)
         with open(trial_dir / trialfiles.RUNNER_ERR, "wb") as err:
-            proc = subprocess.Popen(cmd, env=full_env, cwd=str(ROOT), stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(cmd, env=full_env, cwd=str(self.code_root), stdin=subprocess.DEVNULL,
                                     stdout=err, stderr=subprocess.STDOUT)
             try:
                 code = proc.wait()

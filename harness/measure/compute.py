@@ -17,6 +17,7 @@ Both run as subprocesses of this Python, which needs the `trainer` extra; withou
 a count fails, the run stores why instead and its reports say so. The calibration workload
 does no arithmetic: its cells get no figure.
 """
+
 import hashlib
 import json
 import os
@@ -24,20 +25,25 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from harness import frameworks
 from harness.launch.envs import cache_root
 from harness.plan import scenario
 
-NO_WORK = ("calibrate",)                 # frameworks whose cells do no arithmetic worth counting
-CONFIGS = {"retinanet": "retina_r50v1_fpn_1x.py", "faster_rcnn": "faster_r50v1_fpn_1x.py",
-           "mask_rcnn": "mask_r50v1_fpn_1x.py"}
+NO_WORK = ("calibrate",)  # frameworks whose cells do no arithmetic worth counting
+CONFIGS = {
+    "retinanet": "retina_r50v1_fpn_1x.py",
+    "faster_rcnn": "faster_r50v1_fpn_1x.py",
+    "mask_rcnn": "mask_r50v1_fpn_1x.py",
+}
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "trainer" / "configs"
 TIMEOUT_S = 900
-PEAK_METHOD = 2     # harness.trainer.peak's METHOD: what a cached peak must have been measured by
+PEAK_METHOD = 2  # harness.trainer.peak's METHOD: what a cached peak must have been measured by
+JSON = Dict[str, Any]  # a JSON object a trainer module printed, or {"error": why}
 
 
-def _cached(path, compute, current=lambda value: True):
+def _cached(path: Path, compute: Callable[[], JSON], current: Callable[[JSON], bool] = lambda value: True) -> JSON:
     """The JSON object stored at `path` where current(it), else compute() stored there atomically
     (when it has no error)."""
     try:
@@ -55,40 +61,46 @@ def _cached(path, compute, current=lambda value: True):
                 json.dump(value, f, sort_keys=True)
             os.replace(tmp, path)
         except OSError:
-            pass        # an unwritable cache costs a recount next time, nothing else
+            pass  # an unwritable cache costs a recount next time, nothing else
     return value
 
 
-def _module(args, env=None):
+def _module(args: List[str], env: Optional[Mapping[str, str]] = None) -> JSON:
     """The JSON object a harness.trainer module prints, or {"error": why}."""
     try:
-        proc = subprocess.run([sys.executable, "-m"] + args, capture_output=True, text=True,
-                              timeout=TIMEOUT_S, env=dict(os.environ, **(env or {})))
+        proc = subprocess.run(
+            [sys.executable, "-m"] + args,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            env=dict(os.environ, **(env or {})),
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"error": "%s: %s" % (args[0], exc)}
     if proc.returncode != 0:
         said = [line for line in proc.stderr.splitlines() if line.strip()]
         why = said[-1] if said else "exit code %d" % proc.returncode
-        why = why[len("error: "):] if why.startswith("error: ") else why
+        why = why[len("error: ") :] if why.startswith("error: ") else why
         if "No module named 'torch'" in proc.stderr:
             why = "torch is not installed here (pip install -e .[trainer])"
         return {"error": why[:300]}
     try:
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+        value = json.loads(proc.stdout.strip().splitlines()[-1])
+        return value if isinstance(value, dict) else {"error": "%s printed no JSON object" % args[0]}
     except (ValueError, IndexError):
         return {"error": "%s printed no JSON" % args[0]}
 
 
-def threads_of(env):
+def threads_of(env: Optional[Mapping[str, str]]) -> str:
     value = (env or {}).get("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS"))
     return str(value) if value else "default"
 
 
-def peak_path(fingerprint, threads):
+def peak_path(fingerprint: Optional[str], threads: Optional[str]) -> Path:
     return cache_root() / "limits" / ("peak-%s-t%s.json" % (fingerprint or "unknown", threads))
 
 
-def peak(fingerprint, env=None, refresh=False):
+def peak(fingerprint: Optional[str], env: Optional[Mapping[str, str]] = None, refresh: bool = False) -> JSON:
     """This host's measured peak (harness.trainer.peak's object) at the thread count `env` sets."""
     threads = threads_of(env)
     path = peak_path(fingerprint, threads)
@@ -96,19 +108,22 @@ def peak(fingerprint, env=None, refresh=False):
         path.unlink()
     extra = {} if threads == "default" else {"OMP_NUM_THREADS": threads}
     # a figure cached by an older method (one timed call per shape) is measured again
-    return _cached(path, lambda: _module(["harness.trainer.peak"], extra),
-                   current=lambda value: value.get("method") == PEAK_METHOD)
+    return _cached(
+        path, lambda: _module(["harness.trainer.peak"], extra), current=lambda value: value.get("method") == PEAK_METHOD
+    )
 
 
-WORK_MODEL = 2      # cached work of version 1 was one figure per image, counted on a synthetic batch
+WORK_MODEL = 2  # cached work of version 1 was one figure per image, counted on a synthetic batch
 
 
-def work_key(model, input_size, batch, options, mode="train"):
+def work_key(model: str, input_size: Sequence[int], batch: int, options: Mapping[str, Any], mode: str = "train") -> str:
     text = json.dumps([WORK_MODEL, model, list(input_size), batch, sorted(options.items()), mode], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def counted_work(model, input_size, batch, options=None, mode="train"):
+def counted_work(
+    model: str, input_size: Sequence[int], batch: int, options: Optional[Mapping[str, Any]] = None, mode: str = "train"
+) -> JSON:
     """harness.trainer.flops's object for `model` (bundled config plus its model.* `options`) at
     this input size and batch per device: in training the work model of one step ({"fixed_flops",
     "unit_flops", ...}), in inference {"flops_per_image"} of the test-time forward; or {"error": why}."""
@@ -116,8 +131,12 @@ def counted_work(model, input_size, batch, options=None, mode="train"):
     if model not in CONFIGS:
         return {"error": "no bundled %s to count" % model}
     path = cache_root() / "limits" / ("work-%s.json" % work_key(model, input_size, batch, options, mode))
-    sets = ["data.input_size=%dx%d" % tuple(input_size), "data.images_per_device=%d" % batch,
-            "data.source=synthetic", "train.device=cpu"]
+    sets = [
+        "data.input_size=%dx%d" % tuple(input_size),
+        "data.images_per_device=%d" % batch,
+        "data.source=synthetic",
+        "train.device=cpu",
+    ]
     sets += ["%s=%s" % (k, str(v).lower() if isinstance(v, bool) else v) for k, v in sorted(options.items())]
     args = ["harness.trainer.flops", str(CONFIG_DIR / CONFIGS[model]), "--mode", mode]
     for item in sets:
@@ -129,48 +148,68 @@ def counted_work(model, input_size, batch, options=None, mode="train"):
 # work another way (harness.trainer.flops.COUNTED_FORM), settings that change only the logged
 # counts, the norms (no matrix work) and the starting weights. Cells that differ only in these
 # share one count.
-UNCOUNTED = ("model.roi_align", "model.mask_target_class_only", "model.sync_free", "model.sync_free_nms_passes",
-             "model.fused_focal_loss", "model.retina_merge_first_convs", "model.rpn_pre_nms_top_n_train",
-             "model.rpn_post_nms_top_n_train", "model.rpn_nms_thresh", "model.rpn_batch_per_image",
-             "model.rpn_positive_fraction", "model.roi_batch_per_image", "model.roi_positive_fraction",
-             "model.mask_max_rois_per_image", "model.roi_align_sampling_ratio", "model.roi_align_aligned",
-             "model.norm", "model.weights", "model.backbone_weights")
+UNCOUNTED = (
+    "model.roi_align",
+    "model.mask_target_class_only",
+    "model.sync_free",
+    "model.sync_free_nms_passes",
+    "model.fused_focal_loss",
+    "model.retina_merge_first_convs",
+    "model.rpn_pre_nms_top_n_train",
+    "model.rpn_post_nms_top_n_train",
+    "model.rpn_nms_thresh",
+    "model.rpn_batch_per_image",
+    "model.rpn_positive_fraction",
+    "model.roi_batch_per_image",
+    "model.roi_positive_fraction",
+    "model.mask_max_rois_per_image",
+    "model.roi_align_sampling_ratio",
+    "model.roi_align_aligned",
+    "model.norm",
+    "model.weights",
+    "model.backbone_weights",
+)
 
 
-def cell_options(sc, cell):
+def cell_options(sc: scenario.Scenario, cell: scenario.Cell) -> Dict[str, Any]:
     """The model.* settings a cell's work is counted with: the bundled trainer's own model.*
     options that change the work, and for every framework the frozen stages its settings
     declare (frozen stages compute no weight gradients); the rest is the bundled architecture,
     which the rivals' cells train too."""
-    opts = {}
+    opts: Dict[str, Any] = {}
     if cell.framework == "detbench-trainer":
-        opts = {k: v for k, v in sc.framework_options(cell.framework).items()
-                if k.startswith("model.") and k not in UNCOUNTED}
+        opts = {
+            k: v
+            for k, v in sc.framework_options(cell.framework).items()
+            if k.startswith("model.") and k not in UNCOUNTED
+        }
     fw = frameworks.FRAMEWORKS.get(cell.framework)
     try:
         declared = fw.trial_settings(scenario.context(sc, cell)) if fw is not None else {}
-    except Exception:   # an adapter that cannot say: the bundled model's own setting stands
+    except Exception:  # an adapter that cannot say: the bundled model's own setting stands
         declared = {}
     frozen = declared.get("frozen_stages") if isinstance(declared, dict) else None
     if isinstance(frozen, int) and not isinstance(frozen, bool):
-        opts["model.frozen_stages"] = min(max(frozen, 0), 4)   # -1 (nothing frozen) is the bundled 0
+        opts["model.frozen_stages"] = min(max(frozen, 0), 4)  # -1 (nothing frozen) is the bundled 0
     return opts
 
 
-def for_run(sc, cells, fingerprint, measure_peak=True):
+def for_run(
+    sc: scenario.Scenario, cells: Sequence[scenario.Cell], fingerprint: Optional[str], measure_peak: bool = True
+) -> Optional[JSON]:
     """The limits a run stores: {"peak": ..., "work": {cell key: work model, or {"error"}}}, or
     None when no cell does arithmetic worth counting (calibration runs)."""
     counted = [c for c in cells if c.framework not in NO_WORK]
     if not counted:
         return None
-    work = {}
+    work: JSON = {}
     for cell in counted:
         opts = cell_options(sc, cell)
         if sc.inference:
             work[cell.key] = counted_work(cell.model, sc.input_size, cell.batch, opts, mode="inference")
         else:
             work[cell.key] = counted_work(cell.model, sc.input_size, sc.batch_per_gpu, opts)
-    out = {"work": work}
+    out: JSON = {"work": work}
     if measure_peak:
         out["peak"] = peak(fingerprint, sc.env)
         out["peak_of"] = {"fingerprint": fingerprint, "threads": threads_of(sc.env)}
@@ -179,11 +218,11 @@ def for_run(sc, cells, fingerprint, measure_peak=True):
     return out
 
 
-def unmeasured(bounds):
+def unmeasured(bounds: Optional[Mapping[str, Any]]) -> List[str]:
     """One line for each compute figure a run could not get (its peak, a cell's work), said before
     its trials run: their reports show no share of peak for it, and nothing else changes."""
     bounds = bounds or {}
-    lines = []
+    lines: List[str] = []
     peak_value = bounds.get("peak") or {}
     if "error" in peak_value:
         lines.append("no compute peak for this run (no share of peak in its reports): %s" % peak_value["error"])
@@ -193,7 +232,7 @@ def unmeasured(bounds):
     return lines
 
 
-def _cached_peaks(fingerprint, threads, torch_threads):
+def _cached_peaks(fingerprint: str, threads: Optional[str], torch_threads: Optional[int]) -> List[JSON]:
     """The peaks cached here for this machine fingerprint that ran at the same thread count:
     the one cached under `threads` (the env's setting), and any other whose measurement ran
     torch at `torch_threads` threads (an unset OMP_NUM_THREADS is the core count)."""
@@ -202,7 +241,7 @@ def _cached_peaks(fingerprint, threads, torch_threads):
         names = sorted(p.name for p in folder.glob("peak-%s-t*.json" % fingerprint))
     except OSError:
         return []
-    out = []
+    out: List[JSON] = []
     for name in names:
         try:
             value = json.loads((folder / name).read_text(encoding="utf-8"))
@@ -216,7 +255,7 @@ def _cached_peaks(fingerprint, threads, torch_threads):
     return out
 
 
-def best_peak(bounds, fingerprint, threads):
+def best_peak(bounds: Optional[JSON], fingerprint: Optional[str], threads: Optional[str]) -> Optional[JSON]:
     """A run's stored limits with each precision's peak raised to the best figure cached here for
     the same machine fingerprint and thread count, where that one is higher.
 
@@ -227,14 +266,14 @@ def best_peak(bounds, fingerprint, threads):
     if not isinstance(stored, dict) or not isinstance(stored.get("precisions"), dict) or not fingerprint:
         return bounds
     cached = _cached_peaks(fingerprint, threads, stored.get("threads"))
-    better = {}
+    better: JSON = {}
     for precision, figures in stored["precisions"].items():
         mine = figures.get("peak_gflops") if isinstance(figures, dict) else None
-        found = [((c.get("precisions") or {}).get(precision) or {}).get("peak_gflops") for c in cached]
-        found = [v for v in found if isinstance(v, (int, float))]
+        given = [((c.get("precisions") or {}).get(precision) or {}).get("peak_gflops") for c in cached]
+        found: List[float] = [v for v in given if isinstance(v, (int, float))]
         theirs = max(found) if found else None
         if isinstance(mine, (int, float)) and theirs is not None and theirs > mine:
             better[precision] = dict(figures, peak_gflops=theirs, stored_gflops=mine)
     if not better:
         return bounds
-    return dict(bounds, peak=dict(stored, precisions=dict(stored["precisions"], **better)))
+    return dict(bounds or {}, peak=dict(stored, precisions=dict(stored["precisions"], **better)))

@@ -4,7 +4,7 @@ A flag's name is what a cell carries (harness.report.model.Entry.flags, the expo
 `flags` column); its text is the footnote a report prints for it. Each rule is a plain
 function next to its flag, over what the flag is judged on:
 
-- a cell's repeats (harness.measure.stats.summarize): unstable, data-bound,
+- a cell's repeats (harness.measure.stats.summarize): unstable, bimodal, data-bound,
   estimators-disagree;
 - the figure kinds of a cell's finished trials: window-approximate;
 - the work per iteration of the frameworks of one model row: unequal-work;
@@ -18,30 +18,38 @@ function next to its flag, over what the flag is judged on:
 
 FLAGS lists them, name -> Flag, in the order a cell names them.
 """
+
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
 from harness.measure import records, work
+
+
+class Row(Protocol):
+    """A trial's row read by column: a store row, its StoredTrial record, or a dict."""
+
+    def __getitem__(self, column: str) -> Any: ...
 
 
 @dataclass(frozen=True)
 class Flag:
     name: str
-    text: str                    # the one line a report prints for it
-    rule: Callable[..., bool]    # True where the flag is raised; its arguments are the flag's own
+    text: str  # the one line a report prints for it
+    # True where the flag is raised (unequal-work: one per column); its arguments are the flag's own
+    rule: Callable[..., Union[bool, List[bool]]]
 
 
-def _percent(share):
+def _percent(share: float) -> str:
     return "%.0f%%" % (share * 100)
 
 
 # ------------------------------------------------------------------ over a cell's repeats
 
 UNSTABLE = "unstable"
-UNSTABLE_SPREAD = 0.07       # (max - min) / min over repeats
+UNSTABLE_SPREAD = 0.07  # (max - min) / min over repeats
 
 
-def spread(values):
+def spread(values: Sequence[float]) -> float:
     """(max - min) / min."""
     lo = min(values)
     return (max(values) - lo) / lo if lo else float("inf")
@@ -52,9 +60,37 @@ def unstable(throughputs: Sequence[float]) -> bool:
     return len(throughputs) > 1 and spread(throughputs) > UNSTABLE_SPREAD
 
 
+BIMODAL = "bimodal"
+BIMODAL_SIDE = 2  # values each group needs
+
+
+def bimodal_groups(values: Sequence[float]) -> Optional[Tuple[List[float], List[float]]]:
+    """The two groups a cell's repeats split into, (low, high) sorted, or None where they do not.
+
+    Sorted, the values split at their largest gap that leaves at least BIMODAL_SIDE values on each
+    side (the first, where two are equal). They are two groups when that gap is wider than the range
+    (max - min) of either side, and wider than RESOLUTION of the median of all the values (so
+    repeats that agree to within what the harness can measure are never split)."""
+    xs = sorted(values)
+    if len(xs) < 2 * BIMODAL_SIDE:
+        return None
+    gaps = [(xs[i + 1] - xs[i], i + 1) for i in range(BIMODAL_SIDE - 1, len(xs) - BIMODAL_SIDE)]
+    gap, cut = max(gaps, key=lambda g: (g[0], -g[1]))
+    low, high = xs[:cut], xs[cut:]
+    mid = xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2.0
+    if gap > low[-1] - low[0] and gap > high[-1] - high[0] and gap > RESOLUTION * abs(mid):
+        return low, high
+    return None
+
+
+def bimodal(throughputs: Sequence[float]) -> bool:
+    """The repeats fall into two groups (bimodal_groups)."""
+    return bimodal_groups(throughputs) is not None
+
+
 DATA_BOUND = "data-bound"
-DATA_BOUND_SHARE = 0.10      # data time / iteration time
-RESOLUTION = 0.01            # relative error the harness measures to; thresholds are judged past it
+DATA_BOUND_SHARE = 0.10  # data time / iteration time
+RESOLUTION = 0.01  # relative error the harness measures to; thresholds are judged past it
 
 
 def data_bound(data_ms: Optional[float], iteration_ms: float) -> bool:
@@ -63,7 +99,7 @@ def data_bound(data_ms: Optional[float], iteration_ms: float) -> bool:
 
 
 ESTIMATORS_DISAGREE = "estimators-disagree"
-DISAGREE = 0.05              # |reported - observed| / observed
+DISAGREE = 0.05  # |reported - observed| / observed
 
 
 def estimators_disagree(reported: float, observed: Optional[float]) -> bool:
@@ -77,11 +113,10 @@ WINDOW_APPROXIMATE = "window-approximate"
 EXACT_KINDS = (records.EXACT, records.EXACT_CUMULATIVE, records.WINDOW_MEANS_FIGURE)
 
 
-def window_approximate(trials):
+def window_approximate(trials: Iterable[Row]) -> bool:
     """Any of these finished trials (mappings with figure_kind and exact, like store rows) has an
     approximate figure. A trial stored before figure kinds existed is judged by its exact column."""
-    return any((t["figure_kind"] not in EXACT_KINDS) if t["figure_kind"] else not t["exact"]
-               for t in trials)
+    return any((t["figure_kind"] not in EXACT_KINDS) if t["figure_kind"] else not t["exact"] for t in trials)
 
 
 # ------------------------------------------------------------------ work per iteration, per model row
@@ -90,11 +125,11 @@ UNEQUAL_WORK = "unequal-work"
 UNEQUAL_SHARE = 0.05
 
 
-def unequal_keys(works):
+def unequal_keys(works: Sequence[Optional[Mapping[str, float]]]) -> List[str]:
     """The counts in which these work dicts (one per framework; None for one that logs
     none) differ by more than UNEQUAL_SHARE: (max - min) / median over the frameworks
     that log the count, where at least two do."""
-    out = []
+    out: List[str] = []
     for key in work.LABELS:
         values = [w[key] for w in works if w and key in w]
         if len(values) < 2:
@@ -106,7 +141,7 @@ def unequal_keys(works):
     return out
 
 
-def unequal_work(works):
+def unequal_work(works: Sequence[Optional[Mapping[str, float]]]) -> List[bool]:
     """Per column of a row (its work dict or None), whether it logs a count the row's
     frameworks differ in (unequal_keys)."""
     keys = unequal_keys(works)
@@ -127,26 +162,29 @@ POWER_REASONS = ("sw_power_cap", "hw_power_brake")
 THROTTLE_SHARE = 0.05
 
 
-def _mean(summary, name):
+Summary = Mapping[str, Any]  # one trial's telemetry summary (trial.json "telemetry")
+
+
+def _mean(summary: Summary, name: str) -> Optional[float]:
     figure = summary.get(name)
     return figure.get("mean") if isinstance(figure, dict) else None
 
 
-def throttled(gpu, reasons):
+def throttled(gpu: Mapping[str, Any], reasons: Sequence[str]) -> bool:
     """True when any of these throttle reasons was seen in THROTTLE_SHARE of the GPU's samples."""
     samples = gpu.get("samples") or 0
     if not samples:
         return False
     # one sample can carry several reasons, so the most frequent one stands for the group
     seen = max((gpu.get("throttle") or {}).get(r, 0) for r in reasons)
-    return seen > 0 and seen >= THROTTLE_SHARE * samples
+    return bool(seen > 0 and seen >= THROTTLE_SHARE * samples)
 
 
-def gpu_thermal_throttle(summary):
+def gpu_thermal_throttle(summary: Summary) -> bool:
     return any(throttled(g, THERMAL_REASONS) for g in summary.get("gpus") or [])
 
 
-def gpu_power_throttle(summary):
+def gpu_power_throttle(summary: Summary) -> bool:
     return any(throttled(g, POWER_REASONS) for g in summary.get("gpus") or [])
 
 
@@ -157,7 +195,7 @@ def gpu_power_throttle(summary):
 GPU_TELEMETRY_LOST = "gpu-telemetry-lost"
 
 
-def gpu_telemetry_lost(summary):
+def gpu_telemetry_lost(summary: Summary) -> bool:
     return bool(summary.get("gpu_telemetry_lost"))
 
 
@@ -174,13 +212,13 @@ OVERSUBSCRIBED = 1.5
 SATURATED = 90.0
 
 
-def cpu_oversubscribed(summary):
+def cpu_oversubscribed(summary: Summary) -> bool:
     cores = summary.get("cores")
     runnable = _mean(summary, "tree_runnable")
     util = _mean(summary, "cpu_util_mean")
     if not cores or runnable is None or util is None:
         return False
-    return runnable > OVERSUBSCRIBED * cores and util >= SATURATED
+    return bool(runnable > OVERSUBSCRIBED * cores and util >= SATURATED)
 
 
 # memory-pressure: the machine swapped more than SWAP_MB in or out during the trial, or its
@@ -191,14 +229,14 @@ SWAP_MB = 64.0
 LOW_MEMORY = 0.05
 
 
-def memory_pressure(summary):
+def memory_pressure(summary: Summary) -> bool:
     samples = summary.get("samples") or 0
     swapped = sum((_mean(summary, k) or 0.0) * samples for k in ("swap_in_mb", "swap_out_mb"))
     if swapped > SWAP_MB:
         return True
     low = (summary.get("mem_available_mb") or {}).get("min")
     total = summary.get("memory_total_mb")
-    return bool(total) and low is not None and low < LOW_MEMORY * total
+    return total is not None and bool(total) and low is not None and bool(low < LOW_MEMORY * total)
 
 
 # ------------------------------------------------------------------ where a cell's repeats ran
@@ -206,7 +244,7 @@ def memory_pressure(summary):
 MIXED_HOSTS = "mixed-hosts"
 
 
-def mixed_hosts(fingerprints):
+def mixed_hosts(fingerprints: Iterable[Optional[str]]) -> bool:
     """The repeats' host fingerprints (None: not recorded) name more than one machine."""
     return len({f for f in fingerprints if f}) > 1
 
@@ -223,47 +261,92 @@ PLACE_ROUNDS = 3
 PLACE_P = 0.05
 
 
-def place_effect(span, cell_spread, p, rounds):
+def place_effect(span: float, cell_spread: float, p: float, rounds: int) -> bool:
     """span and cell_spread as fractions, p the share of reshuffled orders spanning as wide."""
     return rounds >= PLACE_ROUNDS and span > cell_spread and p < PLACE_P
 
 
 # ------------------------------------------------------------------ the list
 
-FLAGS = {f.name: f for f in (
-    Flag(UNSTABLE, "unstable: repeats spread more than %s ((max - min) / min)" % _percent(UNSTABLE_SPREAD),
-         unstable),
-    Flag(DATA_BOUND, "data-bound: data time is more than %s of iteration time" % _percent(DATA_BOUND_SHARE),
-         data_bound),
-    Flag(ESTIMATORS_DISAGREE, "the framework's own times and the log line timestamps disagree by more than %s"
-         % _percent(DISAGREE), estimators_disagree),
-    Flag(WINDOW_APPROXIMATE, "approximate: the framework logs only window medians, running means that cannot "
-         "be differenced, or throughput", window_approximate),
-    Flag(UNEQUAL_WORK, "unequal work: the frameworks of this row differ by more than %s (max - min over "
-         "their median) in a work count per iteration (proposals, RoIs, positives)" % _percent(UNEQUAL_SHARE),
-         unequal_work),
-    Flag(GPU_THERMAL, "a GPU throttled its clocks for heat during a repeat (NVML thermal/hw slowdown)",
-         gpu_thermal_throttle),
-    Flag(GPU_POWER, "a GPU throttled its clocks at its power limit during a repeat (NVML power cap/brake)",
-         gpu_power_throttle),
-    Flag(GPU_TELEMETRY_LOST, "GPU telemetry lost: the host has GPUs, but pynvml did not import or start in the "
-         "trial's environment (no GPU use, clocks, throttling or device memory)", gpu_telemetry_lost),
-    Flag(CPU_OVERSUBSCRIBED, "CPU oversubscribed: the trial had more than %g ready threads per core on "
-         "saturated cores" % OVERSUBSCRIBED, cpu_oversubscribed),
-    Flag(MEMORY_PRESSURE, "memory pressure: the machine swapped or ran below %s available memory during a "
-         "repeat" % _percent(LOW_MEMORY), memory_pressure),
-    Flag(MIXED_HOSTS, "the repeats ran on machines with different fingerprints", mixed_hosts),
-    Flag(PLACE_EFFECT, "place effect: where a trial ran within its round moved the figures of this run by more "
-         "than its cells' own spread, wider than %s of reshuffled orders would (the run's place check)"
-         % _percent(1 - PLACE_P), place_effect),
-)}
+FLAGS = {
+    f.name: f
+    for f in (
+        Flag(
+            UNSTABLE, "unstable: repeats spread more than %s ((max - min) / min)" % _percent(UNSTABLE_SPREAD), unstable
+        ),
+        Flag(
+            BIMODAL,
+            "bimodal: the repeats fall into two groups, the gap between them wider than either group's "
+            "own range (each group's median is in the notes)",
+            bimodal,
+        ),
+        Flag(
+            DATA_BOUND,
+            "data-bound: data time is more than %s of iteration time" % _percent(DATA_BOUND_SHARE),
+            data_bound,
+        ),
+        Flag(
+            ESTIMATORS_DISAGREE,
+            "the framework's own times and the log line timestamps disagree by more than %s" % _percent(DISAGREE),
+            estimators_disagree,
+        ),
+        Flag(
+            WINDOW_APPROXIMATE,
+            "approximate: the framework logs only window medians, running means that cannot "
+            "be differenced, or throughput",
+            window_approximate,
+        ),
+        Flag(
+            UNEQUAL_WORK,
+            "unequal work: the frameworks of this row differ by more than %s (max - min over "
+            "their median) in a work count per iteration (proposals, RoIs, positives)" % _percent(UNEQUAL_SHARE),
+            unequal_work,
+        ),
+        Flag(
+            GPU_THERMAL,
+            "a GPU throttled its clocks for heat during a repeat (NVML thermal/hw slowdown)",
+            gpu_thermal_throttle,
+        ),
+        Flag(
+            GPU_POWER,
+            "a GPU throttled its clocks at its power limit during a repeat (NVML power cap/brake)",
+            gpu_power_throttle,
+        ),
+        Flag(
+            GPU_TELEMETRY_LOST,
+            "GPU telemetry lost: the host has GPUs, but pynvml did not import or start in the "
+            "trial's environment (no GPU use, clocks, throttling or device memory)",
+            gpu_telemetry_lost,
+        ),
+        Flag(
+            CPU_OVERSUBSCRIBED,
+            "CPU oversubscribed: the trial had more than %g ready threads per core on saturated cores" % OVERSUBSCRIBED,
+            cpu_oversubscribed,
+        ),
+        Flag(
+            MEMORY_PRESSURE,
+            "memory pressure: the machine swapped or ran below %s available memory during a "
+            "repeat" % _percent(LOW_MEMORY),
+            memory_pressure,
+        ),
+        Flag(MIXED_HOSTS, "the repeats ran on machines with different fingerprints", mixed_hosts),
+        Flag(
+            PLACE_EFFECT,
+            "place effect: where a trial ran within its round moved the figures of this run by more "
+            "than its cells' own spread, wider than %s of reshuffled orders would (the run's place check)"
+            % _percent(1 - PLACE_P),
+            place_effect,
+        ),
+    )
+}
 
 # the flags judged on one trial's telemetry summary, in FLAGS order
-TELEMETRY = tuple(FLAGS[name] for name in (GPU_THERMAL, GPU_POWER, GPU_TELEMETRY_LOST, CPU_OVERSUBSCRIBED,
-                                           MEMORY_PRESSURE))
+TELEMETRY = tuple(
+    FLAGS[name] for name in (GPU_THERMAL, GPU_POWER, GPU_TELEMETRY_LOST, CPU_OVERSUBSCRIBED, MEMORY_PRESSURE)
+)
 
 
-def text(name):
+def text(name: str) -> str:
     """The line a report prints for a flag; the name itself for one it does not know."""
     flag = FLAGS.get(name)
     return flag.text if flag else name

@@ -3,17 +3,20 @@
 This is the one place the launch side (runner.py's files) meets the analysis side, so
 a trial can be re-analysed from its folder at any time without running it again.
 """
+
 import collections
 import json
 import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from harness import jsonlog
 from harness.measure import latency, logfigure, scrapers, stats, work
 from harness.plan.fingerprint import fingerprint
 from harness.launch import trialfiles
 from harness.launch.trialfiles import read_trial_json
-from harness.measure.records import IterationRecord
-from harness.measure.result import TrialResult
+from harness.measure.records import IterationRecord, ScrapeError
+from harness.measure.result import Iteration, TrialResult
+from harness.measure.stats import TrialEstimate
 from harness.measure.scrapers.common import clean_line, read_blocks, read_lines
 
 TAIL_LINES = 5
@@ -27,8 +30,9 @@ PROBLEM = "settings_problem"
 NOT_SETTINGS = (SOURCE, jsonlog.IMPLEMENTATION, PROBLEM)
 
 
-def read_times(trial_dir):
-    times = []
+def read_times(trial_dir: str) -> List[float]:
+    """The monotonic arrival time of each line of the trial's log (log.times); [] where unreadable."""
+    times: List[float] = []
     try:
         with open(os.path.join(trial_dir, trialfiles.LOG_TIMES)) as f:
             for line in f:
@@ -39,14 +43,16 @@ def read_times(trial_dir):
     return times
 
 
-def log_tail(trial_dir, n=TAIL_LINES):
+def log_tail(trial_dir: str, n: int = TAIL_LINES) -> List[str]:
+    """The log's last `n` lines that are not blank."""
     path = os.path.join(trial_dir, trialfiles.LOG)
     if not os.path.exists(path):
         return []
     return list(collections.deque((l for l in read_lines(path) if l.strip()), maxlen=n))
 
 
-def failure_reason(record, trial_dir):
+def failure_reason(record: Optional[Mapping[str, Any]], trial_dir: str) -> Optional[str]:
+    """Why the trial failed, from its trial.json (None: runner.py wrote none) and folder; None: it did not."""
     if record is None:
         try:
             with open(os.path.join(trial_dir, trialfiles.RUNNER_ERR), errors="replace") as f:
@@ -60,7 +66,7 @@ def failure_reason(record, trial_dir):
         return str(record["error"])
     if record.get("timed_out"):
         start, end = _number(record.get("start_mono")), _number(record.get("end_mono"))
-        return "timed out after %.0f s" % (end - start) if None not in (start, end) else "timed out"
+        return "timed out after %.0f s" % (end - start) if start is not None and end is not None else "timed out"
     if record.get("interrupted_by"):
         return "interrupted by signal %s" % record["interrupted_by"]
     if record.get("signal"):
@@ -71,7 +77,10 @@ def failure_reason(record, trial_dir):
     return None
 
 
-def logged_settings(log_path):
+Settings = Tuple[Optional[Dict[str, Any]], Optional[Dict[str, str]], Optional[str]]
+
+
+def logged_settings(log_path: str) -> Settings:
     """(settings, implementation, problem) of the first DETBENCH_SETTINGS line of a log:
     (None, None, None) where it has none or cannot be read, (None, None, "line N: ...") where
     the line is damaged. Streamed: only lines that hold the prefix are decoded."""
@@ -87,36 +96,49 @@ def logged_settings(log_path):
                 at = block.find(prefix, stop, end)
                 try:
                     text = clean_line(block[start:stop])
-                except Exception:   # a rank prefix int() refuses: not rank 0's line
+                except Exception:  # a rank prefix int() refuses: not rank 0's line
                     continue
                 found = text.find(jsonlog.SETTINGS_PREFIX) if text else -1
-                if found < 0:
-                    continue   # another rank's line
-                return _settings_object(text[found + len(jsonlog.SETTINGS_PREFIX):], number)
+                if text is None or found < 0:
+                    continue  # another rank's line
+                return _settings_object(text[found + len(jsonlog.SETTINGS_PREFIX) :], number)
             lines += block.count(b"\n", 0, end)
     except OSError:
         pass
     return None, None, None
 
 
-def _settings_object(text, number):
+def _settings_object(text: str, number: int) -> Settings:
     try:
         obj = json.loads(text)
     except (ValueError, RecursionError):
         return None, None, "log.txt line %d: the %sline is not JSON" % (number, jsonlog.SETTINGS_PREFIX)
     settings = obj.get(jsonlog.SETTINGS) if isinstance(obj, dict) else None
     implementation = obj.get(jsonlog.IMPLEMENTATION, {}) if isinstance(obj, dict) else None
-    if not isinstance(settings, dict) or not isinstance(implementation, dict) or not all(
-            k in jsonlog.IMPLEMENTATION_PARTS and isinstance(v, str) for k, v in implementation.items()):
-        return None, None, ("log.txt line %d: the %sline is not {%r: {...}, %r: {part: text}}"
-                            % (number, jsonlog.SETTINGS_PREFIX, jsonlog.SETTINGS, jsonlog.IMPLEMENTATION))
+    if (
+        not isinstance(settings, dict)
+        or not isinstance(implementation, dict)
+        or not all(k in jsonlog.IMPLEMENTATION_PARTS and isinstance(v, str) for k, v in implementation.items())
+    ):
+        return (
+            None,
+            None,
+            (
+                "log.txt line %d: the %sline is not {%r: {...}, %r: {part: text}}"
+                % (number, jsonlog.SETTINGS_PREFIX, jsonlog.SETTINGS, jsonlog.IMPLEMENTATION)
+            ),
+        )
     if any(k in NOT_SETTINGS for k in settings):
-        return None, None, "log.txt line %d: the settings hold a key reserved for the store (%s)" % (
-            number, ", ".join(sorted(k for k in settings if k in NOT_SETTINGS)))
+        return (
+            None,
+            None,
+            "log.txt line %d: the settings hold a key reserved for the store (%s)"
+            % (number, ", ".join(sorted(k for k in settings if k in NOT_SETTINGS))),
+        )
     return settings, implementation, None
 
 
-def trial_settings(log_path, declared):
+def trial_settings(log_path: str, declared: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
     """A trial's settings as stored: the log's DETBENCH_SETTINGS line (the settings the framework
     really ran with, and its implementation) where it has one, else the adapter's declared
     settings; marked with their SOURCE. None where the declared settings are None (a log made
@@ -132,16 +154,28 @@ def trial_settings(log_path, declared):
     return out
 
 
-def _number(value, default=None):
+def _number(value: object, default: Optional[float] = None) -> Optional[float]:
     """value when it is a real, finite number (not a bool), else default: trial.json may be damaged."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
-            and abs(value) != float("inf"):
-        return value
+    if (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and value == value
+        and abs(value) != float("inf")
+    ):
+        return float(value) if isinstance(value, float) else value
     return default
 
 
-def analyse(trial_dir, scraper_name, warmup, measure, images_per_iteration, scrape_options=None,
-            settings=None, percentiles=None):
+def analyse(
+    trial_dir: str,
+    scraper_name: str,
+    warmup: int,
+    measure: int,
+    images_per_iteration: Optional[int],
+    scrape_options: Optional[Mapping[str, Any]] = None,
+    settings: Optional[Mapping[str, Any]] = None,
+    percentiles: Optional[Sequence[float]] = None,
+) -> TrialResult:
     """The TrialResult of a finished trial's folder. scrape_options go to the scraper;
     settings are the trial's normalized settings as its adapter declares them (None where they
     are not known), replaced by those its log's DETBENCH_SETTINGS line gives (trial_settings). With
@@ -149,55 +183,80 @@ def analyse(trial_dir, scraper_name, warmup, measure, images_per_iteration, scra
     (harness.measure.latency) come from the same window as its throughput."""
     record = read_trial_json(trial_dir)
     reason = failure_reason(record, trial_dir)
-    scrapers.get(scraper_name)   # an unknown name raises here, not in the try below
+    scrapers.get(scraper_name)  # an unknown name raises here, not in the try below
     log_path = os.path.join(trial_dir, trialfiles.LOG)
     times = read_times(trial_dir)
-    try:   # streamed from disk, through the compiled scanner where it is built
-        scraped = (_scrape(scraper_name, log_path, scrape_options, (warmup + 1, warmup + measure), times)
-                   if os.path.exists(log_path) else _Scraped())
-    except Exception as exc:   # scrapers must not raise; should one, the trial fails and the run goes on
+    try:  # streamed from disk, through the compiled scanner where it is built
+        scraped = (
+            _scrape(scraper_name, log_path, scrape_options, (warmup + 1, warmup + measure), times)
+            if os.path.exists(log_path)
+            else _Scraped()
+        )
+    except Exception as exc:  # scrapers must not raise; should one, the trial fails and the run goes on
         scraped = _Scraped()
         reason = reason or "the %s scraper failed on this log: %s: %s" % (scraper_name, type(exc).__name__, exc)
     records = scraped.records
     if reason is None and scraped.fatal is not None:
         reason = "log.txt line %d: %s" % (scraped.fatal.line + 1, scraped.fatal.reason)
-    figures = {}
-    chosen = None
+    figures: Dict[str, Any] = {}
+    chosen: Optional[TrialEstimate] = None
     if reason is None:
         try:
             rep = stats.reported(records, warmup, measure, images_per_iteration)
-            figures.update(throughput=rep.throughput, iteration_time_s=rep.iteration_time_s,
-                           data_time_s=rep.data_time_s, exact=bool(rep.exact), figure_kind=rep.kind,
-                           window=tuple(rep.window))
+            figures.update(
+                throughput=rep.throughput,
+                iteration_time_s=rep.iteration_time_s,
+                data_time_s=rep.data_time_s,
+                exact=bool(rep.exact),
+                figure_kind=rep.kind,
+                window=tuple(rep.window),
+            )
             chosen = rep
         except stats.WindowError as exc:
             reason = str(exc)
-            if scraped.errors:
+            if scraped.errors and scraped.first_error is not None:
                 reason += " (%d unreadable lines, first: %s)" % (scraped.errors, scraped.first_error.reason)
-    if reason is None and times:
-        try:   # from the same run as the reported figure
+    if reason is None and times and chosen is not None and images_per_iteration is not None:
+        try:  # from the same run as the reported figure
             mine = [r for r in records if r.run == chosen.run]
             figures["observed"] = stats.observed(mine, times, warmup, measure, images_per_iteration).throughput
         except (stats.WindowError, IndexError):
             pass
     lat = None
-    if reason is None and percentiles is not None:
-        lat = latency.trial_latency([r for r in records if r.run == chosen.run], figures["window"], percentiles,
-                                    log_path, images_per_iteration)
+    if reason is None and percentiles is not None and chosen is not None:
+        lat = latency.trial_latency(
+            [r for r in records if r.run == chosen.run], figures["window"], percentiles, log_path, images_per_iteration
+        )
     summary = record.get("telemetry") if record else None
-    means = (work.window_means(log_path, warmup + 1, warmup + measure, run_lines(chosen))
-             if reason is None else None)
+    peaks = memory_peaks(summary)
+    means = work.window_means(log_path, warmup + 1, warmup + measure, run_lines(chosen)) if reason is None else None
     return TrialResult(
-        status="failed" if reason else "done", reason=reason,
+        status="failed" if reason else "done",
+        reason=reason,
         ended=_number(record.get("end_wall")) if record else None,
-        exit_code=_number(record.get("exit_code")) if record else None,
-        records=scraped.count, scrape_errors=scraped.errors, peak_mem_mb=scraped.peak_mem_mb,
-        fingerprint=_fingerprint(record), telemetry=summary if isinstance(summary, dict) and summary else None,
-        work=means or None, settings=trial_settings(log_path, settings), iterations=tuple(scraped.iterations),
-        latency=lat, **figures, **memory_peaks(summary))
+        exit_code=_int(record.get("exit_code")) if record else None,
+        records=scraped.count,
+        scrape_errors=scraped.errors,
+        peak_mem_mb=scraped.peak_mem_mb,
+        fingerprint=_fingerprint(record),
+        telemetry=summary if isinstance(summary, dict) and summary else None,
+        work=means or None,
+        settings=trial_settings(log_path, settings),
+        iterations=tuple(scraped.iterations),
+        latency=lat,
+        peak_rss_mb=peaks["peak_rss_mb"],
+        peak_device_mb=peaks["peak_device_mb"],
+        **figures,
+    )
 
 
-def run_lines(est):
+def _int(value: object) -> Optional[int]:
+    """_number(value) where it is a whole number (an exit code), else None."""
+    number = _number(value)
+    return int(number) if number is not None and number == int(number) else None
+
+
+def run_lines(est: Optional[TrialEstimate]) -> Optional[Tuple[int, Optional[int]]]:
     """(first, stop) 0-based: the lines of the log that belong to the run the estimate comes from,
     from its first record line to the next run's first (a line printed after a record, such as
     its DETBENCH_WORK line, belongs to that record's run); None where the log holds one run."""
@@ -217,24 +276,26 @@ class _Scraped:
     the count, the framework's memory peak, the lines that did not parse and the first fatal
     error."""
 
-    def __init__(self, window=None):
+    def __init__(self, window: Optional[Tuple[int, int]] = None) -> None:
         self.keeper = logfigure.Keeper(window)
-        self.iterations = []
+        self.iterations: List[Iteration] = []
         self.count = 0
-        self.peak_mem_mb = None
-        self.errors = 0            # lines that did not parse
-        self.first_error = None
-        self.fatal = None
-        self._records = None
+        self.peak_mem_mb: Optional[float] = None
+        self.errors = 0  # lines that did not parse
+        self.first_error: Optional[ScrapeError] = None
+        self.fatal: Optional[ScrapeError] = None
+        self._records: Optional[List[IterationRecord]] = None
 
     @property
-    def records(self):
+    def records(self) -> List[IterationRecord]:
         if self._records is None:
             self._records = self.keeper.records()
         return self._records
 
 
-def _scrape(name, path, options, window, times):
+def _scrape(
+    name: str, path: str, options: Optional[Mapping[str, Any]], window: Tuple[int, int], times: Sequence[float]
+) -> _Scraped:
     """Stream the log once. A `run` among the options keeps that run's records only (and the
     errors of no run or of that one), as scrapers.scrape_path does."""
     out = _Scraped(window)
@@ -244,7 +305,7 @@ def _scrape(name, path, options, window, times):
     for item in scrapers.iter_path(name, path, **options):
         if run is not None and item.run is not None and item.run != run:
             continue
-        if item.__class__ is not IterationRecord:
+        if not isinstance(item, IterationRecord):
             out.errors += 1
             out.first_error = out.first_error or item
             if item.fatal and out.fatal is None:
@@ -252,35 +313,37 @@ def _scrape(name, path, options, window, times):
             continue
         key = (item.run, item.iteration)
         if key == last:
-            continue   # another rank's copy of the record just read (stats.dedupe keeps the first)
+            continue  # another rank's copy of the record just read (stats.dedupe keeps the first)
         last = key
         out.count += 1
         out.keeper.add(item)
         if item.memory_mb is not None and (out.peak_mem_mb is None or item.memory_mb > out.peak_mem_mb):
             out.peak_mem_mb = item.memory_mb
-        out.iterations.append((item.iteration, item.time_s, item.data_time_s,
-                               times[item.line] if item.line < len(times) else None))
+        out.iterations.append(
+            (item.iteration, item.time_s, item.data_time_s, times[item.line] if item.line < len(times) else None)
+        )
     return out
 
 
-def _fingerprint(record):
+def _fingerprint(record: Optional[Mapping[str, Any]]) -> Optional[str]:
     try:
         return fingerprint(record.get("host")) if record else None
-    except (AttributeError, TypeError, ValueError):   # host facts damaged: no fingerprint
+    except (AttributeError, TypeError, ValueError):  # host facts damaged: no fingerprint
         return None
 
 
-def memory_peaks(summary):
+def memory_peaks(summary: object) -> Dict[str, Optional[float]]:
     """peak_rss_mb and peak_device_mb from runner.py's telemetry summary: memory measured
     the same way for every framework, whatever it logs itself.
 
     peak_rss_mb: the trial's process tree, shared pages counted once (PSS) where the kernel
     gives it, else the RSS sum. peak_device_mb: device memory the tree's processes held
     (NVML), None where no GPU answered or none of the tree's processes used one."""
-    def peak(name):
+
+    def peak(name: str) -> Optional[float]:
         figure = summary.get(name) if isinstance(summary, dict) else None
         value = _number(figure.get("max")) if isinstance(figure, dict) else None
         return value if value is None or value > 0 else None
+
     rss = peak("tree_pss_mb")
-    return {"peak_rss_mb": rss if rss is not None else peak("tree_rss_mb"),
-            "peak_device_mb": peak("tree_device_mb")}
+    return {"peak_rss_mb": rss if rss is not None else peak("tree_rss_mb"), "peak_device_mb": peak("tree_device_mb")}

@@ -18,35 +18,41 @@ it sets the places' levels (the geometric mean of their normalized figures) agai
 harness.measure.flags.place_effect says when that is a place effect. Pure functions over trial
 rows (mappings with seq, repeat, cell_key, status and throughput, like the store's).
 """
+
 import math
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+import numpy.typing as npt
 
 from harness.measure import flags
 
-DRAWS = 2000             # reshuffled orders the span is compared with
-CHUNK = 1_000_000        # values per block of reshuffles held at once
+DRAWS = 2000  # reshuffled orders the span is compared with
+CHUNK = 1_000_000  # values per block of reshuffles held at once
 
 
 @dataclass(frozen=True)
 class PlaceCheck:
-    rounds: int                              # rounds (repeats) of the run
-    places: int                              # trials per round
-    medians: Tuple[Optional[float], ...]     # place 1, 2, ...: median normalized figure (None: none finished)
-    span: float                              # (highest - lowest) / lowest of the places' levels
-    cell_spread: float                       # the cells' own spread once each trial is divided by its place's level
-    wider: int                               # reshuffled orders whose places span at least as wide
-    draws: int                               # reshuffled orders drawn
-    p: float                                 # (1 + wider) / (1 + draws)
-    flagged: bool                            # flags.place_effect
+    rounds: int  # rounds (repeats) of the run
+    places: int  # trials per round
+    medians: Tuple[Optional[float], ...]  # place 1, 2, ...: median normalized figure (None: none finished)
+    span: float  # (highest - lowest) / lowest of the places' levels
+    cell_spread: float  # the cells' own spread once each trial is divided by its place's level
+    wider: int  # reshuffled orders whose places span at least as wide
+    draws: int  # reshuffled orders drawn
+    p: float  # (1 + wider) / (1 + draws)
+    flagged: bool  # flags.place_effect
 
 
-def grid(trials):
+Trial = flags.Row  # a trial's row: repeat, seq, status, throughput, cell_key
+Floats = npt.NDArray[np.float64]
+
+
+def grid(trials: Sequence[Trial]) -> Optional[Tuple[Floats, npt.NDArray[np.int_]]]:
     """(log normalized figures, cell index) as rounds x places arrays, NaN and -1 where a place
     has no finished trial, or None where rounds differ in length (not a run's schedule)."""
-    rounds = {}
+    rounds: Dict[int, List[Trial]] = {}
     for t in trials:
         rounds.setdefault(t["repeat"], []).append(t)
     if not rounds:
@@ -55,7 +61,7 @@ def grid(trials):
     width = len(orders[0])
     if any(len(o) != width for o in orders):
         return None
-    done = {}
+    done: Dict[str, List[float]] = {}
     for t in trials:
         if t["status"] == "done" and t["throughput"] and t["throughput"] > 0:
             done.setdefault(t["cell_key"], []).append(math.log(t["throughput"]))
@@ -72,7 +78,7 @@ def grid(trials):
     return x, which
 
 
-def _levels(x, axis):
+def _levels(x: Floats, axis: int) -> Floats:
     """Mean over `axis` ignoring NaN; NaN where nothing is there (no warning)."""
     present = ~np.isnan(x)
     counts = present.sum(axis=axis)
@@ -81,11 +87,12 @@ def _levels(x, axis):
         return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
 
-def _span(levels, axis=-1):
+def _span(levels: Floats, axis: int = -1) -> Any:
+    """Highest less lowest level along `axis`, NaN ignored: a float, or an array of them."""
     return np.nanmax(levels, axis=axis) - np.nanmin(levels, axis=axis)
 
 
-def check(trials, seed, draws=DRAWS):
+def check(trials: Sequence[Trial], seed: int, draws: int = DRAWS) -> Optional[PlaceCheck]:
     """The PlaceCheck of one run's trials (its order drawn from `seed`), or None where there is
     nothing to compare: fewer than flags.PLACE_ROUNDS rounds, fewer than two places with a
     finished trial, or rounds of different lengths."""
@@ -98,11 +105,13 @@ def check(trials, seed, draws=DRAWS):
     if rounds < flags.PLACE_ROUNDS or np.sum(~np.isnan(levels)) < 2:
         return None
     span = float(_span(levels))
-    medians = tuple(float(math.exp(np.median(col[~np.isnan(col)]))) if np.any(~np.isnan(col)) else None
-                    for col in x.T)
+    medians = tuple(float(math.exp(np.median(col[~np.isnan(col)]))) if np.any(~np.isnan(col)) else None for col in x.T)
     residual = x - levels[None, :]
-    spreads = [float(np.max(residual[which == c]) - np.min(residual[which == c]))
-               for c in range(int(which.max()) + 1) if np.sum(which == c) >= 2]
+    spreads = [
+        float(np.max(residual[which == c]) - np.min(residual[which == c]))
+        for c in range(int(which.max()) + 1)
+        if np.sum(which == c) >= 2
+    ]
     cell_spread = math.expm1(float(np.median(spreads))) if spreads else 0.0
     rng = np.random.default_rng(seed)
     wider, left = 0, draws
@@ -114,5 +123,14 @@ def check(trials, seed, draws=DRAWS):
         left -= n
     p = (1 + wider) / (1 + draws)
     span = math.expm1(span)
-    return PlaceCheck(rounds=rounds, places=width, medians=medians, span=span, cell_spread=cell_spread,
-                      wider=wider, draws=draws, p=p, flagged=flags.place_effect(span, cell_spread, p, rounds))
+    return PlaceCheck(
+        rounds=rounds,
+        places=width,
+        medians=medians,
+        span=span,
+        cell_spread=cell_spread,
+        wider=wider,
+        draws=draws,
+        p=p,
+        flagged=flags.place_effect(span, cell_spread, p, rounds),
+    )

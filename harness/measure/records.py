@@ -1,12 +1,13 @@
 """What a scraper returns: iteration records and the lines it could not read."""
+
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
 # What a record's time figure means. Stats treat each kind honestly: ITERATION and
 # WINDOW_MEAN add up to exact window times, and two CUMULATIVE_MEAN records of one
 # running sum give the exact mean of the iterations between them.
-ITERATION = "iteration"          # exactly this one iteration (span == 1)
-WINDOW_MEAN = "window_mean"      # mean over the last `span` iterations
+ITERATION = "iteration"  # exactly this one iteration (span == 1)
+WINDOW_MEAN = "window_mean"  # mean over the last `span` iterations
 WINDOW_MEDIAN = "window_median"  # median over the last `span` iterations
 # Mean of the `span` iterations iteration - span + 1 .. iteration: a running mean whose
 # first iteration the format's source fixes (detectron2's timer starts at its 3rd
@@ -20,20 +21,26 @@ CUMULATIVE_MEAN = "cumulative_mean"
 # line of the log gives. It cannot be differenced or added up, so its figure is an
 # approximation.
 GLOBAL_MEAN = "global_mean"
-THROUGHPUT = "throughput"        # only images/s over the last `span` iterations
+THROUGHPUT = "throughput"  # only images/s over the last `span` iterations
 KINDS = (ITERATION, WINDOW_MEAN, WINDOW_MEDIAN, CUMULATIVE_MEAN, GLOBAL_MEAN, THROUGHPUT)
 
 # How exact a trial's reported figure is (stats.TrialEstimate.kind), and its phrase in reports.
-EXACT = "exact"                        # every iteration's own time summed (records of one iteration each)
+EXACT = "exact"  # every iteration's own time summed (records of one iteration each)
 EXACT_CUMULATIVE = "exact-cumulative"  # (n2*g2 - n1*g1) / (n2 - n1) from two running means
 WINDOW_MEDIAN_FIGURE = "window-median"  # medians of windows
-GLOBAL_MEAN_FIGURE = "global-mean"     # running means that cannot be differenced
-THROUGHPUT_FIGURE = "throughput"       # images/s only
+GLOBAL_MEAN_FIGURE = "global-mean"  # running means that cannot be differenced
+THROUGHPUT_FIGURE = "throughput"  # images/s only
 # the logged means of windows of several iterations, added up: every iteration counts once,
 # but each mean is printed to a few digits, so how exact it is depends on the figure's bound
 WINDOW_MEANS_FIGURE = "window-means"
-FIGURE_KINDS = (EXACT, EXACT_CUMULATIVE, WINDOW_MEANS_FIGURE, WINDOW_MEDIAN_FIGURE, GLOBAL_MEAN_FIGURE,
-                THROUGHPUT_FIGURE)
+FIGURE_KINDS = (
+    EXACT,
+    EXACT_CUMULATIVE,
+    WINDOW_MEANS_FIGURE,
+    WINDOW_MEDIAN_FIGURE,
+    GLOBAL_MEAN_FIGURE,
+    THROUGHPUT_FIGURE,
+)
 FIGURE_TEXT = {
     EXACT: "exact: every iteration's own time",
     EXACT_CUMULATIVE: "exact: window mean from two running means",
@@ -49,17 +56,17 @@ class IterationRecord(NamedTuple):
     the million (``tuple.__new__(IterationRecord, values)`` on the scrapers' fast path);
     ``_asdict()`` gives the field -> value dict."""
 
-    iteration: int                        # 1-based number of the last iteration covered
-    line: int                             # 0-based index of the log line it came from
-    time_s: Optional[float] = None        # seconds per iteration, data time included
-    data_time_s: Optional[float] = None   # seconds per iteration waiting for data
-    span: int = 1                         # iterations the figures summarize
+    iteration: int  # 1-based number of the last iteration covered
+    line: int  # 0-based index of the log line it came from
+    time_s: Optional[float] = None  # seconds per iteration, data time included
+    data_time_s: Optional[float] = None  # seconds per iteration waiting for data
+    span: int = 1  # iterations the figures summarize
     kind: str = ITERATION
     images_per_s: Optional[float] = None  # formats that print throughput only
-    images: Optional[int] = None          # images in the iteration (all ranks), if printed
+    images: Optional[int] = None  # images in the iteration (all ranks), if printed
     memory_mb: Optional[float] = None
     loss: Optional[float] = None
-    run: int = 1                          # which run of the log (1-based): a restart begins the next
+    run: int = 1  # which run of the log (1-based): a restart begins the next
     # half a unit of the last digit printed of time_s and data_time_s (of images_per_s in a
     # throughput record): the most the printed figure can be off; 0.0 where printed in full
     rounding: float = 0.0
@@ -72,11 +79,11 @@ class IterationRecord(NamedTuple):
 
 @dataclass(frozen=True)
 class ScrapeError:
-    line: int      # 0-based index of the line
+    line: int  # 0-based index of the line
     reason: str
-    text: str      # the line, cut to 200 characters
+    text: str  # the line, cut to 200 characters
     # True where the log cannot give a true figure at all (a record line printed twice
     # inside a run, records out of order, a line too long to hold, a file that is not text);
     # False for a line that merely does not parse
     fatal: bool = False
-    run: Optional[int] = None   # the run the error belongs to, where one (None: the whole log)
+    run: Optional[int] = None  # the run the error belongs to, where one (None: the whole log)

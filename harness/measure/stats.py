@@ -12,6 +12,7 @@ A reported figure comes from one run of its log (a log may hold a restarted proc
 after the first), and carries the bound on its error that the printed digits imply:
 ``exact`` means that bound is within EXACT_WITHIN of the figure, over the window asked for.
 """
+
 import bisect
 import dataclasses
 import itertools
@@ -21,15 +22,26 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from harness.measure import flags
-from harness.measure.records import (CUMULATIVE_MEAN, EXACT, EXACT_CUMULATIVE, GLOBAL_MEAN, GLOBAL_MEAN_FIGURE,
-                             ITERATION, THROUGHPUT, THROUGHPUT_FIGURE, WINDOW_MEAN, WINDOW_MEANS_FIGURE,
-                             WINDOW_MEDIAN_FIGURE, IterationRecord)
+from harness.measure.records import (
+    CUMULATIVE_MEAN,
+    EXACT,
+    EXACT_CUMULATIVE,
+    GLOBAL_MEAN,
+    GLOBAL_MEAN_FIGURE,
+    ITERATION,
+    THROUGHPUT,
+    THROUGHPUT_FIGURE,
+    WINDOW_MEAN,
+    WINDOW_MEANS_FIGURE,
+    WINDOW_MEDIAN_FIGURE,
+    IterationRecord,
+)
 
-OUTLIER_Z = 3.5             # modified z-score on the MAD
+OUTLIER_Z = 3.5  # modified z-score on the MAD
 _RUN = operator.attrgetter("run")
 _ITERATION = operator.attrgetter("iteration")
-EXACT_WITHIN = 0.001        # a figure is exact when its error bound is at most 0.1% of it
-UNIT_ROUNDOFF = 2.0 ** -53  # of the float sums behind a figure
+EXACT_WITHIN = 0.001  # a figure is exact when its error bound is at most 0.1% of it
+UNIT_ROUNDOFF = 2.0**-53  # of the float sums behind a figure
 
 Records = Sequence[IterationRecord]
 
@@ -45,6 +57,7 @@ class CounterError(WindowError):
 @dataclass(frozen=True)
 class RunSpan:
     """One run of a log: the iterations its records cover and the lines they are on (1-based)."""
+
     run: int
     first: int
     last: int
@@ -53,27 +66,32 @@ class RunSpan:
 
     def text(self) -> str:
         return "run %d covers iterations %d..%d (lines %d..%d)" % (
-            self.run, self.first, self.last, self.first_line, self.last_line)
+            self.run,
+            self.first,
+            self.last,
+            self.first_line,
+            self.last_line,
+        )
 
 
 @dataclass(frozen=True)
 class TrialEstimate:
-    throughput: Optional[float]     # images / s (None: images_per_iteration not given, nor counted by the log)
-    iteration_time_s: Optional[float]   # mean seconds per iteration in the window (None: images/s only, and
-                                        # images_per_iteration not given)
-    data_time_s: Optional[float]    # mean data seconds per iteration, None if not logged
-    exact: bool                     # error_bound_s within EXACT_WITHIN of the figure, over the window asked for
-    iterations: int                 # iterations the figure is based on
-    window: Tuple[int, int]         # first and last iteration the figure covers
-    kind: str                       # one of records.FIGURE_KINDS
+    throughput: Optional[float]  # images / s (None: images_per_iteration not given, nor counted by the log)
+    iteration_time_s: Optional[float]  # mean seconds per iteration in the window (None: images/s only, and
+    # images_per_iteration not given)
+    data_time_s: Optional[float]  # mean data seconds per iteration, None if not logged
+    exact: bool  # error_bound_s within EXACT_WITHIN of the figure, over the window asked for
+    iterations: int  # iterations the figure is based on
+    window: Tuple[int, int]  # first and last iteration the figure covers
+    kind: str  # one of records.FIGURE_KINDS
     # the most |iteration_time_s - the true mean over `window`| can be, by the printed digits
     # (None: no bound, for approximate kinds and where records leave iterations out)
     error_bound_s: Optional[float] = None
     data_error_bound_s: Optional[float] = None
-    requested: Optional[Tuple[int, int]] = None   # the window asked for
-    run: int = 1                    # the run of the log the figure comes from
+    requested: Optional[Tuple[int, int]] = None  # the window asked for
+    run: int = 1  # the run of the log the figure comes from
     runs: Tuple[RunSpan, ...] = ()  # every run of the log
-    missing: int = 0                # iterations of `window` no record covers: the figure is the others'
+    missing: int = 0  # iterations of `window` no record covers: the figure is the others'
 
 
 def _covered(rec: IterationRecord) -> Tuple[int, int]:
@@ -98,8 +116,10 @@ def _check_order(records: Records) -> None:
         return
     for prev, rec in zip(records, records[1:]):
         if rec.iteration <= prev.iteration:
-            raise CounterError("iteration goes back from %d (log line %d) to %d (log line %d)"
-                               % (prev.iteration, prev.line + 1, rec.iteration, rec.line + 1))
+            raise CounterError(
+                "iteration goes back from %d (log line %d) to %d (log line %d)"
+                % (prev.iteration, prev.line + 1, rec.iteration, rec.line + 1)
+            )
 
 
 def _reach(records: Records, warmup: int, measure: int) -> None:
@@ -109,13 +129,14 @@ def _reach(records: Records, warmup: int, measure: int) -> None:
         raise WindowError("the log has no iteration records; the window is %d..%d" % (lo, hi))
     last = records[-1].iteration
     if last < lo:
-        raise WindowError("the log never reaches the window: it reaches iteration %d, the window is %d..%d"
-                          % (last, lo, hi))
+        raise WindowError(
+            "the log never reaches the window: it reaches iteration %d, the window is %d..%d" % (last, lo, hi)
+        )
     if last < hi:
         raise WindowError("the window %d..%d is larger than the log: it reaches iteration %d" % (lo, hi, last))
 
 
-RUN_EDGE = 8   # records at a run's start (and end) that say the iterations it covers
+RUN_EDGE = 8  # records at a run's start (and end) that say the iterations it covers
 
 
 def run_spans(records: Records) -> Tuple[Dict[int, List[IterationRecord]], Tuple[RunSpan, ...]]:
@@ -124,9 +145,16 @@ def run_spans(records: Records) -> Tuple[Dict[int, List[IterationRecord]], Tuple
     by_run: Dict[int, List[IterationRecord]] = {}
     for run, group in itertools.groupby(records, key=_RUN):
         by_run.setdefault(run, []).extend(group)
-    spans = tuple(RunSpan(run, min(r.iteration - max(r.span, 1) + 1 for r in recs[:RUN_EDGE]),
-                          max(r.iteration for r in recs[-RUN_EDGE:]), recs[0].line + 1, recs[-1].line + 1)
-                  for run, recs in by_run.items())
+    spans = tuple(
+        RunSpan(
+            run,
+            min(r.iteration - max(r.span, 1) + 1 for r in recs[:RUN_EDGE]),
+            max(r.iteration for r in recs[-RUN_EDGE:]),
+            recs[0].line + 1,
+            recs[-1].line + 1,
+        )
+        for run, recs in by_run.items()
+    )
     return by_run, spans
 
 
@@ -137,8 +165,9 @@ def pick_run(spans: Sequence[RunSpan], lo: int, hi: int, run: Optional[int] = No
     else WindowError naming each run."""
     if run is not None:
         if run not in [s.run for s in spans]:
-            raise WindowError("the log holds %d run%s; there is no run %d"
-                              % (len(spans), "" if len(spans) == 1 else "s", run))
+            raise WindowError(
+                "the log holds %d run%s; there is no run %d" % (len(spans), "" if len(spans) == 1 else "s", run)
+            )
         return run
     if len(spans) == 1:
         return spans[0].run
@@ -149,14 +178,19 @@ def pick_run(spans: Sequence[RunSpan], lo: int, hi: int, run: Optional[int] = No
     if partly:
         return partly[-1].run
     if all(s.first > hi for s in spans):
-        raise WindowError("no record of the log lies inside the window %d..%d: the records of every run begin "
-                          "after it (%s)" % (lo, hi, "; ".join(s.text() for s in spans)))
-    raise WindowError("no single run of the log covers the window %d..%d, and a figure never mixes runs: %s; "
-                      "pick one with --run N" % (lo, hi, "; ".join(s.text() for s in spans)))
+        raise WindowError(
+            "no record of the log lies inside the window %d..%d: the records of every run begin "
+            "after it (%s)" % (lo, hi, "; ".join(s.text() for s in spans))
+        )
+    raise WindowError(
+        "no single run of the log covers the window %d..%d, and a figure never mixes runs: %s; "
+        "pick one with --run N" % (lo, hi, "; ".join(s.text() for s in spans))
+    )
 
 
-def reported(records: Records, warmup: int, measure: int, images_per_iteration: Optional[int],
-             run: Optional[int] = None) -> TrialEstimate:
+def reported(
+    records: Records, warmup: int, measure: int, images_per_iteration: Optional[int], run: Optional[int] = None
+) -> TrialEstimate:
     """Throughput from the framework's own figures over the measured window.
 
     images_per_iteration may be None (not known): a figure that depends on it is then None.
@@ -179,7 +213,7 @@ def reported(records: Records, warmup: int, measure: int, images_per_iteration: 
     first = bisect.bisect_right(records, lo - 1, key=_ITERATION)
     last = bisect.bisect_right(records, hi, key=_ITERATION)
     kind = records[bisect.bisect_right(records, warmup, key=_ITERATION)].kind
-    near = [r for r in records[max(0, first - 2):last + 2] if r.kind == kind]
+    near = [r for r in records[max(0, first - 2) : last + 2] if r.kind == kind]
     if kind == CUMULATIVE_MEAN:
         est = cumulative_window(near, warmup, measure, images_per_iteration)
     elif kind in (ITERATION, WINDOW_MEAN):
@@ -197,41 +231,62 @@ def _rate(images_per_iteration: Optional[int], seconds_per_iteration: float) -> 
 
 def is_exact(est: TrialEstimate) -> bool:
     """Within EXACT_WITHIN of the truth by its bound, over the window asked for, every iteration counted."""
-    return (est.error_bound_s is not None and est.iteration_time_s is not None and est.iteration_time_s > 0
-            and est.missing == 0
-            and est.error_bound_s <= EXACT_WITHIN * est.iteration_time_s
-            and (est.requested is None or tuple(est.window) == tuple(est.requested)))
+    return (
+        est.error_bound_s is not None
+        and est.iteration_time_s is not None
+        and est.iteration_time_s > 0
+        and est.missing == 0
+        and est.error_bound_s <= EXACT_WITHIN * est.iteration_time_s
+        and (est.requested is None or tuple(est.window) == tuple(est.requested))
+    )
 
 
-def _approximate(records: Records, kind: str, warmup: int, measure: int,
-                 images_per_iteration: Optional[int]) -> TrialEstimate:
+def _approximate(
+    records: Records, kind: str, warmup: int, measure: int, images_per_iteration: Optional[int]
+) -> TrialEstimate:
     window = in_window(records, warmup, measure)
     if not window:
-        raise WindowError("no record of the log lies inside the window %d..%d (records cover %d iterations each)"
-                          % (warmup + 1, warmup + measure, max(r.span for r in records)))
+        raise WindowError(
+            "no record of the log lies inside the window %d..%d (records cover %d iterations each)"
+            % (warmup + 1, warmup + measure, max(r.span for r in records))
+        )
     edges = (min(_covered(r)[0] for r in window), max(r.iteration for r in window))
     if kind == THROUGHPUT:
         rated = [(r.span, r.images_per_s) for r in window if r.images_per_s]
         if not rated:
             raise WindowError("no throughput figures in the window")
         iters = sum(span for span, _ in rated)
-        rate = iters / sum(span / images_per_s for span, images_per_s in rated)   # images/s over the window
+        rate = iters / sum(span / images_per_s for span, images_per_s in rated)  # images/s over the window
         bound = None
-        if images_per_iteration is not None:   # the printed digits bound the time the rates imply
+        if images_per_iteration is not None:  # the printed digits bound the time the rates imply
             got = _tile(_rate_times(window, images_per_iteration), edges[0], edges[1])
             if got is not None and got.error is not None and math.isfinite(got.error):
                 bound = _per(got.error, got.iterations)
-        return TrialEstimate(rate, None if images_per_iteration is None else images_per_iteration / rate, None,
-                             False, iters, edges, THROUGHPUT_FIGURE, bound)
+        return TrialEstimate(
+            rate,
+            None if images_per_iteration is None else images_per_iteration / rate,
+            None,
+            False,
+            iters,
+            edges,
+            THROUGHPUT_FIGURE,
+            bound,
+        )
     # window medians and running means of unknown start: no exact sum exists; take the median
     times = [r.time_s for r in window if r.time_s is not None]
     if not times:
         raise WindowError("no iteration times in the window")
     t = median(times)
     datas = [r.data_time_s for r in window if r.data_time_s is not None]
-    return TrialEstimate(_rate(images_per_iteration, t), t, median(datas) if datas else None, False,
-                         max(r.iteration for r in window) - warmup, edges,
-                         GLOBAL_MEAN_FIGURE if kind == GLOBAL_MEAN else WINDOW_MEDIAN_FIGURE)
+    return TrialEstimate(
+        _rate(images_per_iteration, t),
+        t,
+        median(datas) if datas else None,
+        False,
+        max(r.iteration for r in window) - warmup,
+        edges,
+        GLOBAL_MEAN_FIGURE if kind == GLOBAL_MEAN else WINDOW_MEDIAN_FIGURE,
+    )
 
 
 # One printed figure as the sums below use it: the mean `value` of the `span` iterations
@@ -279,17 +334,18 @@ def _datas(records: Records) -> Tuple[Optional[str], List[_Mean]]:
 @dataclass(frozen=True)
 class _Sum:
     seconds: float
-    error: Optional[float]    # bound on |seconds - the true sum|; None: not bounded
-    iterations: int           # counted (first..last less the missing ones)
+    error: Optional[float]  # bound on |seconds - the true sum|; None: not bounded
+    iterations: int  # counted (first..last less the missing ones)
     first: int
     last: int
-    missing: int              # iterations of first..last no figure covers
+    missing: int  # iterations of first..last no figure covers
 
 
 def _tile(means: Iterable[_Mean], lo: int, hi: int) -> Optional[_Sum]:
     """The sum of the window means lying inside lo..hi, or None where none does."""
-    inside = sorted((m for m in means if m.iteration - m.span + 1 >= lo and m.iteration <= hi),
-                    key=lambda m: m.iteration)
+    inside = sorted(
+        (m for m in means if m.iteration - m.span + 1 >= lo and m.iteration <= hi), key=lambda m: m.iteration
+    )
     if not inside:
         return None
     first, last = inside[0].iteration - inside[0].span + 1, inside[-1].iteration
@@ -324,21 +380,33 @@ def window_sum(records: Records, warmup: int, measure: int, images_per_iteration
         inside = in_window(records, warmup, measure)
         if inside:
             raise WindowError("no iteration times in the window")
-        raise WindowError("no record of the log lies inside the window %d..%d (records cover %d iterations each)"
-                          % (lo, hi, max(r.span for r in records)))
+        raise WindowError(
+            "no record of the log lies inside the window %d..%d (records cover %d iterations each)"
+            % (lo, hi, max(r.span for r in records))
+        )
     inside = [r for r in in_window(records, warmup, measure) if r.time_s is not None]
     if images_per_iteration is None and any(r.images is None or r.span != 1 for r in inside):
-        images = None   # the log does not count them
+        images = None  # the log does not count them
     else:
-        per = 0 if images_per_iteration is None else images_per_iteration   # None: every record counts its own
+        per = 0 if images_per_iteration is None else images_per_iteration  # None: every record counts its own
         images = sum(r.images if (r.images is not None and r.span == 1) else per * r.span for r in inside)
     data_time, data_bound = _data_over(records, got.first, got.last)
     kind = EXACT if all(r.span == 1 for r in inside) else WINDOW_MEANS_FIGURE
     bound = _per(got.error, got.iterations)
-    if spaced_wider(records) is not None:   # the spans do not describe this log: no bound
+    if spaced_wider(records) is not None:  # the spans do not describe this log: no bound
         bound = data_bound = None
-    return TrialEstimate(None if images is None else images / got.seconds, got.seconds / got.iterations, data_time,
-                         True, got.iterations, (got.first, got.last), kind, bound, data_bound, missing=got.missing)
+    return TrialEstimate(
+        None if images is None else images / got.seconds,
+        got.seconds / got.iterations,
+        data_time,
+        True,
+        got.iterations,
+        (got.first, got.last),
+        kind,
+        bound,
+        data_bound,
+        missing=got.missing,
+    )
 
 
 def spaced_wider(records: Records) -> Optional[Tuple[IterationRecord, IterationRecord]]:
@@ -377,6 +445,7 @@ def _data_over(records: Records, first: int, last: int) -> Tuple[Optional[float]
 
 # ------------------------------------------------------------------ running means
 
+
 # A point of a running sum: the seconds summed from its chain's start to `iteration`,
 # off by at most `error`. A chain's start is a point too (nothing summed yet, no error).
 class _Point(NamedTuple):
@@ -398,14 +467,17 @@ def _chain_points(means: Sequence[_Mean]) -> List[_Point]:
     start: Optional[int] = None
     for m in means:
         if m.span < 1 or m.span > m.iteration:
-            raise CounterError("log line %d: a running mean over %d iterations ending at iteration %d"
-                               % (m.line + 1, m.span, m.iteration))
+            raise CounterError(
+                "log line %d: a running mean over %d iterations ending at iteration %d"
+                % (m.line + 1, m.span, m.iteration)
+            )
         first = m.iteration - m.span + 1
         if first != start:
             if points and first - 1 < points[-1].iteration:
-                raise CounterError("the running mean of log line %d starts at iteration %d, inside the one of "
-                                   "log line %d (up to iteration %d)" % (m.line + 1, first, points[-1].line + 1,
-                                                                      points[-1].iteration))
+                raise CounterError(
+                    "the running mean of log line %d starts at iteration %d, inside the one of "
+                    "log line %d (up to iteration %d)" % (m.line + 1, first, points[-1].line + 1, points[-1].iteration)
+                )
             start = first
             chains.append(len(points))
             points.append(_Point(first - 1, 0.0, 0.0, 0.0, len(chains) - 1, m.line))
@@ -421,9 +493,11 @@ def _check_sums(points: Sequence[_Point]) -> None:
             continue
         slack = a.error + b.error + 4 * UNIT_ROUNDOFF * (a.magnitude + b.magnitude)
         if b.seconds < a.seconds - slack:
-            raise CounterError("running sums shrink beyond their printed rounding: %.6g s by iteration %d (log line "
-                               "%d), %.6g s by iteration %d (log line %d)" % (
-                                   a.seconds, a.iteration, a.line + 1, b.seconds, b.iteration, b.line + 1))
+            raise CounterError(
+                "running sums shrink beyond their printed rounding: %.6g s by iteration %d (log line "
+                "%d), %.6g s by iteration %d (log line %d)"
+                % (a.seconds, a.iteration, a.line + 1, b.seconds, b.iteration, b.line + 1)
+            )
 
 
 def _running_sum(points: Sequence[_Point], start: int, end: int, edges_only: bool = True) -> Optional[_Sum]:
@@ -458,8 +532,9 @@ def _running_sum(points: Sequence[_Point], start: int, end: int, edges_only: boo
     return _Sum(seconds, None if missing else error, covered, start + 1, end, missing)
 
 
-def cumulative_window(records: Records, warmup: int, measure: int,
-                      images_per_iteration: Optional[int]) -> TrialEstimate:
+def cumulative_window(
+    records: Records, warmup: int, measure: int, images_per_iteration: Optional[int]
+) -> TrialEstimate:
     """Exact window mean from running means: (n2*g2 - n1*g1) / (n2 - n1).
 
     The points are the records' running sums and each chain's start (_chain_points). The
@@ -486,15 +561,19 @@ def cumulative_window(records: Records, warmup: int, measure: int,
     else:
         later = [i for i in its if i > start]
         if not later:
-            raise WindowError("only one running mean (iteration %d) lies near the window %d..%d; an exact window "
-                              "mean needs two" % (means[-1].iteration, lo, hi))
+            raise WindowError(
+                "only one running mean (iteration %d) lies near the window %d..%d; an exact window "
+                "mean needs two" % (means[-1].iteration, lo, hi)
+            )
         end = later[0]
     got = _running_sum(points, start, end)
-    assert got is not None      # start and end are both points, end after start
+    assert got is not None  # start and end are both points, end after start
     covered = got.iterations
     if 2 * covered < measure:
-        raise WindowError("the running means nearest the window %d..%d, at iterations %d and %d, span only %d "
-                          "of its %d iterations" % (lo, hi, start, end, covered, measure))
+        raise WindowError(
+            "the running means nearest the window %d..%d, at iterations %d and %d, span only %d "
+            "of its %d iterations" % (lo, hi, start, end, covered, measure)
+        )
     if got.error is not None and got.seconds - got.error < 0 < got.seconds + got.error:
         # the true sum is no less than 0: the rounding leaves 0..seconds + error, whose middle is
         # the figure (printed means that difference to nothing or less are no counter going back)
@@ -502,16 +581,27 @@ def cumulative_window(records: Records, warmup: int, measure: int,
         low = max(0.0, got.seconds - got.error)
         got = dataclasses.replace(got, seconds=(low + top) / 2, error=(top - low) / 2)
     if got.seconds <= 0:
-        raise CounterError("the running means at iterations %d and %d add up to no time (%.6g s)"
-                           % (start, end, got.seconds))
+        raise CounterError(
+            "the running means at iterations %d and %d add up to no time (%.6g s)" % (start, end, got.seconds)
+        )
     data_time, data_bound = _data_over(records, start + 1, end)
-    return TrialEstimate(_rate(images_per_iteration, got.seconds / covered), got.seconds / covered, data_time, True,
-                         covered, (start + 1, end), EXACT_CUMULATIVE, _per(got.error, covered), data_bound,
-                         missing=got.missing)
+    return TrialEstimate(
+        _rate(images_per_iteration, got.seconds / covered),
+        got.seconds / covered,
+        data_time,
+        True,
+        covered,
+        (start + 1, end),
+        EXACT_CUMULATIVE,
+        _per(got.error, covered),
+        data_bound,
+        missing=got.missing,
+    )
 
 
-def observed(records: Records, line_times: Sequence[float], warmup: int, measure: int,
-             images_per_iteration: int) -> TrialEstimate:
+def observed(
+    records: Records, line_times: Sequence[float], warmup: int, measure: int, images_per_iteration: int
+) -> TrialEstimate:
     """Throughput from when the log lines arrived: iterations between two lines / elapsed.
 
     `line_times[i]` is the monotonic time at which log line i arrived. The start anchor is
@@ -532,8 +622,15 @@ def observed(records: Records, line_times: Sequence[float], warmup: int, measure
     if elapsed <= 0:
         raise WindowError("log lines of iterations %d and %d arrived together" % (a.iteration, b.iteration))
     iters = b.iteration - a.iteration
-    return TrialEstimate(iters * images_per_iteration / elapsed, elapsed / iters, None, True, iters,
-                         (a.iteration + 1, b.iteration), EXACT)
+    return TrialEstimate(
+        iters * images_per_iteration / elapsed,
+        elapsed / iters,
+        None,
+        True,
+        iters,
+        (a.iteration + 1, b.iteration),
+        EXACT,
+    )
 
 
 def dedupe(records: Records) -> Records:
@@ -551,6 +648,7 @@ def dedupe(records: Records) -> Records:
 
 
 # ---------------------------------------------------------------- summaries over repeats
+
 
 def median(values: Iterable[float]) -> float:
     v = sorted(values)
@@ -586,8 +684,9 @@ def cv(values: Sequence[float]) -> float:
     return math.sqrt(var) / mean if mean else float("nan")
 
 
-def bootstrap_median_ci(values: Sequence[float], confidence: float = 0.95, resamples: int = 2000,
-                        seed: int = 0) -> Tuple[float, float]:
+def bootstrap_median_ci(
+    values: Sequence[float], confidence: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> Tuple[float, float]:
     """Percentile bootstrap CI of the median; deterministic for a given seed."""
     import numpy as np
 
@@ -600,6 +699,41 @@ def bootstrap_median_ci(values: Sequence[float], confidence: float = 0.95, resam
     alpha = (1 - confidence) / 2
     low, high = np.quantile(meds, [alpha, 1 - alpha])
     return float(low), float(high)
+
+
+def median_interval(values: Sequence[float], confidence: float = 0.95) -> Optional[Tuple[float, float]]:
+    """Distribution-free interval of the median from two order statistics, or None when there are
+    too few values for one.
+
+    Of n independent values from one continuous distribution, the number below its median is
+    Binomial(n, 1/2), so the k-th smallest and k-th largest value, [x(k), x(n+1-k)], hold the
+    median between them with probability 1 - 2 P(Binomial(n, 1/2) <= k - 1), whatever the
+    distribution. k is the largest for which that is at least `confidence` (the narrowest such
+    interval). At 95% the first n with any k is 6 (k = 1: 1 - 2/64 = 0.969); 15 values give k = 4.
+    Unlike the bootstrap (bootstrap_median_ci), the coverage holds at small n, and the interval
+    needs no seed: the same values, the same interval, which is what a stopping rule wants.
+    """
+    xs = sorted(values)
+    n = len(xs)
+    k, below = 0, 0.0  # below: P(Binomial(n, 1/2) <= k - 1) for the next k
+    while k < n // 2:
+        below += math.comb(n, k) / 2.0**n
+        if 1.0 - 2.0 * below < confidence:
+            break
+        k += 1
+    if k == 0:
+        return None
+    return xs[k - 1], xs[n - k]
+
+
+def relative_half_width(values: Sequence[float], confidence: float = 0.95) -> Optional[float]:
+    """Half the width of median_interval over the median: 0.02 is +-2% of the figure; None when
+    there are too few values for the interval."""
+    interval = median_interval(values, confidence)
+    if interval is None:
+        return None
+    med = median(values)
+    return (interval[1] - interval[0]) / 2.0 / abs(med) if med else float("inf")
 
 
 def outliers(values: Sequence[float], threshold: float = OUTLIER_Z) -> List[int]:
@@ -616,26 +750,30 @@ def outliers(values: Sequence[float], threshold: float = OUTLIER_Z) -> List[int]
 @dataclass(frozen=True)
 class CellSummary:
     n: int
-    throughput: float            # median over repeats (reported estimator)
+    throughput: float  # median over repeats (reported estimator)
     minimum: float
     maximum: float
     iqr: float
-    ci_low: Optional[float]      # None when summarize(with_ci=False) skipped the bootstrap
+    ci_low: Optional[float]  # None when summarize(with_ci=False) skipped the bootstrap
     ci_high: Optional[float]
     cv: float
-    iteration_ms: float          # images per iteration / median throughput
-    data_ms: Optional[float]     # median over repeats of mean data time
-    observed: Optional[float]    # median over repeats (observed estimator)
-    flags: List[str]             # names from harness.measure.flags
+    iteration_ms: float  # images per iteration / median throughput
+    data_ms: Optional[float]  # median over repeats of mean data time
+    observed: Optional[float]  # median over repeats (observed estimator)
+    flags: List[str]  # names from harness.measure.flags
     outliers: int
 
 
-def summarize(throughputs: Sequence[float], images_per_iteration: int,
-              data_times_s: Sequence[Optional[float]] = (),
-              observed_throughputs: Sequence[Optional[float]] = (),
-              iteration_times_s: Sequence[float] = (), with_ci: bool = True) -> CellSummary:
+def summarize(
+    throughputs: Sequence[float],
+    images_per_iteration: int,
+    data_times_s: Sequence[Optional[float]] = (),
+    observed_throughputs: Sequence[Optional[float]] = (),
+    iteration_times_s: Sequence[Optional[float]] = (),
+    with_ci: bool = True,
+) -> CellSummary:
     """The median over repeats and its spread, with the flags of harness.measure.flags judged on
-    the repeats (unstable, data-bound, estimators-disagree).
+    the repeats (unstable, bimodal, data-bound, estimators-disagree).
 
     with_ci=False skips the bootstrap CI (and numpy) where no output shows it."""
     thr = list(throughputs)
@@ -648,9 +786,28 @@ def summarize(throughputs: Sequence[float], images_per_iteration: int,
     obs_med = median(obs) if obs else None
     iters = [t for t in iteration_times_s if t]
     iter_ref = median(iters) * 1000.0 if iters else iteration_ms
-    raised = [name for name, hit in ((flags.UNSTABLE, flags.unstable(thr)),
-                                      (flags.DATA_BOUND, flags.data_bound(data_ms, iter_ref)),
-                                      (flags.ESTIMATORS_DISAGREE, flags.estimators_disagree(med, obs_med)))
-              if hit]
-    return CellSummary(len(thr), med, min(thr), max(thr), iqr(thr), lo, hi, cv(thr), iteration_ms,
-                       data_ms, obs_med, raised, len(outliers(thr)))
+    raised = [
+        name
+        for name, hit in (
+            (flags.UNSTABLE, flags.unstable(thr)),
+            (flags.BIMODAL, flags.bimodal(thr)),
+            (flags.DATA_BOUND, flags.data_bound(data_ms, iter_ref)),
+            (flags.ESTIMATORS_DISAGREE, flags.estimators_disagree(med, obs_med)),
+        )
+        if hit
+    ]
+    return CellSummary(
+        len(thr),
+        med,
+        min(thr),
+        max(thr),
+        iqr(thr),
+        lo,
+        hi,
+        cv(thr),
+        iteration_ms,
+        data_ms,
+        obs_med,
+        raised,
+        len(outliers(thr)),
+    )

@@ -9,9 +9,13 @@ flags a row whose frameworks differ in any count (harness.measure.flags, unequal
 The same means give each cell its counted work (`iteration_flops`): the fixed part of its
 work model plus each count times the FLOPs one unit of it costs (harness.measure.compute).
 """
+
 import json
 import math
 import re
+from typing import Callable, Dict, Iterable, Mapping, Optional, Sequence, Tuple, TypeVar
+
+from harness.measure.scrapers.common import PathLike
 
 from harness.jsonlog import ITERATION, WORK_PREFIX
 from harness.measure.scrapers.common import clean_line, read_blocks
@@ -25,23 +29,24 @@ LABELS = {
     "positive_anchors": "positive anchors",
 }
 
+T = TypeVar("T")
 _ITERATION_RE = re.compile(rb'"%s":\s*(\d{1,18})\b' % ITERATION.encode())
 
 
-def _count(value):
+def _count(value: object) -> Optional[float]:
     """value when it is a finite, non-negative number (not a bool), else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return value if math.isfinite(value) and value >= 0 else None
 
 
-def parse(text):
+def parse(text: str) -> Optional[Tuple[int, Dict[str, float]]]:
     """(iteration, {key: count}) of one cleaned log line, or None when it is no WORK line."""
     at = text.find(WORK_PREFIX)
     if at < 0:
         return None
     try:
-        obj = json.loads(text[at + len(WORK_PREFIX):])
+        obj = json.loads(text[at + len(WORK_PREFIX) :])
     except (ValueError, RecursionError):
         return None
     if not isinstance(obj, dict):
@@ -53,20 +58,27 @@ def parse(text):
     return it, {k: v for k, v in counts.items() if v is not None}
 
 
-def window_lines(path, prefix, parse, first, last, lines=None):
+def window_lines(
+    path: PathLike,
+    prefix: str,
+    parse: Callable[[str], Optional[Tuple[int, T]]],
+    first: int,
+    last: int,
+    lines: Optional[Tuple[int, Optional[int]]] = None,
+) -> Optional[Dict[int, T]]:
     """{iteration: parse(line)} for the lines of a log holding `prefix` whose iteration lies in
     first..last (an iteration printed twice counts once: its last line), or None when the file
     cannot be read. `parse(text)` returns (iteration, value) or None for a line it refuses.
     With `lines` (a, b), only the lines a..b-1 (0-based; b None: to the end) are read: the lines
     of one run of a log that holds several."""
     raw_prefix = prefix.encode()
-    per_iteration = {}
-    base = 0   # the index of the block's first line
+    per_iteration: Dict[int, T] = {}
+    base = 0  # the index of the block's first line
     try:
         for block, end in read_blocks(path):
             at = block.find(raw_prefix, 0, end)
             counted, line = 0, base
-            while at >= 0:   # only the lines that hold the prefix are cut out and decoded
+            while at >= 0:  # only the lines that hold the prefix are cut out and decoded
                 start = block.rfind(b"\n", 0, at) + 1
                 stop = block.find(b"\n", at, end)
                 stop = end if stop < 0 else stop
@@ -76,13 +88,13 @@ def window_lines(path, prefix, parse, first, last, lines=None):
                     line += block.count(b"\n", counted, start)
                     counted = start
                     if line < lines[0] or (lines[1] is not None and line >= lines[1]):
-                        continue   # another run's line
+                        continue  # another run's line
                 seen = _ITERATION_RE.search(raw)
                 if seen is not None and not first <= int(seen.group(1)) <= last:
-                    continue   # outside the window: not worth decoding
+                    continue  # outside the window: not worth decoding
                 try:
                     text = clean_line(raw)
-                except Exception:   # a rank prefix int() refuses: not rank 0's line
+                except Exception:  # a rank prefix int() refuses: not rank 0's line
                     continue
                 got = parse(text) if text else None
                 if got is not None and first <= got[0] <= last:
@@ -93,13 +105,15 @@ def window_lines(path, prefix, parse, first, last, lines=None):
     return per_iteration
 
 
-def window_means(path, first, last, lines=None):
+def window_means(
+    path: PathLike, first: int, last: int, lines: Optional[Tuple[int, Optional[int]]] = None
+) -> Optional[Dict[str, float]]:
     """{key: mean per iteration} over iterations first..last of a log's WORK lines (of the
     lines `lines` only, where given: window_lines), or None when the window holds none."""
     per_iteration = window_lines(path, WORK_PREFIX, parse, first, last, lines)
     if not per_iteration:
         return None
-    means = {}
+    means: Dict[str, float] = {}
     for key in LABELS:
         values = [c[key] for c in per_iteration.values() if key in c]
         if values:
@@ -107,7 +121,7 @@ def window_means(path, first, last, lines=None):
     return means or None
 
 
-def iteration_flops(model, counts):
+def iteration_flops(model: object, counts: Optional[Mapping[str, float]]) -> Tuple[Optional[float], Optional[str]]:
     """(FLOPs of one iteration on one device, None), or (None, why), from a cell's stored work
     model (harness.trainer.flops: {"fixed_flops", "unit_flops", "images_per_device"}) and the
     mean work counts its trials logged (rank 0's batch, which is what the model was counted
@@ -121,26 +135,26 @@ def iteration_flops(model, counts):
     missing = [k for k in sorted(units) if units[k] and _count(counts.get(k)) is None]
     if missing:
         return None, "the trials logged no %s (DETBENCH_WORK), which the work depends on" % " or ".join(
-            LABELS.get(k, k) for k in missing)
+            LABELS.get(k, k) for k in missing
+        )
     return model["fixed_flops"] + sum(cost * counts[k] for k, cost in units.items() if cost), None
 
 
-def median(values):
+def median(values: Iterable[float]) -> float:
     v = sorted(values)
     mid = len(v) // 2
     return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2.0
 
 
-def number(value):
+def number(value: float) -> str:
     return "%.0f" % value if abs(value) >= 100 or value == int(value) else "%.1f" % value
 
 
-def row_text(works):
+def row_text(works: Sequence[Optional[Mapping[str, float]]]) -> str:
     """'proposals 4000 | 4000 | 4000; sampled RoIs 1024 | 1024 | 1024' for one row (one
     work dict or None per column, in column order); '' when no column logged work."""
-    parts = []
+    parts: list[str] = []
     for key, label in LABELS.items():
         if any(w and key in w for w in works):
-            parts.append("%s %s" % (label, " | ".join(number(w[key]) if w and key in w else "-"
-                                                     for w in works)))
+            parts.append("%s %s" % (label, " | ".join(number(w[key]) if w and key in w else "-" for w in works)))
     return "; ".join(parts)

@@ -13,27 +13,31 @@ DIR/annotations/instances_val.json (held out: drawn from a random stream of its 
 categories are the first four COCO names (so COCO-aware readers accept them); `info.shapes`
 names the shape each one is drawn as. The same arguments always give byte-identical files.
 """
+
 import json
 import math
 import random
 from pathlib import Path
+from typing import Any, Dict, List, Tuple, Union
 
 from harness.errors import UserError
 
-from .datasets import COCO_CLASSES, _write, fill_polygons, png_bytes, polygon_box
+from .datasets import COCO_CLASSES, Points, _write, fill_polygons, png_bytes, polygon_box
+
+Box = Tuple[float, float, float, float]  # x, y, w, h
+Object = Tuple[int, Points, Tuple[int, ...]]  # (class index, polygon, colour)
 
 VAL_ANNOTATIONS = "annotations/instances_val.json"
 VAL_IMAGES = "images_val"
 TRAIN_ANNOTATIONS = "annotations/instances_train.json"
 TRAIN_IMAGES = "images"
-OVERLAP = 0.25          # the largest box IoU of a new object with any object already drawn
-TRIES = 30              # placements tried per object before it is left out
+OVERLAP = 0.25  # the largest box IoU of a new object with any object already drawn
+TRIES = 30  # placements tried per object before it is left out
 # (shape, colour) of classes 1, 2, 3, 4
-CLASSES = (("square", (220, 40, 40)), ("disc", (40, 200, 60)),
-           ("triangle", (40, 70, 230)), ("diamond", (235, 215, 40)))
+CLASSES = (("square", (220, 40, 40)), ("disc", (40, 200, 60)), ("triangle", (40, 70, 230)), ("diamond", (235, 215, 40)))
 
 
-def outline(shape, x, y, w, h):
+def outline(shape: str, x: float, y: float, w: float, h: float) -> Points:
     """Corners [x0, y0, x1, y1, ...] of `shape` filling the box (x, y, w, h)."""
     if shape == "square":
         return [x, y, x + w, y, x + w, y + h, x, y + h]
@@ -41,14 +45,14 @@ def outline(shape, x, y, w, h):
         return [x + w / 2.0, y, x + w, y + h, x, y + h]
     if shape == "diamond":
         return [x + w / 2.0, y, x + w, y + h / 2.0, x + w / 2.0, y + h, x, y + h / 2.0]
-    points = []          # disc: a 24-gon on the ellipse the box encloses
+    points: Points = []  # disc: a 24-gon on the ellipse the box encloses
     for k in range(24):
         angle = 2 * math.pi * k / 24
         points += [x + w / 2.0 * (1 + math.cos(angle)), y + h / 2.0 * (1 + math.sin(angle))]
     return points
 
 
-def box_iou(a, b):
+def box_iou(a: Box, b: Box) -> float:
     ax, ay, aw, ah = a
     bx, by, bw, bh = b
     iw = max(0.0, min(ax + aw, bx + bw) - max(ax, bx))
@@ -57,11 +61,11 @@ def box_iou(a, b):
     return inter / (aw * ah + bw * bh - inter)
 
 
-def _objects(rng, width, height, max_objects):
+def _objects(rng: random.Random, width: int, height: int, max_objects: int) -> List[Object]:
     """[(class index 0-3, points, colour)] of one image."""
     short = min(width, height)
     lo, hi = max(8, short // 6), max(9, short // 2)
-    placed = []
+    placed: List[Tuple[Box, int, Points, Tuple[int, ...]]] = []
     for _ in range(rng.randint(1, max_objects)):
         cls = rng.randrange(len(CLASSES))
         shape, colour = CLASSES[cls]
@@ -81,7 +85,7 @@ def _objects(rng, width, height, max_objects):
     return [(cls, points, colour) for _, cls, points, colour in placed]
 
 
-def _paint(rng, width, height, objects):
+def _paint(rng: random.Random, width: int, height: int, objects: List[Object]) -> List[bytes]:
     """Grey background, brighter towards the bottom, with every object filled in its colour."""
     base = rng.randrange(90, 150)
     pixels = bytearray()
@@ -91,32 +95,64 @@ def _paint(rng, width, height, objects):
     return fill_polygons(pixels, width, height, [(points, colour) for _, points, colour in objects])
 
 
-def _split(root, ann_rel, images_rel, count, rng, size, max_objects, name):
+def _split(
+    root: Path,
+    ann_rel: str,
+    images_rel: str,
+    count: int,
+    rng: random.Random,
+    size: Tuple[int, int],
+    max_objects: int,
+    name: str,
+) -> Tuple[Path, Path]:
     height, width = size
+    annotations: List[Dict[str, Any]] = []
+    image_list: List[Dict[str, Any]] = []
     (root / images_rel).mkdir(parents=True, exist_ok=True)
     (root / ann_rel).parent.mkdir(parents=True, exist_ok=True)
-    doc = {"info": {"description": "detbench learnable synthetic COCO-format set, %s split" % name,
-                    "version": "1",
-                    "shapes": {COCO_CLASSES[i]: shape for i, (shape, _) in enumerate(CLASSES)}},
-           "licenses": [], "images": [], "annotations": [],
-           "categories": [{"id": i + 1, "name": COCO_CLASSES[i], "supercategory": "object"}
-                          for i in range(len(CLASSES))]}
+    doc = {
+        "info": {
+            "description": "detbench learnable synthetic COCO-format set, %s split" % name,
+            "version": "1",
+            "shapes": {COCO_CLASSES[i]: shape for i, (shape, _) in enumerate(CLASSES)},
+        },
+        "licenses": [],
+        "images": image_list,
+        "annotations": annotations,
+        "categories": [{"id": i + 1, "name": COCO_CLASSES[i], "supercategory": "object"} for i in range(len(CLASSES))],
+    }
     ann_id = 0
     for index in range(1, count + 1):
         objects = _objects(rng, width, height, max_objects)
         for cls, points, _ in objects:
             box, area = polygon_box(points)
             ann_id += 1
-            doc["annotations"].append({"id": ann_id, "image_id": index, "category_id": cls + 1,
-                                       "bbox": box, "area": area, "iscrowd": 0, "segmentation": [points]})
+            annotations.append(
+                {
+                    "id": ann_id,
+                    "image_id": index,
+                    "category_id": cls + 1,
+                    "bbox": box,
+                    "area": area,
+                    "iscrowd": 0,
+                    "segmentation": [points],
+                }
+            )
         file_name = "%06d.png" % index
         _write(root / images_rel / file_name, png_bytes(width, height, _paint(rng, width, height, objects)))
-        doc["images"].append({"id": index, "file_name": file_name, "width": width, "height": height})
+        image_list.append({"id": index, "file_name": file_name, "width": width, "height": height})
     _write(root / ann_rel, json.dumps(doc, sort_keys=True).encode())
     return root / ann_rel, root / images_rel
 
 
-def make_learnable(root, images=16, val_images=8, size=(128, 128), seed=0, max_objects=4):
+def make_learnable(
+    root: Union[str, Path],
+    images: int = 16,
+    val_images: int = 8,
+    size: Tuple[int, int] = (128, 128),
+    seed: int = 0,
+    max_objects: int = 4,
+) -> Tuple[Tuple[Path, Path], Tuple[Path, Path]]:
     """Write both splits; return ((train annotations, train images), (val annotations, val images))."""
     if images < 1:
         raise UserError("--images must be at least 1")
@@ -125,8 +161,10 @@ def make_learnable(root, images=16, val_images=8, size=(128, 128), seed=0, max_o
     if min(size) < 32:
         raise UserError("--size sides must be at least 32 pixels")
     root = Path(root)
-    train = _split(root, TRAIN_ANNOTATIONS, TRAIN_IMAGES, images, random.Random("train-%d" % seed),
-                   size, max_objects, "train")
-    val = _split(root, VAL_ANNOTATIONS, VAL_IMAGES, val_images, random.Random("val-%d" % seed),
-                 size, max_objects, "val")
+    train = _split(
+        root, TRAIN_ANNOTATIONS, TRAIN_IMAGES, images, random.Random("train-%d" % seed), size, max_objects, "train"
+    )
+    val = _split(
+        root, VAL_ANNOTATIONS, VAL_IMAGES, val_images, random.Random("val-%d" % seed), size, max_objects, "val"
+    )
     return train, val

@@ -8,6 +8,7 @@ Where trials run is the launch stage's business: its backends, and the scenario 
 each one takes (named after the backend), reach `load` as an argument (`backends`: name ->
 launcher), so this stage describes a run without knowing any backend.
 """
+
 import functools
 import itertools
 import math
@@ -17,9 +18,9 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Literal, Optional, Union
+from typing import Annotated, Any, Callable, Dict, Final, List, Literal, Mapping, Optional, Sequence, Tuple, Union
 
-from pydantic import Field, ValidationError, create_model, field_validator
+from pydantic import Discriminator, Field, Tag, ValidationError, ValidationInfo, create_model, field_validator
 
 from harness.vocab import catalog, names
 from harness.plan import platforms, yamlfile
@@ -27,13 +28,15 @@ from harness import frameworks
 from harness.errors import UserError, located
 from harness.frameworks.base import TrialContext
 from harness.plan.strict import Strict
+from harness.plan.accuracy import AccuracyOptions
 
 MATRIX_AXES = ("framework", "model", "precision", "platform", "gpus", "nodes")
-TRAIN, INFERENCE = "train", "inference"
+TRAIN: Final = "train"
+INFERENCE: Final = "inference"
 # keys that belong to one mode only: set in a scenario of the other mode, they are an error
 TRAINING_ONLY = ("batch_per_gpu",)
 INFERENCE_ONLY = ("batch_sizes", "percentiles", "postprocess")
-MAX_COUNT = 4096        # devices, nodes and images per device: beyond this a count is a typo
+MAX_COUNT = 4096  # devices, nodes and images per device: beyond this a count is a typo
 MAX_REPEATS = 1000
 MAX_TRIALS = 100_000
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -49,7 +52,7 @@ class Matrix(Strict):
 
     @field_validator("gpus", "nodes")
     @classmethod
-    def _positive(cls, values):
+    def _positive(cls, values: List[int]) -> List[int]:
         for v in values:
             if v < 1:
                 raise ValueError("must be at least 1, got %d" % v)
@@ -66,11 +69,14 @@ class Exclude(Strict):
     platform: Optional[str] = None
     gpus: Optional[int] = None
     nodes: Optional[int] = None
-    batch: Optional[int] = None     # inference: one of batch_sizes
+    batch: Optional[int] = None  # inference: one of batch_sizes
 
-    def matches(self, cell):
-        return all(getattr(self, axis) is None or getattr(self, axis) == getattr(cell, axis)
-                   for axis in MATRIX_AXES + ("batch",))
+    def matches(self, cell: "Cell") -> bool:
+        """Whether this rule excludes `cell`: every axis it names has the cell's value."""
+        return all(
+            getattr(self, axis) is None or getattr(self, axis) == getattr(cell, axis)
+            for axis in MATRIX_AXES + ("batch",)
+        )
 
 
 class CocoData(Strict):
@@ -83,7 +89,7 @@ class CalibrateOptions(Strict):
     data_ms: float = Field(default=5.0, ge=0)
     lines_per_iteration: int = Field(default=0, ge=0)
     busy_threads: int = Field(default=0, ge=0)
-    hold_mb: int = Field(default=0, ge=0)     # resident memory held through the trial
+    hold_mb: int = Field(default=0, ge=0)  # resident memory held through the trial
     # inference: every tail_every-th batch takes tail_ms instead of iteration_ms (a known tail);
     # data_ms is then each batch's pre-processing and post_ms its post-processing
     tail_ms: float = Field(default=0.0, ge=0)
@@ -92,31 +98,38 @@ class CalibrateOptions(Strict):
 
     @field_validator("data_ms")
     @classmethod
-    def _within_iteration(cls, value, info):
+    def _within_iteration(cls, value: float, info: ValidationInfo) -> float:
         if value > info.data.get("iteration_ms", value):
-            raise ValueError("the data wait is part of the iteration: at most iteration_ms (%g)"
-                             % info.data["iteration_ms"])
+            raise ValueError(
+                "the data wait is part of the iteration: at most iteration_ms (%g)" % info.data["iteration_ms"]
+            )
         return value
 
     @field_validator("post_ms")
     @classmethod
-    def _post_within_batch(cls, value, info):
-        shortest = min(t for t in (info.data.get("iteration_ms"), info.data.get("tail_ms") or None)
-                       if t is not None) if info.data.get("iteration_ms") is not None else None
+    def _post_within_batch(cls, value: float, info: ValidationInfo) -> float:
+        shortest = (
+            min(t for t in (info.data.get("iteration_ms"), info.data.get("tail_ms") or None) if t is not None)
+            if info.data.get("iteration_ms") is not None
+            else None
+        )
         if shortest is not None and value + info.data.get("data_ms", 0.0) > shortest:
-            raise ValueError("pre- and post-processing (data_ms + post_ms) are part of every batch: "
-                             "at most %g ms together" % shortest)
+            raise ValueError(
+                "pre- and post-processing (data_ms + post_ms) are part of every batch: "
+                "at most %g ms together" % shortest
+            )
         return value
 
 
 class PostProcess(Strict):
     """What every framework's inference keeps of its raw detections (mode: inference)."""
+
     score_threshold: float = Field(default=0.05, ge=0, lt=1)
     nms_threshold: float = Field(default=0.5, gt=0, le=1)
     detections_per_image: int = Field(default=100, ge=1, le=10_000)
 
 
-def batches_needed(percentile):
+def batches_needed(percentile: float) -> int:
     """Measured batches a percentile needs before at least one batch lies above it: p99 needs
     100, p95 20, p90 10, p50 2. Fewer, and the figure would be the slowest batch renamed."""
     return math.ceil(round(100.0 / (100.0 - percentile), 9))
@@ -126,7 +139,63 @@ class Order(Strict):
     """The order of the trials within each round: shuffled, every round drawing its own order from
     one random stream seeded with `seed` (left out, `detbench run` draws a seed and stores it with
     the run); `--resume` keeps the order stored."""
-    seed: Optional[int] = Field(default=None, ge=0, le=2 ** 63 - 1)
+
+    seed: Optional[int] = Field(default=None, ge=0, le=2**63 - 1)
+
+
+ADAPTIVE_MIN = 6  # the fewest repeats whose order statistics give a 95% interval of the median
+# (harness.measure.stats.median_interval: 1 - 2 / 2**6 >= 0.95)
+
+
+class AdaptiveRepeats(Strict):
+    """`repeats: {min: 6, max: 15, half_width: 0.02}`: `min` interleaved rounds, then one more whole
+    round at a time until every cell's 95% interval of its median lies within +-half_width of the
+    median (relative), or `max` rounds are done (harness.run.next_round)."""
+
+    min: int = Field(le=MAX_REPEATS)
+    max: int = Field(le=MAX_REPEATS)
+    half_width: float = Field(gt=0, lt=1)
+
+    @field_validator("min")
+    @classmethod
+    def _enough_for_an_interval(cls, value: int) -> int:
+        if value < ADAPTIVE_MIN:
+            raise ValueError(
+                "must be at least %d, the fewest repeats that give a 95%% interval of the median "
+                "(its smallest and largest), got %d" % (ADAPTIVE_MIN, value)
+            )
+        return value
+
+    @field_validator("max")
+    @classmethod
+    def _max_not_below_min(cls, value: int, info: ValidationInfo) -> int:
+        if "min" in info.data and value < info.data["min"]:
+            raise ValueError("must be at least min (%d), got %d" % (info.data["min"], value))
+        return value
+
+
+def _repeats_form(value: object) -> str:
+    return "<adaptive>" if isinstance(value, (dict, AdaptiveRepeats)) else "<count>"
+
+
+# a fixed count of rounds, or the adaptive form; the branch tags in <> are dropped from error paths
+Repeats = Annotated[
+    Union[
+        Annotated[Annotated[int, Field(ge=1, le=MAX_REPEATS)], Tag("<count>")],
+        Annotated[AdaptiveRepeats, Tag("<adaptive>")],
+    ],
+    Discriminator(_repeats_form),
+]
+
+
+def max_rounds(repeats: Union[int, AdaptiveRepeats]) -> int:
+    """The most rounds a run of `repeats` (a count or AdaptiveRepeats) can take."""
+    return repeats.max if isinstance(repeats, AdaptiveRepeats) else repeats
+
+
+def first_rounds(repeats: Union[int, AdaptiveRepeats]) -> int:
+    """The rounds a run of `repeats` plans at its start: all of them, or the adaptive `min`."""
+    return repeats.min if isinstance(repeats, AdaptiveRepeats) else repeats
 
 
 class Scenario(Strict):
@@ -134,31 +203,33 @@ class Scenario(Strict):
     description: str = ""
     # train: warmup/measure count iterations of batch_per_gpu images per device; inference:
     # they count batches of each of batch_sizes (a matrix axis), timed to post-processed detections
-    mode: Literal["train", "inference"] = TRAIN
+    # accuracy: every framework trains to a target (harness/plan/accuracy.py, the accuracy: section)
+    mode: Literal["train", "inference", "accuracy"] = TRAIN
     batch_sizes: List[int] = []
     percentiles: List[float] = [90.0, 95.0, 99.0]
     postprocess: PostProcess = PostProcess()
-    backend: str = "local"          # a name in the launch stage's LAUNCHERS
+    backend: str = "local"  # a name in the launch stage's LAUNCHERS
     matrix: Matrix
     batch_per_gpu: int = Field(default=2, ge=1, le=MAX_COUNT)
     input_size: List[int] = Field(default=[800, 1333], min_length=2, max_length=2)
     data: Union[CocoData, str] = "synthetic"
     warmup: int = Field(default=20, ge=0)
     measure: int = Field(default=100, ge=1)
-    repeats: int = Field(default=7, ge=1, le=MAX_REPEATS)
+    repeats: Repeats = 7
     timeout_s: float = Field(default=3600.0, gt=0)
     seed: int = 0
     order: Order = Order()
     env: Dict[str, str] = {}
-    weights: Dict[str, str] = {}     # model -> initial weights file every framework of its cells loads
+    weights: Dict[str, str] = {}  # model -> initial weights file every framework of its cells loads
     extra_args: Dict[str, List[str]] = {}
     calibrate: CalibrateOptions = CalibrateOptions()
     options: Dict[str, Dict[str, Union[str, int, float, bool]]] = {}
     exclude: List[Exclude] = []
+    accuracy: Optional[AccuracyOptions] = None
 
     @field_validator("batch_sizes")
     @classmethod
-    def _batch_sizes(cls, values):
+    def _batch_sizes(cls, values: List[int]) -> List[int]:
         for v in values:
             if not 1 <= v <= MAX_COUNT:
                 raise ValueError("batch sizes are whole numbers from 1 to %d, got %d" % (MAX_COUNT, v))
@@ -168,7 +239,7 @@ class Scenario(Strict):
 
     @field_validator("percentiles")
     @classmethod
-    def _percentiles(cls, values):
+    def _percentiles(cls, values: List[float]) -> List[float]:
         for v in values:
             if not 0 < v < 100:
                 raise ValueError("percentiles lie strictly between 0 and 100, got %g" % v)
@@ -178,27 +249,28 @@ class Scenario(Strict):
 
     @field_validator("input_size")
     @classmethod
-    def _size(cls, values):
+    def _size(cls, values: List[int]) -> List[int]:
         if min(values) < 32 or max(values) > 32768:
             raise ValueError("both sides must be between 32 and 32768 pixels")
         return values
 
     @field_validator("data")
     @classmethod
-    def _data(cls, value):
+    def _data(cls, value: Union["CocoData", str]) -> Union["CocoData", str]:
         if isinstance(value, str) and value != "synthetic":
             raise ValueError("data is 'synthetic' or {annotations: FILE, images: DIR}")
         return value
 
     @property
-    def iterations(self):
+    def iterations(self) -> int:
         return self.warmup + self.measure
 
     @property
-    def inference(self):
+    def inference(self) -> bool:
         return self.mode == INFERENCE
 
-    def framework_options(self, framework):
+    def framework_options(self, framework: str) -> Dict[str, Any]:
+        """The options a framework's cells run with (the calibration workload's own section for it)."""
         if framework == "calibrate":
             return self.calibrate.model_dump()
         return dict(self.options.get(framework, {}))
@@ -212,15 +284,16 @@ class Cell:
     platform: str
     gpus: int
     nodes: int
-    batch: int = 0      # an inference cell's batch size; 0 in training (the scenario's batch_per_gpu)
+    batch: int = 0  # an inference cell's batch size; 0 in training (the scenario's batch_per_gpu)
 
     @property
-    def key(self):
+    def key(self) -> str:
         key = "/".join(str(getattr(self, axis)) for axis in MATRIX_AXES)
         return key + "/b%d" % self.batch if self.batch else key
 
     @classmethod
-    def from_key(cls, key):
+    def from_key(cls, key: str) -> "Cell":
+        """The cell a key names (the inverse of `key`)."""
         parts = key.split("/")
         batch = int(parts.pop()[1:]) if len(parts) == len(MATRIX_AXES) + 1 else 0
         f, m, p, pl, g, n = parts
@@ -230,26 +303,28 @@ class Cell:
 @dataclass(frozen=True)
 class PlannedCell:
     cell: Cell
-    excluded: Optional[str] = None   # reason, rendered as NA
+    excluded: Optional[str] = None  # reason, rendered as NA
 
 
-def model_for(backends=None):
+def model_for(backends: Optional[Mapping[str, Any]] = None) -> type[Scenario]:
     """The Scenario model with one optional section per backend that takes options, named after
     it and typed by its launcher's `options` model (`backends`: name -> launcher)."""
-    sections = tuple(sorted((name, launcher.options) for name, launcher in (backends or {}).items()
-                            if launcher.options is not None))
+    sections = tuple(
+        sorted((name, launcher.options) for name, launcher in (backends or {}).items() if launcher.options is not None)
+    )
     return _model_with(sections)
 
 
 @functools.lru_cache(maxsize=None)
-def _model_with(sections):
+def _model_with(sections: Tuple[Tuple[str, Any], ...]) -> type[Scenario]:
     if not sections:
         return Scenario
-    return create_model("Scenario", __base__=Scenario,
-                        **{name: (Optional[options], None) for name, options in sections})
+    fields: Dict[str, Any] = {name: (Optional[options], None) for name, options in sections}
+    model: type[Scenario] = create_model("Scenario", __base__=Scenario, **fields)
+    return model
 
 
-def load(path, backends=None):
+def load(path: Union[str, Path], backends: Optional[Mapping[str, Any]] = None) -> Scenario:
     """A valid scenario from `path`, or UserError at its line. With `backends` (the launch
     stage's LAUNCHERS) the backend name and each backend's section are checked too."""
     path = Path(path)
@@ -264,9 +339,15 @@ def load(path, backends=None):
     return scenario
 
 
-def check(scenario, path, positions, backends=None):
+def check(
+    scenario: Scenario,
+    path: Union[str, Path],
+    positions: yamlfile.Positions,
+    backends: Optional[Mapping[str, Any]] = None,
+) -> None:
     """Cross-field checks pydantic cannot do alone; raise UserError at the offending line."""
-    def fail(where, message):
+
+    def fail(where: Sequence[Union[str, int]], message: str) -> None:
         raise UserError(located(path, yamlfile.line_of(positions, where), ".".join(map(str, where)), message))
 
     if backends is not None:
@@ -275,6 +356,9 @@ def check(scenario, path, positions, backends=None):
         for launcher in backends.values():
             launcher.check(scenario, fail)
     _check_mode(scenario, fail)
+    from harness.plan import accuracy
+
+    accuracy.check_keys(scenario, fail)
     known = {
         "framework": sorted(frameworks.FRAMEWORKS),
         "model": sorted(catalog.MODELS),
@@ -284,8 +368,11 @@ def check(scenario, path, positions, backends=None):
     for axis, valid in known.items():
         for i, value in enumerate(getattr(scenario.matrix, axis)):
             if value not in valid:
-                fail(("matrix", axis, i), "unknown %s %r (known: %s)%s" % (
-                    axis, value, ", ".join(valid), names.hint(value) if axis == "framework" else ""))
+                fail(
+                    ("matrix", axis, i),
+                    "unknown %s %r (known: %s)%s"
+                    % (axis, value, ", ".join(valid), names.hint(value) if axis == "framework" else ""),
+                )
     for axis in MATRIX_AXES:
         values = getattr(scenario.matrix, axis)
         if len(set(values)) != len(values):
@@ -313,29 +400,42 @@ def check(scenario, path, positions, backends=None):
     planned = plan(scenario)
     if not any(p.excluded is None for p in planned):
         fail(("matrix",), "every cell is excluded: nothing to run")
+    if scenario.mode == accuracy.ACCURACY:
+        accuracy.check(scenario, planned, fail)
+        return
     for p in planned:
         fw = frameworks.FRAMEWORKS[p.cell.framework]
         if p.excluded is not None:
             continue
         if scenario.inference and fw.infer is None:
-            fail(("matrix", "framework", scenario.matrix.framework.index(fw.name)),
-                 "%s has no inference path%s" % (fw.name, ": " + fw.infer_why if fw.infer_why else ""))
+            fail(
+                ("matrix", "framework", scenario.matrix.framework.index(fw.name)),
+                "%s has no inference path%s" % (fw.name, ": " + fw.infer_why if fw.infer_why else ""),
+            )
         runs = fw.infer_supports if scenario.inference else fw.supports
         if not runs(p.cell.model, p.cell.precision):
             models = fw.infer_models if scenario.inference else fw.models
             axis = "model" if p.cell.model not in models else "precision"
             index = getattr(scenario.matrix, axis).index(getattr(p.cell, axis))
-            fail(("matrix", axis, index),
-                 "%s cannot run %s %s%s; exclude that cell with a reason" % (
-                     fw.name, p.cell.model, p.cell.precision, " inference" if scenario.inference else ""))
+            fail(
+                ("matrix", axis, index),
+                "%s cannot run %s %s%s; exclude that cell with a reason"
+                % (fw.name, p.cell.model, p.cell.precision, " inference" if scenario.inference else ""),
+            )
     runnable = [p.cell for p in planned if p.excluded is None]
-    if len(runnable) * scenario.repeats > MAX_TRIALS:
-        fail(("repeats",), "%d cells x %d repeats is more than %d trials"
-             % (len(runnable), scenario.repeats, MAX_TRIALS))
+    rounds = max_rounds(scenario.repeats)
+    if len(runnable) * rounds > MAX_TRIALS:
+        fail(
+            ("repeats", "max") if isinstance(scenario.repeats, AdaptiveRepeats) else ("repeats",),
+            "%d cells x %d repeats is more than %d trials" % (len(runnable), rounds, MAX_TRIALS),
+        )
     _check_commands(scenario, runnable, fail)
 
 
-def _check_mode(scenario, fail):
+Fail = Callable[[Sequence[Union[str, int]], str], None]  # raises the UserError at a field's line
+
+
+def _check_mode(scenario: Scenario, fail: Fail) -> None:
     """Keys of the other mode are an error (set in the file, not defaulted), as are the inference
     settings a scenario cannot honour: a percentile needs enough measured batches above it."""
     given = scenario.model_fields_set
@@ -344,16 +444,21 @@ def _check_mode(scenario, fail):
             if key in given:
                 fail((key,), "a training key: an inference scenario sets batch_sizes instead")
         if not scenario.batch_sizes:
-            fail(("batch_sizes",) if "batch_sizes" in given else ("mode",),
-                 "an inference scenario lists its batch sizes, e.g. batch_sizes: [1, 2, 4, 8]")
+            fail(
+                ("batch_sizes",) if "batch_sizes" in given else ("mode",),
+                "an inference scenario lists its batch sizes, e.g. batch_sizes: [1, 2, 4, 8]",
+            )
         for axis in ("gpus", "nodes"):
             values = getattr(scenario.matrix, axis)
             if values != [1]:
                 fail(("matrix", axis), "inference trials run on one device: %s must be [1]" % axis)
         for i, p in enumerate(scenario.percentiles):
             if batches_needed(p) > scenario.measure:
-                fail(("percentiles", i), "the %g%% latency needs at least %d measured batches; measure is %d"
-                     % (p, batches_needed(p), scenario.measure))
+                fail(
+                    ("percentiles", i),
+                    "the %g%% latency needs at least %d measured batches; measure is %d"
+                    % (p, batches_needed(p), scenario.measure),
+                )
     else:
         for key in INFERENCE_ONLY:
             if key in given:
@@ -363,13 +468,13 @@ def _check_mode(scenario, fail):
                 fail(("exclude", i, "batch"), "an inference key: set mode: inference to use it")
 
 
-def _check_weights(scenario, fail):
+def _check_weights(scenario: Scenario, fail: Fail) -> None:
     """One file per model (`detbench weights make`), checked against that model's layout."""
     from harness.plan import weights
+
     for model, path in scenario.weights.items():
         if model not in weights.MODELS:
-            fail(("weights", model), "no shared weights layout for %r (known: %s)"
-                 % (model, ", ".join(weights.MODELS)))
+            fail(("weights", model), "no shared weights layout for %r (known: %s)" % (model, ", ".join(weights.MODELS)))
         if model not in scenario.matrix.model:
             fail(("weights", model), "model %r is not in the matrix" % model)
         if not Path(path).is_file():
@@ -377,21 +482,25 @@ def _check_weights(scenario, fail):
         problem = weights.problem(model, path)
         if problem:
             fail(("weights", model), problem)
-    for framework, options in scenario.options.items():   # a rival's own weights file (options.<fw>.weights)
-        path = options.get("weights") if isinstance(options, dict) else None
-        if isinstance(path, str) and os.path.isabs(path) and not Path(path).is_file():
-            fail(("options", framework, "weights"), "no such file: %s" % path)
+    for framework, options in scenario.options.items():  # a rival's own weights file (options.<fw>.weights)
+        own = options.get("weights") if isinstance(options, dict) else None
+        if isinstance(own, str) and os.path.isabs(own) and not Path(own).is_file():
+            fail(("options", framework, "weights"), "no such file: %s" % own)
 
 
-def _check_command_values(scenario, fail):
+def _check_command_values(scenario: Scenario, fail: Fail) -> None:
     """Values that become environment variables or argv items: names a process can take, no NUL."""
     from runner import SECRET
+
     for name, value in scenario.env.items():
         if not ENV_NAME.fullmatch(name):
             fail(("env", name), "not an environment variable name (letters, digits and _)")
         if SECRET.search(name):
-            fail(("env", name), "looks like a secret: scenarios are stored with the results; "
-                                "set it in the environment detbench runs in instead")
+            fail(
+                ("env", name),
+                "looks like a secret: scenarios are stored with the results; "
+                "set it in the environment detbench runs in instead",
+            )
         if "\0" in value:
             fail(("env", name), "contains a NUL character")
     for name, args in scenario.extra_args.items():
@@ -401,14 +510,15 @@ def _check_command_values(scenario, fail):
     if "calibrate" in scenario.options:
         fail(("options", "calibrate"), "the calibration workload takes its settings from the calibrate: section")
     for name, opts in scenario.options.items():
-        for key, value in opts.items():
-            if "\0" in key or isinstance(value, str) and "\0" in value:
+        for key, option in opts.items():
+            if "\0" in key or isinstance(option, str) and "\0" in option:
                 fail(("options", name, key), "contains a NUL character")
 
 
-def _check_commands(scenario, cells, fail):
+def _check_commands(scenario: Scenario, cells: Sequence[Cell], fail: Fail) -> None:
     """Build every runnable cell's command once: what an adapter refuses fails here, at its line."""
-    from harness.drivers.initial import no_downloads
+    from harness.frameworks.initial import no_downloads
+
     for name, args in scenario.extra_args.items():
         try:
             no_downloads(name, args)
@@ -416,7 +526,8 @@ def _check_commands(scenario, cells, fail):
             fail(("extra_args", name), str(exc))
     for cell in cells:
         fw = frameworks.FRAMEWORKS[cell.framework]
-        for opts in ({}, scenario.options.get(cell.framework)):
+        choices: Tuple[Optional[Dict[str, Any]], ...] = ({}, scenario.options.get(cell.framework))
+        for opts in choices:
             if opts is None:
                 continue
             sc = scenario if opts else scenario.model_copy(update={"options": {}})
@@ -426,29 +537,33 @@ def _check_commands(scenario, cells, fail):
                 fw.trial_settings(ctx)
                 fw.trial_files(ctx)
             except (UserError, ValueError, TypeError) as exc:
-                where = ("options", cell.framework) if opts else (
-                    "matrix", "framework", scenario.matrix.framework.index(cell.framework))
+                where = (
+                    ("options", cell.framework)
+                    if opts
+                    else ("matrix", "framework", scenario.matrix.framework.index(cell.framework))
+                )
                 fail(where, "%s: %s" % (cell.key, exc))
 
 
-def plan(scenario):
+def plan(scenario: Scenario) -> List[PlannedCell]:
     """Every cell of the matrix in a stable order, with its exclusion reason if any. An inference
     scenario's batch sizes are the last axis: one cell per batch size."""
     batches = scenario.batch_sizes if scenario.inference else [0]
-    out = []
+    out: List[PlannedCell] = []
     for combo in itertools.product(*(getattr(scenario.matrix, axis) for axis in MATRIX_AXES)):
         for batch in batches:
-            cell = Cell(*combo, batch)
+            framework, model, precision, platform, gpus, nodes = combo
+            cell = Cell(framework, model, precision, platform, gpus, nodes, batch)
             reason = next((rule.reason for rule in scenario.exclude if rule.matches(cell)), None)
             out.append(PlannedCell(cell, reason))
     return out
 
 
-def round_orders(cells, rounds, seed):
+def round_orders(cells: Sequence[Cell], rounds: int, seed: Optional[int]) -> List[List[Cell]]:
     """The cells in the order each round runs them: `rounds` lists, each a permutation of `cells`
     drawn in turn from one random stream seeded with `seed` (the same seed, the same orders)."""
     rng = random.Random(seed)
-    out = []
+    out: List[List[Cell]] = []
     for _ in range(rounds):
         order = list(cells)
         rng.shuffle(order)
@@ -456,34 +571,47 @@ def round_orders(cells, rounds, seed):
     return out
 
 
-def batch_per_device(sc, cell):
+def batch_per_device(sc: Scenario, cell: Cell) -> int:
     """Images in one device's batch: the inference cell's batch size, else batch_per_gpu."""
     return cell.batch or sc.batch_per_gpu
 
 
-def images_per_iteration(sc, cell):
+def images_per_iteration(sc: Scenario, cell: Cell) -> int:
+    """Images in one iteration over every device of the cell."""
     return batch_per_device(sc, cell) * cell.gpus * cell.nodes
 
 
-def context(sc, cell, python=sys.executable, rendezvous=None):
+def context(sc: Scenario, cell: Cell, python: str = sys.executable, rendezvous: Optional[Any] = None) -> TrialContext:
     """The TrialContext a framework's adapter builds the trial of `cell` from."""
     data = None
     if isinstance(sc.data, CocoData):
         # trials run from the checkout's root: paths the scenario gave relative to the caller's folder
         data = {"annotations": os.path.abspath(sc.data.annotations), "images": os.path.abspath(sc.data.images)}
     return TrialContext(
-        framework=cell.framework, model=cell.model, precision=cell.precision, gpus=cell.gpus,
-        nodes=cell.nodes, batch_per_gpu=batch_per_device(sc, cell), input_size=tuple(sc.input_size),
-        iterations=sc.iterations, data=data, extra_args=tuple(sc.extra_args.get(cell.framework, ())),
-        options=sc.framework_options(cell.framework), python=python, seed=sc.seed,
-        rendezvous=rendezvous, env=dict(sc.env),
+        framework=cell.framework,
+        model=cell.model,
+        precision=cell.precision,
+        gpus=cell.gpus,
+        nodes=cell.nodes,
+        batch_per_gpu=batch_per_device(sc, cell),
+        input_size=(sc.input_size[0], sc.input_size[1]),
+        iterations=sc.iterations,
+        data=data,
+        extra_args=tuple(sc.extra_args.get(cell.framework, ())),
+        options=sc.framework_options(cell.framework),
+        python=python,
+        seed=sc.seed,
+        rendezvous=rendezvous,
+        env=dict(sc.env),
         weights=os.path.abspath(sc.weights[cell.model]) if cell.model in sc.weights else None,
-        inference=sc.postprocess.model_dump() if sc.inference else None)
+        inference=sc.postprocess.model_dump() if sc.inference else None,
+    )
 
 
-def loads_text(text, name="<scenario>", backends=None):
+def loads_text(text: str, name: str = "<scenario>", backends: Optional[Mapping[str, Any]] = None) -> Scenario:
     """Validate a scenario given as text (tests, generated scenarios)."""
     import tempfile
+
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / name
         path.write_text(text, encoding="utf-8")

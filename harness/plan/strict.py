@@ -1,4 +1,5 @@
 """Base for every typed config: unknown keys, wrong types and infinite or NaN numbers are errors."""
+
 from pydantic import BaseModel, ConfigDict
 
 

@@ -3,22 +3,35 @@
 The only module of the report stage that opens the store: harness.report.rows reads it
 once, and everything a renderer draws is built here from those rows.
 """
+
 import time
 from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from harness.errors import UserError
 from harness.results.store import DB_NAME, Store
 from harness.vocab import catalog
 from harness.plan import platforms
+from harness.report import accuracy as accuracy_mod
 from harness.report import inference, measured, rows as store_rows, scaling
 from harness.report import published as published_mod
-from harness.report.model import TRIAL_COLUMNS, Failure, Report, Run, Trace
+from harness.report.model import TRIAL_COLUMNS, Failure, Report, Run, Table, Trace
+from harness.results.records import StoredCell
 
 MAX_TRACED_CELLS = 48
 PEAKS = ("peak_device_mb", "peak_rss_mb", "peak_mem_mb")
 
 
-def report(results_dir, platform, run_id=None, published=None, ci=True, traces=True, rows="cells", batch=None):
+def report(
+    results_dir: Union[str, Path],
+    platform: str,
+    run_id: Optional[str] = None,
+    published: Optional[str] = None,
+    ci: bool = True,
+    traces: bool = True,
+    rows: str = "cells",
+    batch: Optional[int] = None,
+) -> Report:
     """The Report of `detbench report`: the newest run of each cell of a platform (or the cells of
     one run, "latest" for the newest), beside the published figures named `published`.
 
@@ -41,14 +54,26 @@ def report(results_dir, platform, run_id=None, published=None, ci=True, traces=T
     out = from_rows(data, platform, pub_tables, published, ci=ci, rows=rows, batch=batch)
     if pub is not None:
         import dataclasses
-        out = dataclasses.replace(out, published_latency=tuple(published_mod.latency_tables(pub, platform)),
-                                  published_grids=tuple(published_mod.grids(pub, platform)))
+
+        out = dataclasses.replace(
+            out,
+            published_latency=tuple(published_mod.latency_tables(pub, platform)),
+            published_grids=tuple(published_mod.grids(pub, platform)),
+        )
     if not (out.measured or out.published or out.latency or out.published_latency or out.published_grids):
         raise UserError("nothing to report for platform %r in %s" % (platform, results_dir))
     return out
 
 
-def from_rows(data, platform, published=(), published_name=None, ci=True, rows="cells", batch=None):
+def from_rows(
+    data: store_rows.Rows,
+    platform: str,
+    published: Iterable[Table] = (),
+    published_name: Optional[str] = None,
+    ci: bool = True,
+    rows: str = "cells",
+    batch: Optional[int] = None,
+) -> Report:
     """The Report of these store rows (harness.report.rows.Rows) and published tables."""
     tables = tuple(measured.tables(data, ci=ci))
     inference_entries = inference.entries(data, ci=ci)
@@ -57,16 +82,29 @@ def from_rows(data, platform, published=(), published_name=None, ci=True, rows="
     cells = [c for c in store_rows.figure_order(data.cells) if not c["excluded"]]
     summary, spec = platform_facts(platform)
     trials = trial_rows(data)
-    return Report(platform=platform, generated=time.time(), measured=tables, published=published,
-                  published_name=published_name, shown=shown, scaling=scaling.scaling_series(tables),
-                  trials=tuple(trials), runs=runs(data, sorted({t["run_id"] for t in trials})),
-                  platform_summary=summary, platform_spec=spec, data_share=data_share(data, cells),
-                  memory=memory_rows(data, cells), traces=traces_of(data, cells), failed=failures(data, cells),
-                  rows=rows, latency=tuple(inference.latency_tables(inference_entries, data.runs)),
-                  inference=tuple(inference.side_by_side(inference_entries, batch)))
+    return Report(
+        platform=platform,
+        generated=time.time(),
+        measured=tables,
+        published=published,
+        published_name=published_name,
+        shown=shown,
+        scaling=scaling.scaling_series(tables),
+        trials=tuple(trials),
+        runs=runs(data, sorted({t["run_id"] for t in trials})),
+        platform_summary=summary,
+        platform_spec=spec,
+        data_share=data_share(data, cells),
+        memory=memory_rows(data, cells),
+        traces=traces_of(data, cells),
+        failed=failures(data, cells),
+        rows=rows,
+        latency=tuple(inference.latency_tables(inference_entries, data.runs)),
+        inference=tuple(inference.side_by_side(inference_entries, batch)),
+    )
 
 
-def platform_facts(name):
+def platform_facts(name: str) -> Tuple[str, Optional[Dict[str, Any]]]:
     """(one-line summary, description) of a platform; an unknown one gets the reason and None."""
     try:
         spec = platforms.load(name)
@@ -75,39 +113,52 @@ def platform_facts(name):
         return "%s (no platform description: %s)" % (name, exc), None
 
 
-def trial_rows(data):
+def trial_rows(data: store_rows.Rows) -> List[Dict[str, Any]]:
     """Every trial of the cells, as TRIAL_COLUMNS rows in run order: each trial's columns as the
     store holds them (its record's stored row: the JSON columns as their stored text)."""
-    out = []
+    out: List[Dict[str, Any]] = []
     for cell in data.cells:
         for t in data.cell_trials(cell):
             row = {k: t.get(k) for k in TRIAL_COLUMNS}
-            row.update(trial_id=t["id"], framework=cell["framework"], model=cell["model"],
-                       precision=cell["precision"], platform=cell["platform"], gpus=cell["gpus"],
-                       nodes=cell["nodes"])
+            row.update(
+                trial_id=t["id"],
+                framework=cell["framework"],
+                model=cell["model"],
+                precision=cell["precision"],
+                platform=cell["platform"],
+                gpus=cell["gpus"],
+                nodes=cell["nodes"],
+            )
             out.append({k: row.get(k) for k in TRIAL_COLUMNS})
     return sorted(out, key=lambda r: (r["run_id"], r["seq"]))
 
 
-def runs(data, run_ids):
-    out = []
+def runs(data: store_rows.Rows, run_ids: Iterable[str]) -> Tuple[Run, ...]:
+    """The Run of each of these run ids, in their order."""
+    out: List[Run] = []
     for rid in run_ids:
         run = data.runs[rid]
-        out.append(Run(id=run.id, scenario=run.scenario_name, backend=run.backend, created=run.created,
-                       host=run.host))
+        out.append(Run(id=run.id, scenario=run.scenario_name, backend=run.backend, created=run.created, host=run.host))
     return tuple(out)
 
 
 # ------------------------------------------------------------------ per configuration, for the figures
 
-def cell_label(cell):
-    return "%s %s %s %dx%d" % (cell["framework"], catalog.model_title(cell["model"]),
-                               catalog.precision_title(cell["precision"]), cell["nodes"], cell["gpus"])
+
+def cell_label(cell: StoredCell) -> str:
+    """'framework Model Precision NODESxGPUS': a configuration's label in the figures."""
+    return "%s %s %s %dx%d" % (
+        cell["framework"],
+        catalog.model_title(cell["model"]),
+        catalog.precision_title(cell["precision"]),
+        cell["nodes"],
+        cell["gpus"],
+    )
 
 
-def data_share(data, cells):
+def data_share(data: store_rows.Rows, cells: Sequence[StoredCell]) -> Tuple[Tuple[str, float, float], ...]:
     """(configuration, median iteration ms, median data ms) of the cells that logged both."""
-    out = []
+    out: List[Tuple[str, float, float]] = []
     for cell in cells:
         done = [t for t in data.cell_trials(cell) if t["status"] == "done"]
         its = sorted(t["iteration_time_s"] for t in done if t["iteration_time_s"])
@@ -117,10 +168,12 @@ def data_share(data, cells):
     return tuple(out)
 
 
-def memory_rows(data, cells):
+def memory_rows(
+    data: store_rows.Rows, cells: Sequence[StoredCell]
+) -> Tuple[Tuple[str, Dict[str, Optional[float]]], ...]:
     """(configuration, {peak_device_mb, peak_rss_mb, peak_mem_mb}): the highest of each over a
     cell's finished repeats, for the cells with a device or resident figure."""
-    out = []
+    out: List[Tuple[str, Dict[str, Optional[float]]]] = []
     for cell in cells:
         done = [t for t in data.cell_trials(cell) if t["status"] == "done"]
         peaks = {k: max([t[k] for t in done if t[k]] or [0.0]) or None for k in PEAKS}
@@ -129,18 +182,60 @@ def memory_rows(data, cells):
     return tuple(out)
 
 
-def traces_of(data, cells):
+def traces_of(data: store_rows.Rows, cells: Sequence[StoredCell]) -> Tuple[Trace, ...]:
     """The iteration traces of the cells whose iterations were read (harness.report.rows.read)."""
-    out = []
+    out: List[Trace] = []
     for cell in cells:
-        repeats = tuple(("repeat %d" % t["repeat"], data.iterations[t["id"]])
-                        for t in data.cell_trials(cell) if data.iterations.get(t["id"]))
+        repeats = tuple(
+            ("repeat %d" % t["repeat"], data.iterations[t["id"]])
+            for t in data.cell_trials(cell)
+            if data.iterations.get(t["id"])
+        )
         if repeats:
             sc = data.runs[cell["run_id"]].scenario
-            out.append(Trace(cell["cell_key"], cell_label(cell), repeats, sc.warmup, sc.measure))
+            out.append(Trace(cell["cell_key"], cell_label(cell), repeats, sc.warmup or 0, sc.measure or 0))
     return tuple(out)
 
 
-def failures(data, cells):
-    return tuple(Failure(t["id"], cell["cell_key"], t["reason"] or "?")
-                 for cell in cells for t in data.cell_trials(cell) if t["status"] == "failed")
+def failures(data: store_rows.Rows, cells: Sequence[StoredCell]) -> Tuple[Failure, ...]:
+    """The failed trials of these cells, with their reasons."""
+    return tuple(
+        Failure(t["id"], cell["cell_key"], t["reason"] or "?")
+        for cell in cells
+        for t in data.cell_trials(cell)
+        if t["status"] == "failed"
+    )
+
+
+def accuracy(results_dir: Union[str, Path], run_id: str = "latest") -> "accuracy_mod.AccuracyReport":
+    """The time-to-accuracy report of one accuracy run of the store (`detbench accuracy report`)."""
+    store = Store(str(results_dir), create=False)
+    tables = store.accuracy()
+    if run_id == "latest":
+        ids = tables.runs()
+        if not ids:
+            raise UserError("%s: no accuracy run in this results store (run `detbench accuracy run`)" % results_dir)
+        run_id = ids[-1]
+    run = store.read_run(run_id)
+    trials = list(tables.trials(run_id))
+    keys = [str(t["trial_key"]) for t in trials]
+    return accuracy_mod.from_records(
+        run, trials, {k: tables.curve(run_id, k) for k in keys}, {k: tables.losses(run_id, k) for k in keys}
+    )
+
+
+def accuracy_comparison(
+    results_dir: Union[str, Path], baseline_run: str, candidate_run: str, threshold: float = 0.05
+) -> List[Any]:
+    """harness.results.compare.compare_accuracy of two accuracy runs of one store, per cell (the
+    candidate's target of each model; framework/model/precision, seeds pooled)."""
+    from harness.results import compare
+
+    base, cand = accuracy(results_dir, baseline_run), accuracy(results_dir, candidate_run)
+    out: List[Any] = []
+    for block in cand.models:
+        other = next((b for b in base.models if b.model == block.model), None)
+        out += compare.compare_accuracy(
+            accuracy_mod.by_cell(other), accuracy_mod.by_cell(block), block.metric, block.target, threshold
+        )
+    return out

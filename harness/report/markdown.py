@@ -1,8 +1,11 @@
 """A Report as Markdown: tables in the form of SimpleDet's BENCHMARK.md, then scaling efficiency."""
+
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
+
 from harness.vocab import catalog
 from harness.measure import flags
 from harness.report import inference, scaling
-from harness.report.model import INFERENCE, ITERATION, THROUGHPUT
+from harness.report.model import INFERENCE, ITERATION, THROUGHPUT, Entry, LatencyTable, Report, Table
 from harness.report.published import SPEED
 
 MARKS = "¹²³⁴⁵⁶⁷⁸⁹"
@@ -16,10 +19,10 @@ INTRO = {
 FEATURE = {True: "✓", False: "✗"}
 
 
-def render(report):
+def render(report: Report) -> str:
     """The published tables, the measured ones (with published columns beside them) and the
     scaling tables, each part under its heading."""
-    parts = []
+    parts: List[str] = []
     if report.published:
         parts.append(render_tables(report.published, "Published: %s" % report.published_name))
     if report.published_latency or report.published_grids:
@@ -34,7 +37,8 @@ def render(report):
     return "\n".join(parts)
 
 
-def cell_text(entry, form, percentile=None):
+def cell_text(entry: Optional[Entry], form: str, percentile: Optional[float] = None) -> str:
+    """The text of one table cell in the table's form."""
     if entry is None:
         return "-"
     if entry.na is not None:
@@ -56,19 +60,24 @@ def cell_text(entry, form, percentile=None):
     return "%.0fms(%sms)" % (entry.iteration_ms, data)
 
 
-def render_table(table):
-    notes = []          # footnote texts in order of first use
+def render_table(table: Table) -> str:
+    """One table as Markdown: its rows, the footnotes its marks point at, and its notes."""
+    notes: List[str] = []  # footnote texts in order of first use
 
-    def mark(text):
+    def mark(text: str) -> str:
         if text not in notes:
             notes.append(text)
         i = notes.index(text)
         return MARKS[i] if i < len(MARKS) else "[%d]" % (i + 1)
 
     percentile = table_percentile(table)
-    lines = ["#### %s" % table.title, INTRO[table.form], "",
-             "|model|%s|" % "|".join(c.title for c in table.columns),
-             "|-----|%s|" % "|".join("-" * max(3, len(c.title)) for c in table.columns)]
+    lines = [
+        "#### %s" % table.title,
+        INTRO[table.form],
+        "",
+        "|model|%s|" % "|".join(c.title for c in table.columns),
+        "|-----|%s|" % "|".join("-" * max(3, len(c.title)) for c in table.columns),
+    ]
     for model in table.models:
         cells = []
         for col in table.columns:
@@ -82,14 +91,15 @@ def render_table(table):
         lines.append("|%s|%s|" % (catalog.model_title(model), "|".join(cells)))
     features = getattr(table, "features", None)
     if features:
-        lines += ["", "|feature|%s|" % "|".join(c.title for c in table.columns),
-                  "|-------|%s|" % "|".join("-" * max(3, len(c.title)) for c in table.columns)]
+        lines += [
+            "",
+            "|feature|%s|" % "|".join(c.title for c in table.columns),
+            "|-------|%s|" % "|".join("-" * max(3, len(c.title)) for c in table.columns),
+        ]
         for name, values in features.items():
-            cells = [FEATURE.get(values[c.key], values[c.key]) if c.key in values else "-"
-                     for c in table.columns]
+            cells = [FEATURE.get(values[c.key], values[c.key]) if c.key in values else "-" for c in table.columns]
             lines.append("|%s|%s|" % (name, "|".join(cells)))
-    footer = ["%s %s" % (MARKS[i] if i < len(MARKS) else "[%d]" % (i + 1), text)
-              for i, text in enumerate(notes)]
+    footer = ["%s %s" % (MARKS[i] if i < len(MARKS) else "[%d]" % (i + 1), text) for i, text in enumerate(notes)]
     extra = footer + list(table.notes)
     if extra:
         lines.append("")
@@ -97,40 +107,45 @@ def render_table(table):
     return "\n".join(lines) + "\n"
 
 
-def render_tables(tables, heading=None):
-    parts = []
+def render_tables(tables: Sequence[Table], heading: Optional[str] = None) -> str:
+    """The tables under one heading."""
+    parts: List[str] = []
     if heading:
         parts.append("### %s\n" % heading)
     parts += [render_table(t) for t in tables]
     return "\n".join(parts)
 
 
-def table_percentile(table):
+def table_percentile(table: Table) -> Optional[float]:
     """The latency percentile an INFERENCE table's cells show (None: the average)."""
     if table.form != INFERENCE:
         return None
-    return inference.shown_percentile(sorted({p for e in table.entries.values() if e.latency
-                                              for p, v in e.latency.percentiles if v is not None}))
+    return inference.shown_percentile(
+        sorted({p for e in table.entries.values() if e.latency for p, v in e.latency.percentiles if v is not None})
+    )
 
 
-def ms(value):
+def ms(value: Optional[float]) -> str:
+    """Milliseconds to two decimals, NA for None."""
     return "NA" if value is None else "%.2f" % value
 
 
-def printed(value):
+def printed(value: Any) -> str:
     """A published figure exactly as its source printed it."""
     from harness.report.published import as_printed
+
     return "NA" if value is None else as_printed(value)
 
 
-def grid_text(title, headings, rows, notes):
+def grid_text(title: str, headings: Sequence[str], rows: Sequence[Sequence[str]], notes: Sequence[str]) -> str:
+    """A published grid (NVIDIA's form) as a Markdown table with its notes."""
     lines = ["#### %s" % title, "", "| %s |" % " | ".join(headings), "|%s|" % "|".join("---" for _ in headings)]
     lines += ["| %s |" % " | ".join(row) for row in rows]
     lines += [""] + [n + "  " if i < len(notes) - 1 else n for i, n in enumerate(notes)]
     return "\n".join(lines) + "\n"
 
 
-def published_extra(report):
+def published_extra(report: Report) -> str:
     """Published inference tables and grids (NVIDIA's form), every figure as printed."""
     heading = "### Published: %s\n" % report.published_name
     if report.published:
@@ -141,13 +156,16 @@ def published_extra(report):
     return "\n".join(parts)
 
 
-def latency_table_text(table):
+def latency_table_text(table: LatencyTable) -> str:
     """One LatencyTable in the form of NVIDIA's EfficientDet inference tables."""
-    heads = ["Batch size", "Throughput Avg", "Latency Avg (ms)"] + [
-        "Latency %g%% (ms)" % p for p in table.percentiles]
-    lines = ["#### %s" % table.title, "", "| %s |" % " | ".join(heads),
-             "|%s|" % "|".join("-" * (len(h) + 2) for h in heads)]
-    notes = []
+    heads = ["Batch size", "Throughput Avg", "Latency Avg (ms)"] + ["Latency %g%% (ms)" % p for p in table.percentiles]
+    lines = [
+        "#### %s" % table.title,
+        "",
+        "| %s |" % " | ".join(heads),
+        "|%s|" % "|".join("-" * (len(h) + 2) for h in heads),
+    ]
+    notes: List[str] = []
     as_given = table.source == "published"
     number = printed if as_given else ms
     for batch, entry in table.rows:
@@ -155,13 +173,18 @@ def latency_table_text(table):
             reason = entry.na or "no latency figures"
             if reason not in notes:
                 notes.append(reason)
-            lines.append("| %d | NA%s |%s" % (batch, MARKS[notes.index(reason) % len(MARKS)],
-                                              " NA |" * (len(heads) - 2)))
+            lines.append(
+                "| %d | NA%s |%s" % (batch, MARKS[notes.index(reason) % len(MARKS)], " NA |" * (len(heads) - 2))
+            )
             continue
         lat = entry.latency
-        shown = printed(entry.throughput) if as_given else "%.1f" % entry.throughput
-        lines.append("| %d | %s | %s | %s |" % (batch, shown, number(lat.mean_ms),
-                                               " | ".join(number(v) for _, v in lat.percentiles)))
+        shown = (
+            printed(entry.throughput) if as_given else "NA" if entry.throughput is None else "%.1f" % entry.throughput
+        )
+        lines.append(
+            "| %d | %s | %s | %s |"
+            % (batch, shown, number(lat.mean_ms), " | ".join(number(v) for _, v in lat.percentiles))
+        )
     extra = ["%s NA: %s" % (MARKS[i % len(MARKS)], text) for i, text in enumerate(notes)] + list(table.notes)
     if any(v is None for _, e in table.rows if e.latency for _, v in e.latency.percentiles):
         extra.append("NA in a percentile column: too few measured batches to place it.")
@@ -171,7 +194,7 @@ def latency_table_text(table):
     return "\n".join(lines) + "\n"
 
 
-def latency_text(tables, side_by_side, platform):
+def latency_text(tables: Sequence[LatencyTable], side_by_side: Sequence[Table], platform: str) -> str:
     """The inference part of a report: the frameworks side by side, then each one's table."""
     parts = ["### Inference on %s\n" % platform]
     parts += [render_table(t) for t in side_by_side]
@@ -179,26 +202,35 @@ def latency_text(tables, side_by_side, platform):
     return "\n".join(parts)
 
 
-def scaling_text(series):
+def scaling_text(series: Mapping[scaling.SeriesKey, Sequence[Tuple[scaling.Layout, scaling.ScalingPoint]]]) -> str:
     """Markdown scaling tables of harness.report.scaling.scaling_series, or "" when it is empty."""
     if not series:
         return ""
     parts = ["### Scaling efficiency\n"]
     for key, rows in series.items():
         base = scaling.baseline_devices(rows)
-        lines = ["#### %s-%s: %s %s" % (key.platform, catalog.precision_title(key.precision),
-                                       key.framework, catalog.model_title(key.model)),
-                 "Throughput on N devices / (N x throughput on %s)." % (
-                     "1 device" if base == 1 else "%d devices, per device" % base),
-                 "",
-                 "|devices|nodes x devices|images/s|speedup|efficiency|",
-                 "|-------|---------------|--------|-------|----------|"]
+        lines = [
+            "#### %s-%s: %s %s"
+            % (key.platform, catalog.precision_title(key.precision), key.framework, catalog.model_title(key.model)),
+            "Throughput on N devices / (N x throughput on %s)."
+            % ("1 device" if base == 1 else "%d devices, per device" % base),
+            "",
+            "|devices|nodes x devices|images/s|speedup|efficiency|",
+            "|-------|---------------|--------|-------|----------|",
+        ]
         for layout, p in rows:
             speedup = p.efficiency * p.devices / base if p.efficiency is not None else None
-            lines.append("|%d|%dx%d|%.1f|%s|%s|" % (
-                p.devices, layout.nodes, layout.gpus, p.throughput,
-                "%.2fx" % speedup if speedup is not None else "NA",
-                "%.0f%%" % (100 * p.efficiency) if p.efficiency is not None else "NA"))
+            lines.append(
+                "|%d|%dx%d|%.1f|%s|%s|"
+                % (
+                    p.devices,
+                    layout.nodes,
+                    layout.gpus,
+                    p.throughput,
+                    "%.2fx" % speedup if speedup is not None else "NA",
+                    "%.0f%%" % (100 * p.efficiency) if p.efficiency is not None else "NA",
+                )
+            )
         lines += ["", "%d images per device; medians over repeats." % key.batch_per_gpu]
         if base != 1:
             lines[-1] += " No single-device run: efficiency is relative to %d devices." % base

@@ -4,7 +4,9 @@ One function per figure; each returns a matplotlib Figure (no pyplot, no global 
 png_bytes() turns any of them into PNG bytes. The data arrive already computed: these
 functions only draw.
 """
+
 import io
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import matplotlib
 
@@ -15,34 +17,35 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from harness.vocab import catalog  # noqa: E402
 from harness.measure import flags  # noqa: E402
+from harness.report.model import Table  # noqa: E402
 
-PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C",
-           "#CCB974", "#64B5CD")
+PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974", "#64B5CD")
 PUBLISHED_HATCH = "//"
 WIDTH_IN = 8.0
 
 
-def png_bytes(fig, dpi=110):
+def png_bytes(fig: Figure, dpi: int = 110) -> bytes:
+    """The figure as PNG."""
     buf = io.BytesIO()
     FigureCanvasAgg(fig)
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
     return buf.getvalue()
 
 
-def _figure(height):
+def _figure(height: float) -> Figure:
     fig = Figure(figsize=(WIDTH_IN, height))
     FigureCanvasAgg(fig)
     return fig
 
 
-def _style(ax):
+def _style(ax: Any) -> None:
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     ax.grid(axis="y", color="#dddddd", linewidth=0.8)
     ax.set_axisbelow(True)
 
 
-def throughput_bars(table, labels=None):
+def throughput_bars(table: Table, labels: Optional[Mapping[str, str]] = None) -> Figure:
     """Grouped bars (SimpleDet paper, Figure 2): one group per model, one bar per column.
 
     Columns whose key starts with "published:" are hatched; a cell without a figure gets a
@@ -55,12 +58,14 @@ def throughput_bars(table, labels=None):
     labels = labels or {}
     n = max(len(columns), 1)
     width = 0.8 / n
-    colours = {}
+    colours: Dict[str, str] = {}
     for i, col in enumerate(columns):
         base = col.key.split(":", 1)[-1]
         colour = colours.setdefault(base, PALETTE[len(colours) % len(PALETTE)])
         published = col.key.startswith("published:")
-        heights, errs, xs = [], [[], []], []
+        heights: List[float] = []
+        errs: List[List[float]] = [[], []]
+        xs: List[float] = []
         for m, model in enumerate(models):
             entry = table.entries.get((model, col.key))
             x = m - 0.4 + width * (i + 0.5)
@@ -72,15 +77,30 @@ def throughput_bars(table, labels=None):
             errs[1].append(max(0.0, ci[1] - value) if value else 0.0)
             if entry is not None and not value:
                 ax.text(x, 0, "NA", ha="center", va="bottom", fontsize=8, color="#666666")
-        bars = ax.bar(xs, heights, width * 0.92, label=col.title, color=colour,
-                      hatch=PUBLISHED_HATCH if published else None,
-                      edgecolor="white" if published else colour, alpha=0.75 if published else 1.0,
-                      yerr=None if published else errs, capsize=3 if not published else 0,
-                      error_kw={"elinewidth": 1, "ecolor": "#333333"})
+        bars = ax.bar(
+            xs,
+            heights,
+            width * 0.92,
+            label=col.title,
+            color=colour,
+            hatch=PUBLISHED_HATCH if published else None,
+            edgecolor="white" if published else colour,
+            alpha=0.75 if published else 1.0,
+            yerr=None if published else errs,
+            capsize=3 if not published else 0,
+            error_kw={"elinewidth": 1, "ecolor": "#333333"},
+        )
         for bar, value in zip(bars, heights):
             if value:
-                ax.annotate("%.1f" % value, (bar.get_x() + bar.get_width() / 2, value),
-                            xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=7)
+                ax.annotate(
+                    "%.1f" % value,
+                    (bar.get_x() + bar.get_width() / 2, value),
+                    xytext=(0, 2),
+                    textcoords="offset points",
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                )
     ax.set_xticks(range(len(models)))
     ax.set_xticklabels([labels.get(m, catalog.model_title(m)) for m in models], fontsize=8)
     ax.set_ylabel("images / s")
@@ -92,12 +112,15 @@ def throughput_bars(table, labels=None):
     return fig
 
 
-def merge_for_chart(tables, title):
+def merge_for_chart(tables: Sequence[Table], title: str) -> Tuple[Table, Dict[str, str]]:
     """One Table over several (same platform and precision): rows are (model, device count)
     pairs, columns the union of the tables' columns. Returns (table, {row key: x label})."""
     from harness.report.model import Column, Table
 
-    columns, entries, rows, labels = [], {}, [], {}
+    columns: List[Column] = []
+    entries: Dict[Tuple[str, str], Any] = {}
+    rows: List[str] = []
+    labels: Dict[str, str] = {}
     several = len({t.gpus * t.nodes for t in tables}) > 1
     for t in tables:
         for col in t.columns:
@@ -107,18 +130,29 @@ def merge_for_chart(tables, title):
             row = "%s@%dx%d" % (model, t.nodes, t.gpus)
             rows.append(row)
             labels[row] = catalog.model_title(model) + (
-                "\n%d device%s" % (t.gpus * t.nodes, "s" if t.gpus * t.nodes > 1 else "") if several else "")
+                "\n%d device%s" % (t.gpus * t.nodes, "s" if t.gpus * t.nodes > 1 else "") if several else ""
+            )
             for col in t.columns:
                 if (model, col.key) in t.entries:
                     entries[(row, col.key)] = t.entries[(model, col.key)]
     first = tables[0]
-    merged = Table(title=title, platform=first.platform, precision=first.precision, gpus=first.gpus,
-                   nodes=first.nodes, batch_per_gpu=first.batch_per_gpu, form=first.form, columns=columns,
-                   models=rows, entries=entries, source=first.source)
+    merged = Table(
+        title=title,
+        platform=first.platform,
+        precision=first.precision,
+        gpus=first.gpus,
+        nodes=first.nodes,
+        batch_per_gpu=first.batch_per_gpu,
+        form=first.form,
+        columns=columns,
+        models=rows,
+        entries=entries,
+        source=first.source,
+    )
     return merged, labels
 
 
-def scaling_chart(series, title="Scaling efficiency"):
+def scaling_chart(series: Mapping[str, Mapping[int, float]], title: str = "Scaling efficiency") -> Figure:
     """Lines of efficiency over device counts (SimpleDet paper, Figure 1a); series: {label: {N: eff}}
     with the efficiencies from harness.report.scaling."""
     fig = _figure(3.4)
@@ -128,8 +162,7 @@ def scaling_chart(series, title="Scaling efficiency"):
     for i, (label, points) in enumerate(sorted(series.items())):
         xs = sorted(points)
         ys = [points[x] * 100 for x in xs]
-        ax.plot(xs, ys, marker="o", color=PALETTE[i % len(PALETTE)],
-                label="%s (%d: %.0f%%)" % (label, xs[-1], ys[-1]))
+        ax.plot(xs, ys, marker="o", color=PALETTE[i % len(PALETTE)], label="%s (%d: %.0f%%)" % (label, xs[-1], ys[-1]))
     ax.set_xticks(counts)
     ax.set_xlabel("devices")
     ax.set_ylabel("efficiency (%)")
@@ -142,7 +175,11 @@ def scaling_chart(series, title="Scaling efficiency"):
     return fig
 
 
-def peak_memory_chart(items, title="Peak memory per configuration", measured_label="measured"):
+def peak_memory_chart(
+    items: Sequence[Tuple[str, float, Optional[float]]],
+    title: str = "Peak memory per configuration",
+    measured_label: str = "measured",
+) -> Figure:
     """Horizontal bars (SimpleDet paper, Figure 1b); items: [(label, measured MiB, logged MiB or None)].
 
     The measured bar is the same measurement for every framework (runner.py's telemetry);
@@ -153,17 +190,36 @@ def peak_memory_chart(items, title="Peak memory per configuration", measured_lab
     ys = list(range(len(items)))
     logged = [(y, item[2]) for y, item in zip(ys, items) if item[2]]
     height = 0.38 if logged else 0.6
-    measured = ax.barh([y - (height / 2 if logged else 0) for y in ys], [item[1] for item in items],
-                       color=PALETTE[0], height=height, label=measured_label)
+    measured = ax.barh(
+        [y - (height / 2 if logged else 0) for y in ys],
+        [item[1] for item in items],
+        color=PALETTE[0],
+        height=height,
+        label=measured_label,
+    )
     bars = list(measured)
     if logged:
-        bars += list(ax.barh([y + height / 2 for y, _ in logged], [v for _, v in logged], color=PALETTE[1],
-                             height=height, hatch=PUBLISHED_HATCH, edgecolor="white",
-                             label="the framework's own logged peak"))
+        bars += list(
+            ax.barh(
+                [y + height / 2 for y, _ in logged],
+                [v for _, v in logged],
+                color=PALETTE[1],
+                height=height,
+                hatch=PUBLISHED_HATCH,
+                edgecolor="white",
+                label="the framework's own logged peak",
+            )
+        )
     for bar in bars:
         v = bar.get_width()
-        ax.annotate("%.0f MiB" % v, (v, bar.get_y() + bar.get_height() / 2), xytext=(3, 0),
-                    textcoords="offset points", va="center", fontsize=7)
+        ax.annotate(
+            "%.0f MiB" % v,
+            (v, bar.get_y() + bar.get_height() / 2),
+            xytext=(3, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=7,
+        )
     ax.set_yticks(ys)
     ax.set_yticklabels([item[0] for item in items], fontsize=8)
     ax.invert_yaxis()
@@ -178,7 +234,9 @@ def peak_memory_chart(items, title="Peak memory per configuration", measured_lab
     return fig
 
 
-def iteration_trace(title, traces, warmup, measure):
+def iteration_trace(
+    title: str, traces: Sequence[Tuple[str, Sequence[Sequence[Any]]]], warmup: int, measure: int
+) -> Figure:
     """Iteration time over iterations, one line per trial, the measured window shaded.
 
     traces: [(label, [(iteration, time_s, data_time_s), ...])]; data time is drawn dotted.
@@ -189,8 +247,7 @@ def iteration_trace(title, traces, warmup, measure):
     for i, (label, points) in enumerate(traces):
         colour = PALETTE[i % len(PALETTE)]
         its = [p[0] for p in points if p[1] is not None]
-        ax.plot(its, [p[1] * 1000 for p in points if p[1] is not None], color=colour, linewidth=1.2,
-                label=label)
+        ax.plot(its, [p[1] * 1000 for p in points if p[1] is not None], color=colour, linewidth=1.2, label=label)
         data = [(p[0], p[2] * 1000) for p in points if p[2] is not None]
         if data:
             ax.plot([d[0] for d in data], [d[1] for d in data], color=colour, linewidth=0.8, linestyle=":")
@@ -204,19 +261,35 @@ def iteration_trace(title, traces, warmup, measure):
     return fig
 
 
-def data_share_chart(items, threshold=flags.DATA_BOUND_SHARE, title="Data time as a share of iteration time"):
+def data_share_chart(
+    items: Sequence[Tuple[str, float, float]],
+    threshold: float = flags.DATA_BOUND_SHARE,
+    title: str = "Data time as a share of iteration time",
+) -> Figure:
     """Stacked horizontal bars: data wait and the rest; items: [(label, iteration ms, data ms)]."""
     fig = _figure(0.9 + 0.35 * max(len(items), 1))
     ax = fig.add_subplot(1, 1, 1)
     ys = range(len(items))
     shares = [(d / it * 100 if it else 0.0) for _, it, d in items]
     ax.barh(ys, shares, color=PALETTE[3], height=0.6, label="waiting for data")
-    ax.barh(ys, [100 - s for s in shares], left=shares, color=PALETTE[0], height=0.6, alpha=0.35,
-            label="rest of the iteration")
+    ax.barh(
+        ys,
+        [100 - s for s in shares],
+        left=shares,
+        color=PALETTE[0],
+        height=0.6,
+        alpha=0.35,
+        label="rest of the iteration",
+    )
     for y, s in zip(ys, shares):
         ax.annotate("%.1f%%" % s, (s, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
-    ax.axvline(threshold * 100, color="#333333", linestyle="--", linewidth=1,
-               label="%s above %.0f%%" % (flags.DATA_BOUND, threshold * 100))
+    ax.axvline(
+        threshold * 100,
+        color="#333333",
+        linestyle="--",
+        linewidth=1,
+        label="%s above %.0f%%" % (flags.DATA_BOUND, threshold * 100),
+    )
     ax.set_yticks(list(ys))
     ax.set_yticklabels([label for label, _, _ in items], fontsize=8)
     ax.invert_yaxis()
@@ -229,7 +302,7 @@ def data_share_chart(items, threshold=flags.DATA_BOUND_SHARE, title="Data time a
     return fig
 
 
-def latency_throughput_curve(series, title):
+def latency_throughput_curve(series: Mapping[str, Sequence[Tuple[int, float, float]]], title: str) -> Figure:
     """Latency against throughput, one line per framework, a point per batch size (labelled).
 
     series: {framework label: [(batch, images/s, latency ms)]}, each sorted by batch."""
@@ -237,11 +310,17 @@ def latency_throughput_curve(series, title):
     ax = fig.add_subplot(1, 1, 1)
     for i, (label, points) in enumerate(sorted(series.items())):
         colour = PALETTE[i % len(PALETTE)]
-        ax.plot([p[1] for p in points], [p[2] for p in points], color=colour, marker="o", linewidth=1.4,
-                markersize=4, label=label)
+        ax.plot(
+            [p[1] for p in points],
+            [p[2] for p in points],
+            color=colour,
+            marker="o",
+            linewidth=1.4,
+            markersize=4,
+            label=label,
+        )
         for batch, thr, ms in points:
-            ax.annotate("%d" % batch, (thr, ms), xytext=(4, 3), textcoords="offset points", fontsize=7,
-                        color=colour)
+            ax.annotate("%d" % batch, (thr, ms), xytext=(4, 3), textcoords="offset points", fontsize=7, color=colour)
     ax.set_xlabel("images/s")
     ax.set_ylabel("latency per batch, ms")
     ax.set_xlim(left=0)
@@ -252,15 +331,16 @@ def latency_throughput_curve(series, title):
     return fig
 
 
-def latency_histogram(title, times_ms, marks):
+def latency_histogram(title: str, times_ms: Sequence[float], marks: Sequence[Tuple[str, float]]) -> Figure:
     """Histogram of one cell's measured batch latencies (all repeats), with vertical lines at
     the marked figures: marks = [(label, ms)], e.g. the average and the percentiles."""
     fig = _figure(2.4)
     ax = fig.add_subplot(1, 1, 1)
     ax.hist(times_ms, bins=min(40, max(5, len(times_ms) // 4)), color=PALETTE[0], alpha=0.75)
     for i, (label, ms) in enumerate(marks):
-        ax.axvline(ms, color=PALETTE[(i + 1) % len(PALETTE)], linestyle="--", linewidth=1,
-                   label="%s %.2f ms" % (label, ms))
+        ax.axvline(
+            ms, color=PALETTE[(i + 1) % len(PALETTE)], linestyle="--", linewidth=1, label="%s %.2f ms" % (label, ms)
+        )
     ax.set_xlabel("latency per batch, ms")
     ax.set_ylabel("batches")
     ax.set_title(title, fontsize=10)

@@ -7,16 +7,17 @@ framework and model on one platform, precision and per-device batch, across the 
 counts (GPUs per node x nodes) its cells were measured at. Pure functions; the Report holds
 scaling_series(), and the Markdown table and the HTML figure (SimpleDet Figure 1a) draw it.
 """
-from collections import defaultdict
-from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 
-from harness.report.model import THROUGHPUT
+from collections import defaultdict
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+
+from harness.report.model import THROUGHPUT, Table
 
 
 class ScalingPoint(NamedTuple):
     devices: int
-    throughput: float                 # images / s, median over repeats
-    efficiency: Optional[float]       # 1.0 is perfect linear scaling; None without a baseline
+    throughput: float  # images / s, median over repeats
+    efficiency: Optional[float]  # 1.0 is perfect linear scaling; None without a baseline
 
 
 class SeriesKey(NamedTuple):
@@ -29,10 +30,10 @@ class SeriesKey(NamedTuple):
 
 class Layout(NamedTuple):
     nodes: int
-    gpus: int                         # devices per node
+    gpus: int  # devices per node
 
     @property
-    def devices(self):
+    def devices(self) -> int:
         return self.nodes * self.gpus
 
 
@@ -55,9 +56,9 @@ def scaling_points(measurements: Iterable[Tuple[int, float]]) -> List[ScalingPoi
     return out
 
 
-def scaling_series(tables) -> Dict[SeriesKey, List[Tuple[Layout, ScalingPoint]]]:
+def scaling_series(tables: Iterable[Table]) -> Dict[SeriesKey, List[Tuple[Layout, ScalingPoint]]]:
     """{series: [(layout, point), ...]} for every series measured at two or more device counts."""
-    measured = defaultdict(list)
+    measured: Dict[SeriesKey, List[Tuple[Layout, float]]] = defaultdict(list)
     for table in tables:
         if table.form != THROUGHPUT or table.source != "measured":
             continue
@@ -66,7 +67,7 @@ def scaling_series(tables) -> Dict[SeriesKey, List[Tuple[Layout, ScalingPoint]]]
                 continue
             key = SeriesKey(table.platform, table.precision, table.batch_per_gpu, model, column)
             measured[key].append((Layout(table.nodes, table.gpus), entry.throughput))
-    out = {}
+    out: Dict[SeriesKey, List[Tuple[Layout, ScalingPoint]]] = {}
     for key, rows in measured.items():
         rows.sort(key=lambda r: (r[0].devices, r[0].nodes))
         if len({layout.devices for layout, _ in rows}) < 2:
@@ -77,6 +78,6 @@ def scaling_series(tables) -> Dict[SeriesKey, List[Tuple[Layout, ScalingPoint]]]
     return dict(sorted(out.items()))
 
 
-def baseline_devices(series):
+def baseline_devices(series: Sequence[Tuple[Layout, ScalingPoint]]) -> int:
     """Device count the efficiencies of a series are relative to (1 when measured)."""
     return min(layout.devices for layout, _ in series)

@@ -18,29 +18,39 @@ it cannot be shown to be the candidate's machine instead of judging its speeds.
 An inference cell also carries "latency_ms": {"mean": [...], "p50": [...], "p95": [...], ...}:
 each repeat's latency average and percentiles in ms, what `detbench compare --metric p95` judges.
 """
+
 import json
 import os
 import re
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Union
+
+from harness.results.records import StoredCell, StoredScenario, StoredTrial
+
+if TYPE_CHECKING:
+    from harness.results.store import Store
 
 from harness.vocab import names
 from harness.errors import UserError
 
 SCHEMA = "detbench-baseline"
 SCHEMA_VERSION = 1
-ESTIMATORS = ("throughput", "observed")   # reported by the framework, observed from line times
+ESTIMATORS = ("throughput", "observed")  # reported by the framework, observed from line times
 DIGITS = 6
 
 
 # ------------------------------------------------------------------ from a results store
 
-def from_store(store, run_id):
+Side = Dict[str, Any]  # one side of a comparison: a baseline file's object
+
+
+def from_store(store: "Store", run_id: str) -> Side:
     """The side of a run in a results store ("latest" for the newest run)."""
     run = store.read_run(run_id)
     trials = store.read_trials(run.id)
-    cells = {}
+    cells: Dict[str, Dict[str, Any]] = {}
     for cell in store.read_cells(run_id=run.id):
         if cell.excluded:
             continue
@@ -58,66 +68,86 @@ def from_store(store, run_id):
         if latency:
             cells[cell.cell_key]["latency_ms"] = latency
     return {
-        "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
-        "run": {"id": run.id, "scenario": run.scenario_name, "backend": run.backend,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(run.created))},
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "run": {
+            "id": run.id,
+            "scenario": run.scenario_name,
+            "backend": run.backend,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(run.created)),
+        },
         "host": dict(run.host or {}),
         "cells": cells,
     }
 
 
-def latency_lists(done_trials):
+def latency_lists(done_trials: Iterable[StoredTrial]) -> Dict[str, List[float]]:
     """{"mean": [ms per repeat], "p95": [...], ...} of the finished inference trials (StoredTrials;
     a figure only where every repeat has it), or {} for training trials."""
     figures = [t.latency for t in done_trials if t.latency is not None]
     if not figures:
         return {}
-    out = {}
+    out: Dict[str, List[float]] = {}
     for name in sorted({k for f in figures for k in f if k == "mean_s" or re.fullmatch(r"p[0-9.]+_s", k)}):
         values = [f.get(name) for f in figures]
         if all(isinstance(v, (int, float)) and v > 0 for v in values):
-            out[name[:-2]] = [_round(v * 1000.0) for v in values]
+            out[name[:-2]] = [_round(float(v) * 1000.0) for v in values if v is not None]
     return out
 
 
-def cell_settings(scenario, cell, done_trials):
+def cell_settings(scenario: StoredScenario, cell: StoredCell, done_trials: Iterable[StoredTrial]) -> Dict[str, Any]:
     """Everything that must match for two measurements of a cell to be comparable (scenario: the
     run's StoredScenario; cell and done_trials: its StoredCell and finished StoredTrials)."""
-    settings = {}
+    settings: Dict[str, Any] = {}
     for t in done_trials:
         if t.settings is not None:
             # where the settings came from and how the framework implements its parts are not
             # settings: a changed implementation is the speed-up or slow-down the gate is for
             from harness.measure.ingest import NOT_SETTINGS
+
             settings = {k: v for k, v in t.settings.items() if k not in NOT_SETTINGS}
             break
     framework = cell.framework
-    settings.update({
-        "framework": framework, "model": cell.model, "precision": cell.precision,
-        "platform": cell.platform, "gpus": cell.gpus, "nodes": cell.nodes,
-        "batch_per_gpu": cell.batch_per_gpu, "images_per_iteration": cell.images_per_iteration,
-        "warmup": scenario.warmup, "measure": scenario.measure,
-        "env": scenario.env,
-        "extra_args": scenario.extra_args.get(framework, []),
-    })
+    settings.update(
+        {
+            "framework": framework,
+            "model": cell.model,
+            "precision": cell.precision,
+            "platform": cell.platform,
+            "gpus": cell.gpus,
+            "nodes": cell.nodes,
+            "batch_per_gpu": cell.batch_per_gpu,
+            "images_per_iteration": cell.images_per_iteration,
+            "warmup": scenario.warmup,
+            "measure": scenario.measure,
+            "env": scenario.env,
+            "extra_args": scenario.extra_args.get(framework, []),
+        }
+    )
     return settings
 
 
-def _round(value):
+def _round(value: float) -> float:
     return float("%.*g" % (DIGITS, value))
 
 
 # ------------------------------------------------------------------ file io
 
-def dumps(side):
+
+def dumps(side: Mapping[str, Any]) -> str:
     """Stable, human-diffable JSON: sorted keys, two-space indent, number lists on one line."""
     text = json.dumps(side, indent=2, sort_keys=True)
-    return re.sub(r"\[\s*([-0-9.eE+,\s]*?)\s*\]",
-                  lambda m: "[" + ", ".join(v.strip() for v in m.group(1).split(",") if v.strip()) + "]",
-                  text) + "\n"
+    return (
+        re.sub(
+            r"\[\s*([-0-9.eE+,\s]*?)\s*\]",
+            lambda m: "[" + ", ".join(v.strip() for v in m.group(1).split(",") if v.strip()) + "]",
+            text,
+        )
+        + "\n"
+    )
 
 
-def save(side, path):
+def save(side: Mapping[str, Any], path: Union[str, Path]) -> None:
     """Write atomically (temp file, fsync, rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,7 +164,7 @@ def save(side, path):
         raise
 
 
-def load(path):
+def load(path: Union[str, Path]) -> Side:
     """Read and check a baseline file; UserError naming the file and field when it is wrong."""
     path = Path(path)
     try:
@@ -142,12 +172,16 @@ def load(path):
     except OSError as exc:
         raise UserError("%s: cannot read baseline: %s" % (path, exc.strerror)) from None
     except ValueError as exc:
-        raise UserError("%s:%d: not valid JSON: %s" % (path, getattr(exc, "lineno", 0), exc.msg)) from None
+        raise UserError(
+            "%s:%d: not valid JSON: %s" % (path, getattr(exc, "lineno", 0), getattr(exc, "msg", exc))
+        ) from None
     if not isinstance(side, dict) or side.get("schema") != SCHEMA:
         raise UserError("%s: not a detbench baseline file (schema is not %r)" % (path, SCHEMA))
     if side.get("schema_version") != SCHEMA_VERSION:
-        raise UserError("%s: baseline schema_version %r, this detbench reads %d"
-                        % (path, side.get("schema_version"), SCHEMA_VERSION))
+        raise UserError(
+            "%s: baseline schema_version %r, this detbench reads %d"
+            % (path, side.get("schema_version"), SCHEMA_VERSION)
+        )
     cells = side.get("cells")
     if not isinstance(cells, dict):
         raise UserError("%s: cells: must be a mapping of cell key to cell" % path)
@@ -156,8 +190,10 @@ def load(path):
     renamed = {key: names.cell_key(key) for key in cells if names.cell_key(key) != key}
     if renamed:
         side["cells"] = {names.cell_key(key): cell for key, cell in cells.items()}
-        side["notes"] = ["%s: cell %s read as %s (the framework's new name)" % (path, old, new)
-                         for old, new in sorted(renamed.items())]
+        side["notes"] = [
+            "%s: cell %s read as %s (the framework's new name)" % (path, old, new)
+            for old, new in sorted(renamed.items())
+        ]
     if not isinstance(side.get("host", {}), dict):
         raise UserError("%s: host: must be a mapping" % path)
     side.setdefault("run", {})
@@ -165,7 +201,7 @@ def load(path):
     return side
 
 
-def _check_cell(path, key, cell):
+def _check_cell(path: Path, key: str, cell: object) -> None:
     where = "%s: cells.%s" % (path, key)
     if not isinstance(cell, dict):
         raise UserError("%s: must be a mapping" % where)
@@ -174,14 +210,16 @@ def _check_cell(path, key, cell):
     for name in ESTIMATORS:
         values = cell.get(name, [])
         if not isinstance(values, list) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values
+        ):
             raise UserError("%s.%s: must be a list of positive numbers" % (where, name))
     latency = cell.get("latency_ms", {})
     if not isinstance(latency, dict):
         raise UserError("%s.latency_ms: must be a mapping of figure to a list of ms" % where)
     for name, values in latency.items():
         if not isinstance(values, list) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values
+        ):
             raise UserError("%s.latency_ms.%s: must be a list of positive numbers" % (where, name))
     cell.setdefault("settings", {})
     cell.setdefault("failed", 0)
@@ -189,7 +227,8 @@ def _check_cell(path, key, cell):
 
 # ------------------------------------------------------------------ either kind of side
 
-def resolve(ref, results_dir):
+
+def resolve(ref: str, results_dir: Union[str, Path]) -> Side:
     """A side from an existing file path, else from a run id (or "latest") in the store."""
     from harness.results.store import DB_NAME, Store
 

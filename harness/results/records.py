@@ -22,6 +22,7 @@ stored (a framework stored under its old name already renamed): the plain column
 they did from a sqlite3.Row, for readers of plain columns such as the place check
 (harness.measure.place) and the trial rows of the exports, which carry the stored text.
 """
+
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
@@ -31,12 +32,13 @@ if TYPE_CHECKING:
 
 TRAIN = "train"
 INFERENCE = "inference"
-MEASURED = "measured"      # runs.origin of a run `detbench run` made (and of every run before origins)
-IMPORTED = "imported"      # runs.origin of a run `detbench import` made from logs
+MEASURED = "measured"  # runs.origin of a run `detbench run` made (and of every run before origins)
+IMPORTED = "imported"  # runs.origin of a run `detbench import` made from logs
 STATUSES = ("pending", "running", "done", "failed")
 
 
 # ------------------------------------------------------------------ decoding, one column at a time
+
 
 def _decode(text: Any) -> Any:
     """A JSON column's value; None for NULL, empty text or text that is not JSON."""
@@ -92,6 +94,7 @@ class _Row:
 
 # ------------------------------------------------------------------ the scenario a run stored
 
+
 @dataclass(frozen=True)
 class StoredScenario:
     """The scenario as a run stored it (runs.scenario_json), read leniently: the fields the
@@ -100,17 +103,17 @@ class StoredScenario:
 
     name: Optional[str] = None
     mode: str = TRAIN
-    warmup: Optional[int] = None                # iterations (batches) before the window
-    measure: Optional[int] = None               # iterations (batches) in the window
+    warmup: Optional[int] = None  # iterations (batches) before the window
+    measure: Optional[int] = None  # iterations (batches) in the window
     repeats: Optional[int] = None
     batch_per_gpu: Optional[int] = None
-    batch_sizes: Tuple[int, ...] = ()           # inference
+    batch_sizes: Tuple[int, ...] = ()  # inference
     input_size: Optional[Tuple[int, int]] = None
-    percentiles: Tuple[float, ...] = ()         # inference: the latency percentiles it asked for
+    percentiles: Tuple[float, ...] = ()  # inference: the latency percentiles it asked for
     env: Dict[str, Any] = field(default_factory=dict)
-    extra_args: Dict[str, List[str]] = field(default_factory=dict)   # framework -> arguments, as stored
+    extra_args: Dict[str, List[str]] = field(default_factory=dict)  # framework -> arguments, as stored
     document: Dict[str, Any] = field(default_factory=dict, repr=False)
-    text: Optional[str] = field(default=None, repr=False, compare=False)   # the column as stored
+    text: Optional[str] = field(default=None, repr=False, compare=False)  # the column as stored
 
     @property
     def nominal_window(self) -> Optional[Tuple[int, int]]:
@@ -141,14 +144,24 @@ def scenario(text: Any) -> StoredScenario:
     size = doc.get("input_size")
     env, extra = doc.get("env"), doc.get("extra_args")
     return StoredScenario(
-        name=_text(doc.get("name")), mode=INFERENCE if doc.get("mode") == INFERENCE else TRAIN,
-        warmup=_integer(doc.get("warmup")), measure=_integer(doc.get("measure")),
-        repeats=_integer(doc.get("repeats")), batch_per_gpu=_integer(doc.get("batch_per_gpu")),
+        name=_text(doc.get("name")),
+        mode=INFERENCE if doc.get("mode") == INFERENCE else TRAIN,
+        warmup=_integer(doc.get("warmup")),
+        measure=_integer(doc.get("measure")),
+        repeats=_integer(doc.get("repeats")),
+        batch_per_gpu=_integer(doc.get("batch_per_gpu")),
         batch_sizes=tuple(b for b in sizes if _integer(b) is not None) if isinstance(sizes, list) else (),
-        input_size=(tuple(size) if isinstance(size, list) and len(size) == 2
-                    and all(_integer(v) is not None for v in size) else None),
-        percentiles=percentiles, env=env if isinstance(env, dict) else {},
-        extra_args=extra if isinstance(extra, dict) else {}, document=doc, text=text)
+        input_size=(
+            tuple(size)
+            if isinstance(size, list) and len(size) == 2 and all(_integer(v) is not None for v in size)
+            else None
+        ),
+        percentiles=percentiles,
+        env=env if isinstance(env, dict) else {},
+        extra_args=extra if isinstance(extra, dict) else {},
+        document=doc,
+        text=text,
+    )
 
 
 @dataclass(frozen=True)
@@ -169,18 +182,19 @@ def order(text: Any) -> Optional[StoredOrder]:
 
 # ------------------------------------------------------------------ runs, cells, trials, iterations
 
+
 @dataclass(frozen=True)
 class StoredRun(_Row):
     id: str
-    scenario_name: str                          # runs.scenario: the scenario's name
+    scenario_name: str  # runs.scenario: the scenario's name
     scenario: StoredScenario
     backend: str
-    created: float                              # wall clock, seconds since the epoch
+    created: float  # wall clock, seconds since the epoch
     scenario_path: Optional[str] = None
-    host: Optional[Dict[str, Any]] = None       # the host record (harness.plan.platforms.host_record)
+    host: Optional[Dict[str, Any]] = None  # the host record (harness.plan.platforms.host_record)
     origin: str = MEASURED
-    limits: Optional[Dict[str, Any]] = None     # peak and work models (harness.measure.compute), as stored
-    order: Optional[StoredOrder] = None         # None: a run stored before shuffled orders
+    limits: Optional[Dict[str, Any]] = None  # peak and work models (harness.measure.compute), as stored
+    order: Optional[StoredOrder] = None  # None: a run stored before shuffled orders
     columns: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -194,10 +208,19 @@ class StoredRun(_Row):
 
 def run_of(row: Any) -> StoredRun:
     c = _columns(row)
-    return StoredRun(id=c["id"], scenario_name=_stored(c, "scenario"), scenario=scenario(c.get("scenario_json")),
-                     backend=_stored(c, "backend"), created=_stored(c, "created"), scenario_path=c.get("scenario_path"),
-                     host=_mapping(c.get("host_json")), origin=_text(c.get("origin")) or MEASURED,
-                     limits=_mapping(c.get("limits_json")), order=order(c.get("order_json")), columns=c)
+    return StoredRun(
+        id=c["id"],
+        scenario_name=_stored(c, "scenario"),
+        scenario=scenario(c.get("scenario_json")),
+        backend=_stored(c, "backend"),
+        created=_stored(c, "created"),
+        scenario_path=c.get("scenario_path"),
+        host=_mapping(c.get("host_json")),
+        origin=_text(c.get("origin")) or MEASURED,
+        limits=_mapping(c.get("limits_json")),
+        order=order(c.get("order_json")),
+        columns=c,
+    )
 
 
 @dataclass(frozen=True)
@@ -210,45 +233,55 @@ class StoredCell(_Row):
     platform: str
     gpus: int
     nodes: int
-    batch_per_gpu: int                          # an inference cell's batch size
+    batch_per_gpu: int  # an inference cell's batch size
     images_per_iteration: int
-    excluded: Optional[str] = None              # why the cell was not run (NA), or None
-    created: Optional[float] = None             # when its run started, where the row carries it
+    excluded: Optional[str] = None  # why the cell was not run (NA), or None
+    created: Optional[float] = None  # when its run started, where the row carries it
     columns: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def batch(self) -> int:
         """The batch size of an inference cell (its key's last part), 0 for a training cell."""
         from harness.plan.scenario import Cell
+
         return int(Cell.from_key(self.cell_key).batch)
 
 
 def cell_of(row: Any) -> StoredCell:
     c = _columns(row)
-    return StoredCell(run_id=c["run_id"], cell_key=c["cell_key"], framework=_stored(c, "framework"),
-                      model=_stored(c, "model"), precision=_stored(c, "precision"),
-                      platform=_stored(c, "platform"), gpus=_stored(c, "gpus"), nodes=_stored(c, "nodes"),
-                      batch_per_gpu=_stored(c, "batch_per_gpu"),
-                      images_per_iteration=_stored(c, "images_per_iteration"), excluded=c.get("excluded"),
-                      created=c.get("created"), columns=c)
+    return StoredCell(
+        run_id=c["run_id"],
+        cell_key=c["cell_key"],
+        framework=_stored(c, "framework"),
+        model=_stored(c, "model"),
+        precision=_stored(c, "precision"),
+        platform=_stored(c, "platform"),
+        gpus=_stored(c, "gpus"),
+        nodes=_stored(c, "nodes"),
+        batch_per_gpu=_stored(c, "batch_per_gpu"),
+        images_per_iteration=_stored(c, "images_per_iteration"),
+        excluded=c.get("excluded"),
+        created=c.get("created"),
+        columns=c,
+    )
 
 
 @dataclass(frozen=True)
 class StoredTrial(_Row):
     id: str
     run_id: str
-    seq: int                                    # its place in the run's order
+    seq: int  # its place in the run's order
     cell_key: str
     repeat: int
-    status: str                                 # one of STATUSES
+    status: str  # one of STATUSES
     reason: Optional[str] = None
     started: Optional[float] = None
     ended: Optional[float] = None
     exit_code: Optional[int] = None
     argv: Optional[Tuple[str, ...]] = None
     settings: Optional[Dict[str, Any]] = None
-    throughput: Optional[float] = None          # images/s, the framework's own times (reported)
-    observed: Optional[float] = None            # images/s from the log lines' arrival times
+    throughput: Optional[float] = None  # images/s, the framework's own times (reported)
+    observed: Optional[float] = None  # images/s from the log lines' arrival times
     iteration_time_s: Optional[float] = None
     data_time_s: Optional[float] = None
     exact: Optional[bool] = None
@@ -258,11 +291,11 @@ class StoredTrial(_Row):
     fingerprint: Optional[str] = None
     telemetry: Optional[Dict[str, Any]] = None
     figure_kind: Optional[str] = None
-    window: Optional[Tuple[int, int]] = None    # first and last iteration the figure covers
+    window: Optional[Tuple[int, int]] = None  # first and last iteration the figure covers
     work: Optional[Dict[str, float]] = None
     peak_rss_mb: Optional[float] = None
     peak_device_mb: Optional[float] = None
-    latency: Optional[Dict[str, Any]] = None    # an inference trial's (harness.measure.latency)
+    latency: Optional[Dict[str, Any]] = None  # an inference trial's (harness.measure.latency)
     columns: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -281,13 +314,29 @@ class StoredTrial(_Row):
         if self.status not in ("done", "failed"):
             return None
         return TrialResult(
-            status=self.status, reason=self.reason, ended=self.ended, exit_code=self.exit_code,
-            records=self.records, scrape_errors=self.scrape_errors, peak_mem_mb=self.peak_mem_mb,
-            throughput=self.throughput, iteration_time_s=self.iteration_time_s, data_time_s=self.data_time_s,
-            exact=self.exact, figure_kind=self.figure_kind, window=self.window, observed=self.observed,
-            fingerprint=self.fingerprint, telemetry=self.telemetry, peak_rss_mb=self.peak_rss_mb,
-            peak_device_mb=self.peak_device_mb, work=self.work, settings=self.settings, latency=self.latency,
-            iterations=tuple(tuple(it) for it in iterations))
+            status=self.status,
+            reason=self.reason,
+            ended=self.ended,
+            exit_code=self.exit_code,
+            records=self.records,
+            scrape_errors=self.scrape_errors,
+            peak_mem_mb=self.peak_mem_mb,
+            throughput=self.throughput,
+            iteration_time_s=self.iteration_time_s,
+            data_time_s=self.data_time_s,
+            exact=self.exact,
+            figure_kind=self.figure_kind,
+            window=self.window,
+            observed=self.observed,
+            fingerprint=self.fingerprint,
+            telemetry=self.telemetry,
+            peak_rss_mb=self.peak_rss_mb,
+            peak_device_mb=self.peak_device_mb,
+            work=self.work,
+            settings=self.settings,
+            latency=self.latency,
+            iterations=tuple(tuple(it) for it in iterations),
+        )
 
 
 def _window(text: Any) -> Optional[Tuple[int, int]]:
@@ -308,17 +357,36 @@ def trial_of(row: Any) -> StoredTrial:
     c = _columns(row)
     exact = c.get("exact")
     return StoredTrial(
-        id=c["id"], run_id=c["run_id"], seq=_stored(c, "seq"), cell_key=_stored(c, "cell_key"),
-        repeat=_stored(c, "repeat"), status=_stored(c, "status"), reason=c.get("reason"), started=c.get("started"),
+        id=c["id"],
+        run_id=c["run_id"],
+        seq=_stored(c, "seq"),
+        cell_key=_stored(c, "cell_key"),
+        repeat=_stored(c, "repeat"),
+        status=_stored(c, "status"),
+        reason=c.get("reason"),
+        started=c.get("started"),
         ended=c.get("ended"),
-        exit_code=c.get("exit_code"), argv=_argv(c.get("argv_json")), settings=_mapping(c.get("settings_json")),
-        throughput=c.get("throughput"), observed=c.get("observed"), iteration_time_s=c.get("iteration_time_s"),
-        data_time_s=c.get("data_time_s"), exact=None if exact is None else bool(exact),
-        peak_mem_mb=c.get("peak_mem_mb"), records=c.get("records"), scrape_errors=c.get("scrape_errors"),
-        fingerprint=c.get("fingerprint"), telemetry=_mapping(c.get("telemetry_json")),
-        figure_kind=c.get("figure_kind"), window=_window(c.get("window_json")), work=_mapping(c.get("work_json")),
-        peak_rss_mb=c.get("peak_rss_mb"), peak_device_mb=c.get("peak_device_mb"),
-        latency=_mapping(c.get("latency_json")), columns=c)
+        exit_code=c.get("exit_code"),
+        argv=_argv(c.get("argv_json")),
+        settings=_mapping(c.get("settings_json")),
+        throughput=c.get("throughput"),
+        observed=c.get("observed"),
+        iteration_time_s=c.get("iteration_time_s"),
+        data_time_s=c.get("data_time_s"),
+        exact=None if exact is None else bool(exact),
+        peak_mem_mb=c.get("peak_mem_mb"),
+        records=c.get("records"),
+        scrape_errors=c.get("scrape_errors"),
+        fingerprint=c.get("fingerprint"),
+        telemetry=_mapping(c.get("telemetry_json")),
+        figure_kind=c.get("figure_kind"),
+        window=_window(c.get("window_json")),
+        work=_mapping(c.get("work_json")),
+        peak_rss_mb=c.get("peak_rss_mb"),
+        peak_device_mb=c.get("peak_device_mb"),
+        latency=_mapping(c.get("latency_json")),
+        columns=c,
+    )
 
 
 class StoredIteration(NamedTuple):
@@ -327,7 +395,7 @@ class StoredIteration(NamedTuple):
     iteration: int
     time_s: Optional[float]
     data_time_s: Optional[float]
-    arrived: Optional[float]                    # monotonic arrival time of its log line, None without log.times
+    arrived: Optional[float]  # monotonic arrival time of its log line, None without log.times
 
 
 def iteration_of(row: Any) -> StoredIteration:

@@ -7,22 +7,24 @@ Checked against scipy.stats.mannwhitneyu in tests/results/test_compare_significa
 
 Plus a bootstrap confidence interval of the ratio of two medians (numpy).
 """
+
 import math
 from dataclasses import dataclass
+from typing import Dict, Hashable, Iterable, List, Sequence, Tuple
 
 GREATER, LESS, TWO_SIDED = "greater", "less", "two-sided"
 AUTO, EXACT, ASYMPTOTIC = "auto", "exact", "asymptotic"
-EXACT_MAX_TOTAL = 50   # auto: exact distribution up to this many values in all (no ties)
+EXACT_MAX_TOTAL = 50  # auto: exact distribution up to this many values in all (no ties)
 
 
 @dataclass(frozen=True)
 class MannWhitney:
-    u: float          # U of the first sample: pairs (x > y) plus half the ties
+    u: float  # U of the first sample: pairs (x > y) plus half the ties
     p: float
-    method: str       # "exact" or "asymptotic"
+    method: str  # "exact" or "asymptotic"
 
 
-def u_statistic(x, y):
+def u_statistic(x: Iterable[float], y: Sequence[float]) -> float:
     """Pairs in which the value from x beats the value from y; ties count one half."""
     u = 0.0
     for a in x:
@@ -34,7 +36,7 @@ def u_statistic(x, y):
     return u
 
 
-def u_counts(n, m):
+def u_counts(n: int, m: int) -> List[int]:
     """How many of the C(n+m, n) orderings give U = 0, 1, ..., n*m (no ties).
 
     These are the coefficients of the Gaussian binomial [n+m choose n] in q, built as
@@ -47,25 +49,25 @@ def u_counts(n, m):
         grown = poly + [0] * shift
         for degree, coef in enumerate(poly):
             grown[degree + shift] -= coef
-        for degree in range(i, len(grown)):      # divide by (1 - q^i)
+        for degree in range(i, len(grown)):  # divide by (1 - q^i)
             grown[degree] += grown[degree - i]
         poly = grown
-    return poly[:n * m + 1]
+    return poly[: n * m + 1]
 
 
-def smallest_p(n, m):
+def smallest_p(n: int, m: int) -> float:
     """The smallest one-sided p-value any pair of samples of these sizes can reach."""
     if n == 0 or m == 0:
         return 1.0
     return 1.0 / math.comb(n + m, n)
 
 
-def _exact(u, n, m, alternative):
+def _exact(u: float, n: int, m: int, alternative: str) -> float:
     counts = u_counts(n, m)
     total = math.comb(n + m, n)
     k = int(round(u))
-    upper = sum(counts[k:]) / total            # P(U >= u)
-    lower = sum(counts[:k + 1]) / total        # P(U <= u)
+    upper = sum(counts[k:]) / total  # P(U >= u)
+    lower = sum(counts[: k + 1]) / total  # P(U <= u)
     if alternative == GREATER:
         return upper
     if alternative == LESS:
@@ -73,23 +75,23 @@ def _exact(u, n, m, alternative):
     return min(1.0, 2.0 * min(upper, lower))
 
 
-def _tie_sizes(values):
-    sizes = {}
+def _tie_sizes(values: Iterable[Hashable]) -> List[int]:
+    sizes: Dict[Hashable, int] = {}
     for v in values:
         sizes[v] = sizes.get(v, 0) + 1
     return [t for t in sizes.values() if t > 1]
 
 
-def _normal_sf(z):
+def _normal_sf(z: float) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2.0))
 
 
-def _asymptotic(u, x, y, alternative):
+def _asymptotic(u: float, x: Sequence[float], y: Sequence[float], alternative: str) -> float:
     n, m = len(x), len(y)
     total = n + m
-    ties = sum(t ** 3 - t for t in _tie_sizes(list(x) + list(y)))
+    ties = sum(t**3 - t for t in _tie_sizes(list(x) + list(y)))
     var = n * m / 12.0 * ((total + 1) - ties / (total * (total - 1)))
-    if var <= 0:                                 # every value equal: no evidence either way
+    if var <= 0:  # every value equal: no evidence either way
         return 1.0
     mean = n * m / 2.0
     if alternative == GREATER:
@@ -103,7 +105,9 @@ def _asymptotic(u, x, y, alternative):
     return min(1.0, 2.0 * p) if alternative == TWO_SIDED else p
 
 
-def mann_whitney_u(x, y, alternative=GREATER, method=AUTO):
+def mann_whitney_u(
+    x: Iterable[float], y: Iterable[float], alternative: str = GREATER, method: str = AUTO
+) -> MannWhitney:
     """Mann-Whitney U test of x against y.
 
     alternative "greater": x tends to be larger than y; "less": smaller; "two-sided".
@@ -128,7 +132,13 @@ def mann_whitney_u(x, y, alternative=GREATER, method=AUTO):
     return MannWhitney(u, p, method)
 
 
-def bootstrap_ratio_ci(baseline, candidate, confidence=0.95, resamples=4000, seed=0):
+def bootstrap_ratio_ci(
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    confidence: float = 0.95,
+    resamples: int = 4000,
+    seed: int = 0,
+) -> Tuple[float, float]:
     """Percentile bootstrap CI of median(candidate) / median(baseline).
 
     Each side is resampled on its own (the repeats of two runs are independent);

@@ -11,7 +11,9 @@ Boxes and masks are mapped back to each image's own size and scored by pycocotoo
 
 Output: one JSON line (`{"bbox": {"AP": ..., "AP50": ...}, "segm": ..., "images": N,
 "detections": D, ...}`), then the same figures as a table. `--detections-out FILE` also
-writes the detections in COCO's result format.
+writes the detections in COCO's result format; with `--dump-only` nothing is scored here (an
+accuracy run scores every framework's file with the one shared COCOeval,
+`python -m harness.trainer.cocometrics`) and the JSON line gives the counts only.
 
 Exit codes: 0 done, 2 bad argument, config, weights or data input.
 """
@@ -41,7 +43,10 @@ def parse_args(argv):
     p.add_argument("--nms-threshold", type=float, default=0.5)
     p.add_argument("--detections", type=int, default=100, help="kept per image")
     p.add_argument("--detections-out", metavar="FILE", help="also write the detections (COCO result format)")
+    p.add_argument("--dump-only", action="store_true", help="write --detections-out and score nothing")
     args = p.parse_args(argv)
+    if args.dump_only and not args.detections_out:
+        p.error("--dump-only needs --detections-out")
     if args.batch_size < 1 or args.detections < 1:
         p.error("--batch-size and --detections must be at least 1")
     return args
@@ -58,6 +63,8 @@ def _to_coco(result, scale, original, cat_ids, probs, paste):
         masks = paste(probs, boxes, h0, w0).cpu().numpy()
     out = []
     for k, (box, s, label) in enumerate(zip(boxes.tolist(), result["scores"].tolist(), result["labels"].tolist())):
+        if not 1 <= label <= len(cat_ids):
+            continue        # a class the annotations have no category for (a model of more classes): never right
         x0, y0, x1, y1 = box
         det = {"category_id": cat_ids[label - 1], "bbox": [round(x0, 2), round(y0, 2), round(x1 - x0, 2),
                                                            round(y1 - y0, 2)], "score": round(s, 5)}
@@ -143,10 +150,17 @@ def run(args, out):
             detections.append(det)
     seconds = time.perf_counter() - started
     iou_types = ["bbox", "segm"] if cfg.model.name == "mask" else ["bbox"]
-    figures = cocometrics.score(cocometrics.ground_truth(ann_file), detections, iou_types)
     if args.detections_out:
-        with open(args.detections_out, "w", encoding="utf-8") as fh:
+        tmp = args.detections_out + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(detections, fh)
+        os.replace(tmp, args.detections_out)
+    if args.dump_only:
+        line = dict(model=MODELS[cfg.model.name], weights=args.weights, annotations=ann_file, images=len(records),
+                    detections=len(detections), seconds=round(seconds, 2), out=args.detections_out)
+        print(json.dumps(line, sort_keys=True), file=out, flush=True)
+        return line
+    figures = cocometrics.score(cocometrics.ground_truth(ann_file), detections, iou_types)
     line = dict(figures, model=MODELS[cfg.model.name], weights=args.weights, annotations=ann_file,
                 images=len(records), detections=len(detections), seconds=round(seconds, 2))
     print(json.dumps(line, sort_keys=True), file=out)

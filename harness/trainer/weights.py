@@ -1,6 +1,6 @@
 """Seeded initial weights shared by every framework of a cell: make, check, load, export.
 
-    python -m harness.trainer.weights make MODEL --out FILE --seed S
+    python -m harness.trainer.weights make MODEL --out FILE --seed S [--depth 18]
     python -m harness.trainer.weights check MODEL FILE
 
 A file holds torchvision's layout (harness/drivers/weights_map.py, the one home of the layout:
@@ -22,12 +22,13 @@ from harness.drivers.weights_map import MODELS, WeightsError, check, reference_m
 TRAINER_MODELS = {"retina": "retinanet", "faster": "faster_rcnn", "mask": "mask_rcnn"}
 
 
-def make(model, seed):
-    """The torchvision-layout initial state of `model` for `seed` (same on every CPU run)."""
+def make(model, seed, depth=50):
+    """The torchvision-layout initial state of `model` on a ResNet-`depth` FPN for `seed` (same on
+    every CPU run)."""
     import torch
     from torchvision.ops.misc import FrozenBatchNorm2d
     torch.manual_seed(seed)
-    net = reference_model(model)
+    net = reference_model(model, depth)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for _, module in sorted(net.named_modules()):
@@ -90,9 +91,9 @@ def save(path, model, seed, state):
 load_into = weights_map.load      # (net, path, model, framework) -> tensors loaded
 
 
-def export(net, framework, model):
+def export(net, framework, model, depth=50):
     """`net`'s state in torchvision's layout (what load_into would turn back into it)."""
-    reference = reference_model(model).state_dict()
+    reference = reference_model(model, depth).state_dict()
     return weights_map.from_framework(net.state_dict(), framework, model, reference)
 
 
@@ -103,6 +104,7 @@ def parse_args(argv):
     mk.add_argument("model")
     mk.add_argument("--out", required=True)
     mk.add_argument("--seed", type=int, default=0)
+    mk.add_argument("--depth", type=int, default=50, choices=weights_map.DEPTHS, help="ResNet depth of the backbone")
     ck = sub.add_parser("check", help="refuse a file that does not fit MODEL")
     ck.add_argument("model")
     ck.add_argument("file")
@@ -116,8 +118,9 @@ def main(argv=None):
             raise WeightsError("unknown model %r (known: %s)" % (args.model, ", ".join(MODELS)))
         if args.action == "make":
             writable(args.out)
-            save(args.out, args.model, args.seed, make(args.model, args.seed))
-            print("wrote %s: %s, seed %d, torchvision layout" % (args.out, args.model, args.seed))
+            save(args.out, args.model, args.seed, make(args.model, args.seed, args.depth))
+            print("wrote %s: %s, ResNet-%d FPN, seed %d, torchvision layout" % (
+                args.out, args.model, args.depth, args.seed))
         else:
             n = check(args.file, args.model)
             print("%s: %s weights, %d tensors, fit" % (args.file, args.model, n))

@@ -18,11 +18,10 @@ from harness import run as run_mod
 from harness.errors import UserError
 from harness.frameworks import FRAMEWORKS
 from harness.frameworks.base import TrialContext
-from harness.launch import envs
 from harness.measure import scrapers
 from harness.results.store import Store
 from harness.plan import datasets
-from tests.conftest import need_service
+from tests.support.services import need_env
 
 EFFDET = FRAMEWORKS["effdet"]
 COCO = {"annotations": "/d/coco/annotations/instances_train.json", "images": "/d/coco/images"}
@@ -153,7 +152,7 @@ VALUE = re.compile(r"Time: (\d+\.\d{3})s, ")
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_a_real_trial_is_scraped_over_its_window(tmp_path):
-    need_service(envs.is_built(EFFDET.env), "the effdet env is not built (run `detbench env build effdet`)")
+    need_env("effdet")
     ann, images = datasets.make_coco(tmp_path / "coco", images=4, size=(128, 256))
     path = tmp_path / "s.yaml"
     path.write_text(SCENARIO.format(ann=ann, images=images))

@@ -3,6 +3,7 @@ post-processing the scenario asks for, and the settings each adapter claims real
 
 Needs the envs built by .ci/provision-rivals.sh; without them the tests skip (and fail under
 DETBENCH_REQUIRE_SERVICES=1)."""
+import dataclasses
 import json
 import subprocess
 
@@ -12,9 +13,10 @@ from harness import jsonlog
 from harness.frameworks import FRAMEWORKS
 from harness.frameworks.base import TrialContext
 from harness.launch import envs
-from tests.conftest import need_service
+from tests.support.services import need_env
 
-RUNS = [(fw, model) for fw in ("torchvision", "mmdetection") for model in ("retinanet", "faster_rcnn", "mask_rcnn")]
+RUNS = [(fw, model) for fw in ("torchvision", "mmdetection", "detectron2")
+        for model in ("retinanet", "faster_rcnn", "mask_rcnn")]
 RUNS.append(("effdet", "efficientdet_d0"))
 # settings a driver's META line states, compared with what its adapter claims
 SHARED = ("images_per_device", "input_size", "precision", "score_threshold", "nms_threshold", "detections_per_image",
@@ -29,7 +31,7 @@ def lines(text, prefix):
 @pytest.mark.parametrize("fw,model", RUNS)
 def test_a_rival_driver_times_every_batch_and_runs_what_its_adapter_claims(fw, model):
     spec = FRAMEWORKS[fw].env
-    need_service(envs.is_built(spec), "the %s env is not built (run `detbench env build %s`)" % (fw, fw))
+    need_env(fw)
     ctx = TrialContext(framework=fw, model=model, precision="fp32", gpus=1, nodes=1, batch_per_gpu=2,
                        input_size=(128, 128) if fw == "effdet" else (96, 128), iterations=3, data=None,
                        python=envs.python_for(spec), env={"OMP_NUM_THREADS": "2"},
@@ -69,9 +71,10 @@ def test_the_drivers_take_the_common_flags():
                        input_size=(320, 320), iterations=12, data=None, python="/env/bin/python",
                        weights="/w/retinanet.pt",
                        inference={"score_threshold": 0.05, "nms_threshold": 0.5, "detections_per_image": 100})
-    for fw in ("torchvision", "mmdetection"):
-        argv = FRAMEWORKS[fw].argv(ctx)
-        assert argv[0] == "/env/bin/python" and argv[1].endswith(("torchvision_infer.py", "mmdet_infer.py"))
+    for fw in ("torchvision", "mmdetection", "detectron2"):
+        argv = FRAMEWORKS[fw].argv(dataclasses.replace(ctx, framework=fw))
+        assert argv[0] == "/env/bin/python" and argv[1].endswith(("torchvision_infer.py", "mmdet_infer.py",
+                                                                  "detectron2_infer.py"))
         flat = " ".join(argv[2:])
         assert "--model retinanet --batch-size 4 --batches 12 --input-size 320x320 --precision bf16" in flat
         assert "--score-threshold 0.05 --nms-threshold 0.5 --detections 100 --weights /w/retinanet.pt" in flat

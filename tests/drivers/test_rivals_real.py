@@ -2,7 +2,7 @@
 env and its own training code; the scraper must read every iteration it printed.
 
 Needs the envs built by .ci/provision-rivals.sh (`detbench env build torchvision` /
-`mmdetection`): skipped with a reason without them, failed under DETBENCH_REQUIRE_SERVICES=1.
+`mmdetection` / `detectron2`): skipped with a reason without them, failed under DETBENCH_REQUIRE_SERVICES=1.
 """
 import io
 import json
@@ -10,12 +10,10 @@ import json
 import pytest
 
 from harness.plan import datasets
-from harness.launch import envs
 from harness import jsonlog
 from harness import run as run_mod
-from harness.frameworks import FRAMEWORKS
 from harness.results.store import Store
-from tests.conftest import need_service
+from tests.support.services import need_env, need_service
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -41,10 +39,9 @@ options:
 """
 
 
-@pytest.mark.parametrize("fw", ["torchvision", "mmdetection"])
+@pytest.mark.parametrize("fw", ["torchvision", "mmdetection", "detectron2"])
 def test_real_trial_is_scraped_iteration_by_iteration(fw, tmp_path):
-    spec = FRAMEWORKS[fw].env
-    need_service(envs.is_built(spec), "the %s env is not built (run `detbench env build %s`)" % (fw, fw))
+    need_env(fw)
     ann, images = datasets.make_coco(tmp_path / "coco", images=4, size=(128, 128))
     path = tmp_path / "s.yaml"
     path.write_text(SCENARIO.format(fw=fw, ann=ann, images=images))
@@ -96,8 +93,7 @@ options:
 def test_the_three_frameworks_do_the_same_work_on_the_same_images(model, tmp_path):
     from harness.plan import weights
     for fw in ("torchvision", "mmdetection"):
-        need_service(envs.is_built(FRAMEWORKS[fw].env),
-                     "the %s env is not built (run `detbench env build %s`)" % (fw, fw))
+        need_env(fw)
     need_service(weights.available(), "torch is not installed here: no weights file can be made")
     ann, images = datasets.make_coco(tmp_path / "coco", images=6, size=(128, 128))
     start = tmp_path / ("%s.pt" % model)

@@ -17,7 +17,7 @@ from harness import jsonlog
 from harness.frameworks import FRAMEWORKS
 from harness.frameworks.base import TrialContext
 from harness.drivers import asrun
-from tests.conftest import need_service
+from tests.support.services import need_env
 
 COCO = {"annotations": "/d/ann.json", "images": "/d/img"}
 TWO_STAGE = ("faster_rcnn", "mask_rcnn")
@@ -378,11 +378,9 @@ options:
                                            ("effdet", "efficientdet_d0", [256, 256])])
 def test_a_real_trial_stores_the_settings_its_framework_ran_with(fw, model, size, tmp_path):
     from harness import run as run_mod
-    from harness.launch import envs
     from harness.results.store import Store
     from harness.plan import datasets
-    need_service(envs.is_built(FRAMEWORKS[fw].env), "the %s env is not built (run `detbench env build %s`)"
-                 % (fw, fw))
+    need_env(fw)
     ann, images = datasets.make_coco(tmp_path / "coco", images=3, size=tuple(size))
     path = tmp_path / "s.yaml"
     path.write_text(REAL.format(fw=fw, model=model, size=size, ann=ann, images=images))

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from harness.plan import platforms
 from harness.cli import main
 from harness.errors import UserError
-from tests.conftest import GOOD_SCENARIO
+from tests.support.scenarios import GOOD_SCENARIO
 from tests.plan.test_scenario_errors import CASES as LIBRARY_CASES
 
 pytestmark = pytest.mark.faults

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import GOOD_SCENARIO, need_service
+from tests.support.scenarios import GOOD_SCENARIO
+from tests.support.services import need_service
 from tests.support.cliproc import detbench, finish
 from tests.support.storerows import rows, statuses
 from tests.support.waiting import wait_for

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from harness.launch import engine
-from tests.conftest import need_service
+from tests.support.services import need_service
 from tests.launch.test_docker_backend import (CALIBRATE, detbench, finish, need_image, ours,
                                        running_trial_container, trial_rows)
 from tests.support.waiting import wait_for

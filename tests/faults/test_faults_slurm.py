@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import need_service
+from tests.support.services import need_service
 from tests.support.cliproc import detbench, error_lines, finish
 from tests.support.slurmjobs import our_jobs, stopped_on_a_lost_node
 from tests.support.storerows import rows, statuses

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import need_service
+from tests.support.services import need_service
 from tests.support.slurmjobs import our_jobs, run_id_of, stopped_on_a_lost_node
 from tests.support.cliproc import detbench, error_lines, finish
 from tests.support.storerows import rows, statuses

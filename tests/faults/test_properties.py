@@ -24,7 +24,7 @@ from harness.plan import scenario
 from harness import run as run_mod
 from harness.errors import UserError
 from harness.measure.records import IterationRecord, ScrapeError
-from tests.conftest import GOOD_SCENARIO
+from tests.support.scenarios import GOOD_SCENARIO
 from tests.scrapers.test_scraper_formats import CASES as FORMAT_CASES
 
 pytestmark = pytest.mark.faults

@@ -20,7 +20,7 @@ from html.parser import HTMLParser
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import GOOD_SCENARIO
+from tests.support.scenarios import GOOD_SCENARIO
 from harness import frameworks
 from harness.plan import platforms, scenario as scenario_mod
 from harness import launch

@@ -13,11 +13,10 @@ import pytest
 
 from harness import jsonlog
 from harness import run as run_mod
-from harness.errors import UserError
-from harness.launch import engine, images
+from harness.launch import images
 from harness.results.store import Store
 from harness.plan import datasets
-from tests.conftest import need_service
+from tests.support.services import need_docker, need_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.e2e]
 
@@ -46,8 +45,7 @@ options:
 
 @pytest.fixture(scope="module")
 def client():
-    need_service(engine.available(), "no Docker engine answers at %s (run .ci/provision-docker.sh)" % engine.where())
-    c = engine.connect()
+    c = need_docker()
     yield c
     c.close()
 
@@ -59,10 +57,7 @@ RIVALS = [("torchvision", "retinanet", 128, "exact"), ("effdet", "efficientdet_d
 
 @pytest.mark.parametrize("fw, model, width, kind", RIVALS, ids=[r[0] for r in RIVALS])
 def test_a_rival_trains_in_its_image_and_its_window_is_scraped(fw, model, width, kind, client, tmp_path):
-    try:
-        images.resolve(client, fw)
-    except UserError as exc:
-        need_service(False, str(exc))
+    need_image(client, fw)
     ann, folder = datasets.make_coco(tmp_path / "coco", images=4, size=(128, width))
     path = tmp_path / "s.yaml"
     path.write_text(SCENARIO.format(fw=fw, model=model, width=width, ann=ann, images=folder))

@@ -8,7 +8,7 @@ from harness.measure import scrapers
 from harness.frameworks import FRAMEWORKS
 from harness.frameworks.base import TrialContext
 from harness.measure.records import CUMULATIVE_MEAN, IterationRecord
-from harness.drivers import settings as normalized
+from harness.frameworks import settings as normalized
 
 OWN = {"calibrate", "detbench-trainer"}      # detbench's own programs; every other framework is a rival
 RIVALS = sorted(set(FRAMEWORKS) - OWN)
@@ -106,12 +106,12 @@ SAMPLES = {
                        "Train-RpnAcc=0.981232,",
     "effdet": "Train: 0 [   3/100 (  3%)]  Loss: 1.234567 (1.2500)  Time: 0.412s,   38.83/s  (0.420s,   38.10/s)  "
               "LR: 1.000e-02  Data: 0.012 (0.015)",
-    "detectron2": " eta: 0:01:00  iter: 39  total_loss: 1.104  time: 0.3716  data_time: 0.0132  lr: 0.00079922  "
+    "detectron2-cuda": " eta: 0:01:00  iter: 39  total_loss: 1.104  time: 0.3716  data_time: 0.0132  lr: 0.00079922  "
                   "max_mem: 3189M",
 }
 
 
-BANNERS = {"detectron2": "[11/21 05:00:00 d2.engine.train_loop]: Starting training from iteration 0"}
+BANNERS = {"detectron2-cuda": "[11/21 05:00:00 d2.engine.train_loop]: Starting training from iteration 0"}
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))
@@ -123,15 +123,15 @@ def test_each_scraper_reads_its_framework_with_the_declared_options(name):
     assert errors == [] and len(records) == 1 and isinstance(records[0], IterationRecord)
     if name in ("torchvision", "mmdetection"):
         assert records[0].span == 1                      # exact per-iteration figures
-    if name in ("maskrcnn-benchmark", "effdet", "detectron2"):   # running means, differenced exactly
+    if name in ("maskrcnn-benchmark", "effdet", "detectron2-cuda"):   # running means, differenced exactly
         assert records[0].kind == CUMULATIVE_MEAN
-    if name == "detectron2":   # the 0.3-era line: the mean of iterations 3..40
+    if name == "detectron2-cuda":   # the 0.3-era line: the mean of iterations 3..40
         assert (records[0].time_s, records[0].span) == (0.3716, 38)
 
 
-# --- equal work in the three frameworks that run here -------------------------------------
+# --- equal work in the frameworks that run here -------------------------------------
 
-HERE_THREE = ["detbench-trainer", "torchvision", "mmdetection"]
+HERE = ["detbench-trainer", "torchvision", "mmdetection", "detectron2"]
 SHARED_KEYS = {
     "retinanet": {"box_loss", "extra_levels_from"},
     "faster_rcnn": {"rpn_pre_nms_train", "rpn_post_nms_train", "rpn_batch_per_image", "rpn_positive_fraction",
@@ -142,9 +142,9 @@ SHARED_KEYS["mask_rcnn"] = SHARED_KEYS["faster_rcnn"] | {"mask_rois_per_image_ma
 
 
 @pytest.mark.parametrize("model", sorted(SHARED_KEYS))
-def test_the_three_frameworks_report_the_same_detection_settings(model):
+def test_the_frameworks_here_report_the_same_detection_settings(model):
     env = {"OMP_NUM_THREADS": "2"}
-    seen = {name: FRAMEWORKS[name].settings(ctx(name, model=model, env=env)) for name in HERE_THREE}
+    seen = {name: FRAMEWORKS[name].settings(ctx(name, model=model, env=env)) for name in HERE}
     for name, s in seen.items():
         assert SHARED_KEYS[model] | {"threads"} <= set(s), name
         assert s["threads"] == 2
@@ -153,6 +153,7 @@ def test_the_three_frameworks_report_the_same_detection_settings(model):
         assert len({json.dumps(v) for v in values.values()}) == 1, (key, values)
     if model != "retinanet":
         assert seen["mmdetection"]["rpn_post_nms_train"] == 2000   # not mmdet's config value, 1000
+        assert seen["detectron2"]["rpn_post_nms_train"] == 2000    # nor detectron2's, 1000
         assert seen["detbench-trainer"]["roi_align_sampling_ratio"] == 2
         assert seen["detbench-trainer"]["roi_align_aligned"] is False
 
@@ -377,7 +378,7 @@ def test_rivals_cpu_sets_every_compared_setting_equal_in_every_cell():
     root = pathlib.Path(__file__).resolve().parents[2]
     doc, _ = yamlfile.load(root / "scenarios" / "rivals-cpu.yaml")
     m = doc["matrix"]
-    assert set(m["framework"]) == set(HERE_THREE) and set(m["model"]) == set(SHARED_KEYS)
+    assert set(m["framework"]) == set(HERE) and set(m["model"]) == set(SHARED_KEYS)
     excluded = {(r["framework"], r.get("precision")) for r in doc["exclude"]}
     assert excluded == {("mmdetection", "bf16")}
     for model in m["model"]:

@@ -249,12 +249,12 @@ def test_maskrcnn_benchmark_skips_the_test_and_starts_from_random_weights():
     assert given[given.index("MODEL.WEIGHT") + 1] == "/w/r50.pkl"
 
 
-def test_detectron2_has_no_test_dataset_and_starts_from_random_weights():
-    argv = FRAMEWORKS["detectron2"].command(ctx("detectron2"))
+def test_detectron2_cuda_has_no_test_dataset_and_starts_from_random_weights():
+    argv = FRAMEWORKS["detectron2-cuda"].command(ctx("detectron2-cuda"))
     assert argv[argv.index("DATASETS.TEST") + 1] == "()"
     assert argv[argv.index("TEST.EVAL_PERIOD") + 1] == "0"
     assert argv[argv.index("MODEL.WEIGHTS") + 1] == ""
-    assert FRAMEWORKS["detectron2"].settings(ctx("detectron2"))["init"] == "random"
+    assert FRAMEWORKS["detectron2-cuda"].settings(ctx("detectron2-cuda"))["init"] == "random"
 
 
 @pytest.mark.parametrize("name", ["simpledet-mxnet", "mmdetection-v1", "maskrcnn-benchmark"])

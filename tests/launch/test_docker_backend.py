@@ -18,7 +18,7 @@ import pytest
 
 from harness.launch import engine, image_lock, images
 from harness.errors import UserError
-from tests.conftest import need_service
+from tests.support.services import need_service
 from tests.support.storerows import rows
 from tests.support.waiting import wait_for
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.frameworks import FRAMEWORKS, effdet as effdet_fw, mmdetection, torchvision as torchvision_fw
+from harness.frameworks import FRAMEWORKS, detectron2 as detectron2_fw, effdet as effdet_fw, mmdetection
+from harness.frameworks import torchvision as torchvision_fw
 from harness.vocab.pins import TELEMETRY
 from tests.conftest import need_service
 
@@ -175,7 +176,7 @@ def _pinned_in(recipe):
 
 
 @pytest.mark.parametrize("recipe, framework", [("mmdetection", mmdetection), ("torchvision", torchvision_fw),
-                                               ("effdet", effdet_fw)])
+                                               ("effdet", effdet_fw), ("detectron2", detectron2_fw)])
 def test_recipes_of_local_frameworks_match_their_env_pins(recipe, framework):
     pinned = dict(_pinned_in(recipe), **_requirements(recipe))
     for name, version in framework.ENV.pins.items():

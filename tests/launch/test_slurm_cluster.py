@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import need_service
+from tests.support.services import need_service
 from tests.support.slurmjobs import our_jobs, run_id_of
 from tests.support.storerows import rows
 from tests.support.waiting import wait_for

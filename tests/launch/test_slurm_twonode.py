@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import need_service
+from tests.support.services import need_service
 from tests.support.storerows import rows
 from harness.launch import slurm
 

@@ -61,7 +61,7 @@ def test_a_trial_runs_in_its_own_folder_not_in_the_checkout(tmp_path):
 @pytest.mark.parametrize("name, images, annotations, train_set", [
     ("maskrcnn-benchmark", "datasets/coco/train2014", "datasets/coco/annotations/instances_train2014.json",
      '("coco_2014_train",)'),
-    ("detectron2", "datasets/coco/train2017", "datasets/coco/annotations/instances_train2017.json",
+    ("detectron2-cuda", "datasets/coco/train2017", "datasets/coco/annotations/instances_train2017.json",
      '("coco_2017_train",)'),
 ])
 def test_the_dataset_is_linked_where_the_frameworks_catalog_looks(tmp_path, name, images, annotations, train_set):
@@ -79,7 +79,7 @@ def test_the_dataset_is_linked_where_the_frameworks_catalog_looks(tmp_path, name
     assert (work / images / "a.jpg").read_bytes() == b"jpeg"
 
 
-@pytest.mark.parametrize("name", ["maskrcnn-benchmark", "detectron2", "mmdetection"])
+@pytest.mark.parametrize("name", ["maskrcnn-benchmark", "detectron2-cuda", "mmdetection"])
 def test_a_framework_that_reads_coco_files_only_refuses_synthetic_data(name):
     with pytest.raises(UserError, match="%s reads COCO files only" % name):
         FRAMEWORKS[name].argv(ctx(name))
@@ -97,6 +97,7 @@ def test_a_link_stays_inside_the_working_directory_and_points_at_an_absolute_pat
 
 @pytest.mark.parametrize("name, arg", [
     ("maskrcnn-benchmark", "catalog://ImageNetPretrained/MSRA/R-50"),
+    ("detectron2-cuda", "detectron2://ImageNetPretrained/MSRA/R-50.pkl"),
     ("detectron2", "detectron2://ImageNetPretrained/MSRA/R-50.pkl"),
     ("mmdetection-v1", "torchvision://resnet50"),
     ("torchvision", "https://download.pytorch.org/models/resnet50-0676ba61.pth"),

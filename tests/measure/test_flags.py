@@ -3,6 +3,8 @@ from harness.measure import flags
 
 TEXTS = {
     "unstable": "unstable: repeats spread more than 7% ((max - min) / min)",
+    "bimodal": "bimodal: the repeats fall into two groups, the gap between them wider than either group's own "
+               "range (each group's median is in the notes)",
     "data-bound": "data-bound: data time is more than 10% of iteration time",
     "estimators-disagree": "the framework's own times and the log line timestamps disagree by more than 5%",
     "window-approximate": "approximate: the framework logs only window medians, running means that cannot "

@@ -97,7 +97,7 @@ def test_a_baseline_written_under_the_old_name_compares_with_a_new_run(tmp_path)
 
 
 def test_a_scenario_naming_simpledet_is_told_the_new_name(write_scenario):
-    from tests.conftest import GOOD_SCENARIO
+    from tests.support.scenarios import GOOD_SCENARIO
     path = write_scenario(GOOD_SCENARIO.replace("framework: [calibrate]", "framework: [simpledet]"))
     with pytest.raises(UserError) as err:
         load(str(path))

@@ -13,6 +13,7 @@ import runner
 from harness.plan import platforms
 from harness.cli import main
 from tests.support.fake_pynvml_source import fake_module
+from tests.support.scenarios import tiny_scenario
 
 TWO_SOCKETS = "\n\n".join(
     "processor\t: %d\nmodel name\t: Intel(R) Xeon(R) Platinum 8163 CPU @ 2.50GHz\nphysical id\t: %d\n"
@@ -97,24 +98,7 @@ def test_detect_text_shows_gpus_and_interconnect(monkeypatch):
     assert "NVLink on 1 of 1 pairs" in text and "GPU0  X     NV12" in text
 
 
-P2_SCENARIO = """\
-name: on-p2
-matrix:
-  framework: [calibrate]
-  model: [retinanet]
-  precision: [fp32]
-  platform: [P2]
-  gpus: [1]
-batch_per_gpu: 2
-input_size: [320, 320]
-warmup: 2
-measure: 8
-repeats: 1
-timeout_s: 30
-calibrate:
-  iteration_ms: 10
-  data_ms: 1
-"""
+P2_SCENARIO = tiny_scenario(name="on-p2", platform="P2", measure=8, repeats=1)
 
 
 def test_run_refuses_a_platform_this_host_is_not(tmp_path, write_scenario):

@@ -8,7 +8,7 @@ from harness import launch
 from harness.plan import scenario
 from harness.cli import main
 from harness.errors import UserError
-from tests.conftest import GOOD_SCENARIO
+from tests.support.scenarios import GOOD_SCENARIO
 
 
 def error_of(write_scenario, text):

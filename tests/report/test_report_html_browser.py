@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import need_service
+from tests.support.services import need_service
 from tests.support.htmlpage import Page
 from harness.cli import main
 

@@ -17,7 +17,7 @@ from harness.cli import main
 from harness.errors import UserError
 from harness.measure import stats
 from harness.results import store as store_mod
-from tests.conftest import GOOD_SCENARIO
+from tests.support.scenarios import GOOD_SCENARIO
 from tests.frameworks.test_inference import INFERENCE
 from tests.plan.test_names import NEW_KEY, schema_1_store
 

@@ -25,7 +25,7 @@ import pytest
 from harness import launch
 from harness.plan import scenario, yamlfile
 from harness.cli import main
-from tests.conftest import need_service
+from tests.support.services import need_service
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"

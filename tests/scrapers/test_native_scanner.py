@@ -20,7 +20,7 @@ from harness.measure.scrapers.detectron2 import Detectron2Scraper
 from harness.measure.scrapers.maskrcnn_benchmark import MaskrcnnScraper
 from harness.measure.scrapers.mmdet_v2 import MmcvScraper
 from harness.measure.scrapers.mmdet_v3 import MmengineScraper
-from tests.conftest import need_service
+from tests.support.services import need_service
 from tests.scrapers.fed import fed_line_by_line
 
 FIXTURES = Path(__file__).parent / "fixtures"

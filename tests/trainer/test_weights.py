@@ -26,7 +26,7 @@ from harness.drivers import torchvision_driver, weights_map  # noqa: E402
 from harness.drivers.weights_map import WeightsError  # noqa: E402
 from harness.trainer import weights  # noqa: E402
 from harness.trainer.config import load_config_module  # noqa: E402
-from tests.conftest import need_service  # noqa: E402
+from tests.support.services import need_service  # noqa: E402
 
 TRAINER_CONFIGS = {"retinanet": "retina_r50v1_fpn_1x", "faster_rcnn": "faster_r50v1_fpn_1x",
                    "mask_rcnn": "mask_r50v1_fpn_1x"}

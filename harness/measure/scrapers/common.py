@@ -28,18 +28,26 @@ rank 0 only (``clean_line``).
 Files are read in blocks of bounded size: a line longer than LINE_MAX, or a NUL byte
 (a file that is not text), ends the reading with a fatal ScrapeError at that line.
 """
+
 import gc
+import os
 import re
-from typing import Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Iterable, Iterator, List, Match, Optional, Pattern, Tuple, Type, Union
 
 from harness.measure.records import IterationRecord, ScrapeError
 
 try:  # harness/measure/scrapers/_fastscan.c, built by `pip install` when a C compiler is there
-    from harness.measure.scrapers import _fastscan
+    from harness.measure.scrapers import _fastscan  # type: ignore[attr-defined, unused-ignore]
 except ImportError:  # not built: the pure-Python paths give the same items
     _fastscan = None
 
 Item = Union[IterationRecord, ScrapeError]
+PathLike = Union[str, "os.PathLike[str]"]
+Problems = List[Tuple[int, str]]  # (line index, reason) where a reading stopped
+# _fastscan's scan: (scraper, block, pos, end, line, out) -> (pos, line), appending records to out
+NativeScan = Callable[[Any, bytes, int, int, int, List[Item]], Tuple[int, int]]
+IterScrape = Callable[..., Iterator[Item]]  # iter_scrape(lines, **options), iter_scrape_path(path, **options)
+Scrape = Callable[..., Tuple[List[IterationRecord], List[ScrapeError]]]  # scrape(lines, **options)
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 # Prefixes that launchers put before each line of a rank: torchrun --tee
@@ -52,13 +60,13 @@ JSON_AT_START_RE = re.compile(r"[^\S\n]*\{")
 JSON_AFTER_NL_RE = re.compile(r"\n[^\S\n]*\{")
 ERROR_TEXT_MAX = 200
 CHUNK_SIZE = 1 << 22
-LINE_MAX = 1 << 20     # bytes: a longer line is no log line, and reading stops there
+LINE_MAX = 1 << 20  # bytes: a longer line is no log line, and reading stops there
 # What last_iteration says to the compiled scanner while feed() must read every line (up
 # to a run's first record, a banner waits for its record, or the run's state is one only
 # Python computes): a value the scanner does not take, so it hands each line back.
 HANDOVER = 1 << 62
-RANKS_NEAR = 4         # logging periods: how soon a second process's records come again
-UNPLACED = "cannot be placed"   # in the reason of a record line whose iteration the log does not give
+RANKS_NEAR = 4  # logging periods: how soon a second process's records come again
+UNPLACED = "cannot be placed"  # in the reason of a record line whose iteration the log does not give
 
 
 def make_error(index: int, reason: str, text: str) -> ScrapeError:
@@ -66,7 +74,8 @@ def make_error(index: int, reason: str, text: str) -> ScrapeError:
     return ScrapeError(index, reason, text[:ERROR_TEXT_MAX])
 
 
-_HALF_UNITS = tuple(0.5 / 10 ** d for d in range(23))   # 0.5 / 10**d: correctly rounded, as _fastscan's
+# 0.5 / 10**d: correctly rounded, as _fastscan's
+_HALF_UNITS: Tuple[float, ...] = tuple(0.5 / 10**d for d in range(23))
 
 
 def half_unit(text: str) -> float:
@@ -74,9 +83,9 @@ def half_unit(text: str) -> float:
     the one it was rounded from. '0.3716' -> 5e-05, '12' -> 0.5, '1.5e-03' -> 5e-05;
     not a number ('nan', 'inf'): inf."""
     point = text.find(".")
-    if point >= 0:   # the usual shape, "0.3716": no exponent, digits after the point
+    if point >= 0:  # the usual shape, "0.3716": no exponent, digits after the point
         decimals = len(text) - point - 1
-        if decimals < 23 and text[point + 1:].isdigit() and text[:point].lstrip("+-").isdigit():
+        if decimals < 23 and text[point + 1 :].isdigit() and text[:point].lstrip("+-").isdigit():
             return _HALF_UNITS[decimals]
     text = text.strip()
     mantissa, sep, exponent = text.lower().partition("e")
@@ -89,10 +98,10 @@ def half_unit(text: str) -> float:
     point = mantissa.find(".")
     decimals = 0 if point < 0 else len(mantissa) - point - 1
     decimals -= shift
-    return 0.5 / 10 ** decimals if decimals >= 0 else 0.5 * 10 ** -decimals
+    return float(0.5 / 10**decimals if decimals >= 0 else 0.5 * 10**-decimals)
 
 
-def value_half_unit(value) -> float:
+def value_half_unit(value: object) -> float:
     """half_unit of a number as a JSON writer prints it (repr of a float, str of an int)."""
     if isinstance(value, str):
         return half_unit(value)
@@ -101,14 +110,14 @@ def value_half_unit(value) -> float:
     return half_unit(repr(value))
 
 
-def clean_line(line) -> Optional[str]:
+def clean_line(line: Union[str, bytes, bytearray]) -> Optional[str]:
     """Return the text of one log line as rank 0 printed it, or None for other ranks.
 
     Accepts str or bytes (decoded as UTF-8, bad bytes replaced). Drops the line end,
     keeps the last segment after a carriage return (progress-bar redraws), removes
     ANSI colour codes and strips a launcher's rank prefix.
     """
-    if line.__class__ is not str:
+    if not isinstance(line, str):
         if isinstance(line, (bytes, bytearray)):
             line = bytes(line).decode("utf-8", "replace")
         else:
@@ -117,7 +126,7 @@ def clean_line(line) -> Optional[str]:
         line = line[:-1]
     if "\r" in line:
         line = line.rstrip("\r")
-        line = line[line.rfind("\r") + 1:]
+        line = line[line.rfind("\r") + 1 :]
     if "\x1b" in line:
         line = ANSI_RE.sub("", line)
     if line and line[0] in "[0123456789":
@@ -126,11 +135,11 @@ def clean_line(line) -> Optional[str]:
             rank = m.group(1) or m.group(2) or m.group(3)
             if int(rank) != 0:
                 return None
-            line = line[m.end():]
+            line = line[m.end() :]
     return line
 
 
-def _cleaned(raw) -> Optional[str]:
+def _cleaned(raw: Union[str, bytes]) -> Optional[str]:
     """clean_line(raw), or None (the line is skipped) where cleaning fails: int() refuses
     a rank of more than 4300 digits."""
     try:
@@ -141,11 +150,10 @@ def _cleaned(raw) -> Optional[str]:
 
 def has_json_line(chunk: str) -> bool:
     """Whether some line of the chunk starts with '{' once leading whitespace is gone."""
-    return (JSON_AT_START_RE.match(chunk) is not None
-            or JSON_AFTER_NL_RE.search(chunk) is not None)
+    return JSON_AT_START_RE.match(chunk) is not None or JSON_AFTER_NL_RE.search(chunk) is not None
 
 
-def read_lines(path, problems: Optional[list] = None) -> Iterator[str]:
+def read_lines(path: "PathLike", problems: Optional[Problems] = None) -> Iterator[str]:
     """Stream a file line by line (binary read, UTF-8 with replacement), cleaned.
 
     Lines printed by ranks other than 0 come out as empty strings so that the
@@ -166,7 +174,7 @@ def read_lines(path, problems: Optional[list] = None) -> Iterator[str]:
     _stopped(problems, count, stops)
 
 
-def _stopped(problems, line: int, stops) -> None:
+def _stopped(problems: Optional[Problems], line: int, stops: List[str]) -> None:
     """Where a reading stopped, as (line index, reason): the line after those read."""
     if problems is not None and stops:
         problems.append((line, stops[0]))
@@ -184,8 +192,9 @@ def _long_line(block: bytes, end: int, limit: int) -> Optional[int]:
     return None
 
 
-def read_blocks(path, size: int = CHUNK_SIZE, stops: Optional[list] = None,
-                limit: int = LINE_MAX) -> Iterator[Tuple[bytes, int]]:
+def read_blocks(
+    path: "PathLike", size: int = CHUNK_SIZE, stops: Optional[List[str]] = None, limit: int = LINE_MAX
+) -> Iterator[Tuple[bytes, int]]:
     """Yield (block, end) where block[:end] is a run of whole lines of about ``size`` bytes.
 
     Each run but the last ends with '\\n'; the last one lacks it when the file does.
@@ -204,7 +213,7 @@ def read_blocks(path, size: int = CHUNK_SIZE, stops: Optional[list] = None,
                 block = rest + block
             end = block.rfind(b"\n") + 1
             nul = block.find(b"\0")
-            if nul >= 0:   # the lines before the NUL's line are read; reading stops there
+            if nul >= 0:  # the lines before the NUL's line are read; reading stops there
                 end = block.rfind(b"\n", 0, nul) + 1
             long = _long_line(block, end, limit)
             if long is None and (nul if nul >= 0 else len(block)) - end > limit:
@@ -214,8 +223,11 @@ def read_blocks(path, size: int = CHUNK_SIZE, stops: Optional[list] = None,
                 if stop:
                     yield block, stop
                 if stops is not None:
-                    stops.append("a line longer than %d bytes: not a log line" % limit if long is not None
-                                 else "a NUL byte: the file is not a text log")
+                    stops.append(
+                        "a line longer than %d bytes: not a log line" % limit
+                        if long is not None
+                        else "a NUL byte: the file is not a text log"
+                    )
                 return
             if end == 0:
                 rest = block
@@ -226,7 +238,9 @@ def read_blocks(path, size: int = CHUNK_SIZE, stops: Optional[list] = None,
         yield rest, len(rest)
 
 
-def read_chunks(path, size: int = CHUNK_SIZE, problems: Optional[list] = None) -> Iterator[Tuple[int, str]]:
+def read_chunks(
+    path: "PathLike", size: int = CHUNK_SIZE, problems: Optional[Problems] = None
+) -> Iterator[Tuple[int, str]]:
     """Yield (index of first line, text) for runs of whole lines of about ``size`` bytes.
 
     The text holds complete lines joined by '\\n' (the last one may lack it only at
@@ -242,7 +256,7 @@ def read_chunks(path, size: int = CHUNK_SIZE, problems: Optional[list] = None) -
     _stopped(problems, first, stops)
 
 
-def problem_errors(problems) -> List[ScrapeError]:
+def problem_errors(problems: Problems) -> List[ScrapeError]:
     """The fatal ScrapeErrors of what stopped a reading (read_blocks' problems)."""
     return [ScrapeError(line, reason, "", True) for line, reason in problems]
 
@@ -250,13 +264,42 @@ def problem_errors(problems) -> List[ScrapeError]:
 _tuple_new = tuple.__new__
 
 
-def new_record(iteration, line, time_s, data_time_s, span, kind, images_per_s=None,
-               images=None, memory_mb=None, loss=None, run=1, rounding=0.0, data_span=0,
-               data_kind=None) -> IterationRecord:
+def new_record(
+    iteration: int,
+    line: int,
+    time_s: Optional[float],
+    data_time_s: Optional[float],
+    span: int,
+    kind: str,
+    images_per_s: Optional[float] = None,
+    images: Optional[int] = None,
+    memory_mb: Optional[float] = None,
+    loss: Optional[float] = None,
+    run: int = 1,
+    rounding: float = 0.0,
+    data_span: int = 0,
+    data_kind: Optional[str] = None,
+) -> IterationRecord:
     """Build an IterationRecord without the keyword handling of its constructor."""
-    return _tuple_new(IterationRecord, (iteration, line, time_s, data_time_s, span, kind,
-                                        images_per_s, images, memory_mb, loss, run, rounding,
-                                        data_span, data_kind))
+    return _tuple_new(
+        IterationRecord,
+        (
+            iteration,
+            line,
+            time_s,
+            data_time_s,
+            span,
+            kind,
+            images_per_s,
+            images,
+            memory_mb,
+            loss,
+            run,
+            rounding,
+            data_span,
+            data_kind,
+        ),
+    )
 
 
 def to_float(text: str) -> float:
@@ -305,34 +348,36 @@ class Scraper:
     """
 
     key: str = ""
-    pattern = None
+    pattern: Optional[Pattern[str]] = None
     native: Optional[str] = None  # the format's scan function in _fastscan, if it has one
     banners: Tuple[str, ...] = ()
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.run = 1
-        self._last: Optional[IterationRecord] = None     # the run's last record
-        self._before: Optional[IterationRecord] = None   # and the one before it
-        self._banner = None        # (line index, start iteration or None) since the last record
-        self._python = False       # the run's figures are ones only feed() computes
-        self._repeat = None        # (line, line) of the run's last record, printed twice
-        self._went_back = None     # (iteration, line, line): the run began at a record of an iteration just logged
-        self._rises = 0            # records the run took since it began (the counter rising)
-        self._unplaced = False     # the run has a record line whose iteration the log does not give
+        self._last: Optional[IterationRecord] = None  # the run's last record
+        self._before: Optional[IterationRecord] = None  # and the one before it
+        # (line index, start iteration or None) since the last record
+        self._banner: Optional[Tuple[int, Optional[int]]] = None
+        self._python = False  # the run's figures are ones only feed() computes
+        self._repeat: Optional[Tuple[int, int]] = None  # (line, line) of the run's last record, printed twice
+        # (iteration, line, line): the run began at a record of an iteration just logged
+        self._went_back: Optional[Tuple[int, int, int]] = None
+        self._rises = 0  # records the run took since it began (the counter rising)
+        self._unplaced = False  # the run has a record line whose iteration the log does not give
 
     # what the compiled scanner reads (and writes back, which changes nothing: the
     # records it appends are taken up by saw_native)
     @property
     def last_iteration(self) -> int:
         if self._python or self._banner is not None or self._last is None or self._repeat is not None:
-            return HANDOVER   # begin() reads a run's first record: feed() sees the lines up to it
+            return HANDOVER  # begin() reads a run's first record: feed() sees the lines up to it
         return self._last.iteration
 
     @last_iteration.setter
-    def last_iteration(self, value) -> None:
+    def last_iteration(self, value: int) -> None:
         pass
 
-    def saw_native(self, out: list, first: int) -> None:
+    def saw_native(self, out: List[IterationRecord], first: int) -> None:
         """Take up the records the compiled scanner appended to ``out`` from ``first`` on."""
         self._rises += len(out) - first
         if len(out) - first >= 2:
@@ -342,14 +387,14 @@ class Scraper:
 
     def feed(self, line: str, index: int) -> Optional[Item]:
         """Turn one cleaned line into a record, an error, or None."""
-        if self.key in line:
+        if self.key in line and self.pattern is not None:
             m = self.pattern.search(line)
             if m is None:
                 return self.unmatched(line, index)
             return self.from_match(m, index)
         return self.banner(line, index)
 
-    def banner(self, line: str, index: int) -> None:
+    def banner(self, line: str, index: int) -> Optional[Item]:
         """Note a start banner (the next record begins a run); None: nothing to emit."""
         for text in self.banners:
             if text in line:
@@ -365,7 +410,7 @@ class Scraper:
         """A line has the key but not the record shape: an error unless overridden."""
         return make_error(index, "looks like a training record but does not parse", line)
 
-    def from_match(self, m, index: int) -> Optional[Item]:
+    def from_match(self, m: Match[str], index: int) -> Optional[Item]:
         raise NotImplementedError
 
     def fast_ok(self, chunk: str) -> bool:
@@ -384,7 +429,7 @@ class Scraper:
         """The record in its run, None for a repeated line, or a fatal error."""
         last = self._last
         if last is not None and self._banner is None and self._repeat is None and rec.iteration > last.iteration:
-            self._before, self._last = last, rec   # the usual case: the counter rises
+            self._before, self._last = last, rec  # the usual case: the counter rises
             self._rises += 1
             return rec
         banner = self._banner
@@ -397,27 +442,36 @@ class Scraper:
         elif rec.iteration <= last.iteration:
             before = self._before
             if rec.iteration == last.iteration and _same_figures(rec, last):
-                if self._repeat is None:   # read once; an error only if the run goes on after it
+                if self._repeat is None:  # read once; an error only if the run goes on after it
                     self._repeat = (last.line, rec.line)
                 return None
             if before is not None and rec.iteration == before.iteration and _same_figures(rec, before):
-                return None   # a line of the record before, again (another rank's copy)
+                return None  # a line of the record before, again (another rank's copy)
             if before is not None and before.iteration < rec.iteration < last.iteration:
-                return ScrapeError(rec.line, "records out of order: iteration %d on line %d comes after iteration "
-                                   "%d on line %d" % (rec.iteration, rec.line + 1, last.iteration, last.line + 1),
-                                   "", True, self.run)
+                return ScrapeError(
+                    rec.line,
+                    "records out of order: iteration %d on line %d comes after iteration "
+                    "%d on line %d" % (rec.iteration, rec.line + 1, last.iteration, last.line + 1),
+                    "",
+                    True,
+                    self.run,
+                )
             twin = self._twin_of(rec)
             if twin is not None and self._went_back is not None and self._near_went_back(rec):
                 it, a, b = self._went_back
-                return ScrapeError(rec.line, "records of several processes: iteration %d on lines %d and %d and "
-                                   "iteration %d on lines %d and %d carry different figures, and no rank prefix "
-                                   "says which process printed which (or a run crashed and resumed twice right "
-                                   "after logging: the log cannot tell; log from rank 0 only, or label the lines: "
-                                   "srun --label, torchrun --tee)" % (it, a + 1, b + 1, rec.iteration,
-                                                                       twin.line + 1, rec.line + 1),
-                                   "", True, self.run)
-            out = self._new_run(rec, None)   # the counter did not rise: a restarted process
-            if twin is not None:   # ... or a second process that logs the iterations just logged
+                return ScrapeError(
+                    rec.line,
+                    "records of several processes: iteration %d on lines %d and %d and "
+                    "iteration %d on lines %d and %d carry different figures, and no rank prefix "
+                    "says which process printed which (or a run crashed and resumed twice right "
+                    "after logging: the log cannot tell; log from rank 0 only, or label the lines: "
+                    "srun --label, torchrun --tee)" % (it, a + 1, b + 1, rec.iteration, twin.line + 1, rec.line + 1),
+                    "",
+                    True,
+                    self.run,
+                )
+            out = self._new_run(rec, None)  # the counter did not rise: a restarted process
+            if twin is not None:  # ... or a second process that logs the iterations just logged
                 self._went_back = (rec.iteration, twin.line, rec.line)
             return out
         elif self._repeat is not None:
@@ -425,8 +479,13 @@ class Scraper:
             first, second = self._repeat
             self._repeat = None
             self._before, self._last = last, rec
-            return ScrapeError(second, "iteration %d is logged twice: on line %d and on line %d"
-                               % (last.iteration, first + 1, second + 1), "", True, self.run)
+            return ScrapeError(
+                second,
+                "iteration %d is logged twice: on line %d and on line %d" % (last.iteration, first + 1, second + 1),
+                "",
+                True,
+                self.run,
+            )
         self._before, self._last = last, rec
         self._rises += 1
         return rec
@@ -436,10 +495,12 @@ class Scraper:
         at (a twin): a second process goes on logging beside the first, while a restarted run
         that later restarts again has run on for a while."""
         if self._rises > 1:
-            return False   # the run logged on after it began: a resumed run, not another process
-        last, before = self._last, self._before
+            return False  # the run logged on after it began: a resumed run, not another process
+        last, before, went_back = self._last, self._before, self._went_back
+        if last is None or went_back is None:
+            return False
         period = last.iteration - before.iteration if before is not None else 1
-        return rec.iteration - self._went_back[0] <= RANKS_NEAR * max(1, period)
+        return rec.iteration - went_back[0] <= RANKS_NEAR * max(1, period)
 
     def _twin_of(self, rec: IterationRecord) -> Optional[IterationRecord]:
         """The record among the run's last two of the same iteration as ``rec`` (whose
@@ -459,7 +520,7 @@ class Scraper:
             self._rises = 0
             self._before = self._last = None
             self._python, self._repeat, self._went_back = False, None, None
-        self._unplaced = True   # the run has a record line, placed or not: a banner after it begins the next
+        self._unplaced = True  # the run has a record line, placed or not: a banner after it begins the next
         return ScrapeError(index, reason, text[:ERROR_TEXT_MAX], False, self.run)
 
     def _new_run(self, rec: IterationRecord, start: Optional[int]) -> IterationRecord:
@@ -468,7 +529,7 @@ class Scraper:
         self._rises = 0
         self._unplaced = False
         self._python = False
-        self._repeat = None   # the run's last line came twice: a writer's last flush
+        self._repeat = None  # the run's last line came twice: a writer's last flush
         rec = self.begin(rec, start)
         self._before, self._last = None, rec
         return rec
@@ -481,7 +542,7 @@ def _safe_feed(scraper: Scraper, line: str, index: int) -> Optional[Item]:
         return make_error(index, "cannot parse: %s" % type(exc).__name__, line)
 
 
-def run_lines(scraper, lines: Iterable) -> Iterator[Item]:
+def run_lines(scraper: Scraper, lines: Iterable[Union[str, bytes]]) -> Iterator[Item]:
     """Feed lines one by one; yield records and errors in line order."""
     for index, raw in enumerate(lines):
         line = _cleaned(raw)
@@ -493,11 +554,16 @@ def run_lines(scraper, lines: Iterable) -> Iterator[Item]:
 
 
 def _needs_line_path(scraper: Scraper, chunk: str) -> bool:
-    return ("\r" in chunk or "\x1b" in chunk or RANK_RE.match(chunk) is not None
-            or RANK_AFTER_NL_RE.search(chunk) is not None or not scraper.fast_ok(chunk))
+    return (
+        "\r" in chunk
+        or "\x1b" in chunk
+        or RANK_RE.match(chunk) is not None
+        or RANK_AFTER_NL_RE.search(chunk) is not None
+        or not scraper.fast_ok(chunk)
+    )
 
 
-def _from_matches(scraper: Scraper, matches, chunk: str, first: int) -> List[Item]:
+def _from_matches(scraper: Scraper, matches: Iterable[Match[str]], chunk: str, first: int) -> List[Item]:
     """The items of one chunk's matches, built with the garbage collector paused.
 
     Records hold no reference cycles, so the collections that millions of new tuples
@@ -521,7 +587,7 @@ def _from_matches(scraper: Scraper, matches, chunk: str, first: int) -> List[Ite
             except Exception as exc:
                 end = chunk.find("\n", start)
                 bol = chunk.rfind("\n", 0, start) + 1
-                text = chunk[bol:end if end >= 0 else len(chunk)]
+                text = chunk[bol : end if end >= 0 else len(chunk)]
                 item = make_error(line, "cannot parse: %s" % type(exc).__name__, text)
             if item is not None:
                 append(item)
@@ -531,15 +597,15 @@ def _from_matches(scraper: Scraper, matches, chunk: str, first: int) -> List[Ite
     return out
 
 
-def native_scanner(scraper: Scraper):
+def native_scanner(scraper: Scraper) -> Optional[NativeScan]:
     """The compiled scan function for this scraper's format, or None (none, or not built)."""
     if _fastscan is None or not scraper.native:
         return None
-    return getattr(_fastscan, scraper.native)
+    scan: NativeScan = getattr(_fastscan, scraper.native)
+    return scan
 
 
-def _scan_block(scraper: Scraper, scan, block: bytes, end: int,
-                line: int) -> Tuple[List[Item], int]:
+def _scan_block(scraper: Scraper, scan: NativeScan, block: bytes, end: int, line: int) -> Tuple[List[Item], int]:
     """Items of the lines in block[:end] (the first is line ``line``) and the next index.
 
     The compiled scanner reads every line it can; each line it stops at (not plain
@@ -551,7 +617,7 @@ def _scan_block(scraper: Scraper, scan, block: bytes, end: int,
         first = len(out)
         pos, line = scan(scraper, block, pos, end, line, out)
         if len(out) > first:
-            scraper.saw_native(out, first)
+            scraper.saw_native(out, first)  # type: ignore[arg-type]  # the scanner appends records only
         if pos >= end:
             break
         stop = block.find(b"\n", pos, end)
@@ -566,8 +632,9 @@ def _scan_block(scraper: Scraper, scan, block: bytes, end: int,
     return out, line
 
 
-def run_path(scraper: Scraper, path, chunk_size: Optional[int] = None,
-             native: bool = True) -> Iterator[Item]:
+def run_path(
+    scraper: Scraper, path: "PathLike", chunk_size: Optional[int] = None, native: bool = True
+) -> Iterator[Item]:
     """Scrape a file streaming from disk; same output as ``run_lines`` fed the file's raw
     lines (each cleaned once: ``read_lines`` cleans too, so feeding its lines to
     ``run_lines`` cleans twice, which differs where one cleaning exposes another code or
@@ -581,14 +648,14 @@ def run_path(scraper: Scraper, path, chunk_size: Optional[int] = None,
     """
     size = chunk_size or CHUNK_SIZE
     scan = native_scanner(scraper) if native else None
-    problems: list = []
+    problems: Problems = []
     if scan is not None:
         stops: List[str] = []
-        line = 0
+        index = 0
         for block, end in read_blocks(path, size, stops):
-            items, line = _scan_block(scraper, scan, block, end, line)
+            items, index = _scan_block(scraper, scan, block, end, index)
             yield from items
-        _stopped(problems, line, stops)
+        _stopped(problems, index, stops)
         yield from problem_errors(problems)
         return
     pattern = scraper.pattern
@@ -603,10 +670,10 @@ def run_path(scraper: Scraper, path, chunk_size: Optional[int] = None,
         if chunk.endswith("\n"):
             lines.pop()
         for offset, raw in enumerate(lines):
-            line = _cleaned(raw)
-            if line is None:
+            text = _cleaned(raw)
+            if text is None:
                 continue
-            out = _safe_feed(scraper, line, first + offset)
+            out = _safe_feed(scraper, text, first + offset)
             if out is not None:
                 yield out
     yield from problem_errors(problems)
@@ -617,24 +684,25 @@ def collect(items: Iterable[Item]) -> Tuple[List[IterationRecord], List[ScrapeEr
     records: List[IterationRecord] = []
     errors: List[ScrapeError] = []
     for item in items:
-        if item.__class__ is IterationRecord:
+        if isinstance(item, IterationRecord):
             records.append(item)
         else:
             errors.append(item)
     return records, errors
 
 
-def entry_points(scraper_class):
+def entry_points(scraper_class: Type[Scraper]) -> Tuple[IterScrape, IterScrape, Scrape]:
     """The three functions every format module exposes, for one Scraper class."""
-    def iter_scrape(lines, **options):
+
+    def iter_scrape(lines: Iterable[Union[str, bytes]], **options: Any) -> Iterator[Item]:
         """Yield records and errors one by one (flat memory)."""
         return run_lines(scraper_class(**options), lines)
 
-    def iter_scrape_path(path, **options):
+    def iter_scrape_path(path: PathLike, **options: Any) -> Iterator[Item]:
         """Like iter_scrape over a file, with the chunked fast path."""
         return run_path(scraper_class(**options), path)
 
-    def scrape(lines, **options):
+    def scrape(lines: Iterable[Union[str, bytes]], **options: Any) -> Tuple[List[IterationRecord], List[ScrapeError]]:
         """Return (records, errors)."""
         return collect(iter_scrape(lines, **options))
 

@@ -27,8 +27,10 @@ not print: its records are then GLOBAL_MEAN (approximate). ``time`` carries 6 de
 Options: start_iter (0: a fresh run; a resumed run starts at its checkpoint's iteration + 1),
 log_period (20, fixed in TrainingStats).
 """
+
 import json
 import re
+from typing import Match, Optional
 
 from harness.measure.records import CUMULATIVE_MEAN, GLOBAL_MEAN, IterationRecord
 from harness.measure.scrapers import common
@@ -41,20 +43,20 @@ class DetectronScraper(common.Scraper):
     pattern = RECORD_RE
     banners = ("Called with args:",)
 
-    def __init__(self, start_iter=0, log_period=20):
+    def __init__(self, start_iter: int = 0, log_period: int = 20) -> None:
         super().__init__()
         self.log_period = int(log_period)
-        self.start_iter = int(start_iter)     # None: not known
+        self.start_iter: Optional[int] = int(start_iter)  # None: not known
         self.reset_at = self.start_iter + self.log_period
 
-    def span(self, it0):
+    def span(self, it0: int) -> int:
         """Iterations the running mean of 0-based iteration it0 covers."""
         if it0 <= self.reset_at:
-            return it0 - self.start_iter + 1
+            return it0 - (self.start_iter or 0) + 1  # asked only where the start is known
         return it0 - self.reset_at
 
-    def begin(self, rec, start):
-        if self.run > 1:   # a later process: it starts at 0 only if it logs iteration 0 first
+    def begin(self, rec: IterationRecord, start: Optional[int]) -> IterationRecord:
+        if self.run > 1:  # a later process: it starts at 0 only if it logs iteration 0 first
             self.start_iter = 0 if rec.iteration == 1 else None
             if self.start_iter is None:
                 rec = rec._replace(span=1, kind=GLOBAL_MEAN)
@@ -63,7 +65,7 @@ class DetectronScraper(common.Scraper):
                 rec = rec._replace(span=self.span(0), kind=CUMULATIVE_MEAN)
         return super().begin(rec, start)
 
-    def from_match(self, m, index):
+    def from_match(self, m: Match[str], index: int) -> Optional[common.Item]:
         try:
             stats = json.loads(m.group(1))
         except ValueError:
@@ -81,14 +83,17 @@ class DetectronScraper(common.Scraper):
             return common.make_error(index, "json_stats line lacks a readable iter or time", m.group(0))
         rounding = common.value_half_unit(stats["time"])
         if self.start_iter is None:
-            return self.accept(IterationRecord(it0 + 1, index, time_s, None, 1, GLOBAL_MEAN,
-                                               None, None, mem, loss, self.run, rounding))
+            return self.accept(
+                IterationRecord(it0 + 1, index, time_s, None, 1, GLOBAL_MEAN, None, None, mem, loss, self.run, rounding)
+            )
         span = self.span(it0)
         if span < 1 and (self._last is None or it0 + 1 > self._last.iteration):
-            return common.make_error(index, "iteration %d is before start_iter %d" % (it0, self.start_iter),
-                                     m.group(0))
-        return self.accept(IterationRecord(it0 + 1, index, time_s, None, max(span, 1), CUMULATIVE_MEAN,
-                                           None, None, mem, loss, self.run, rounding))
+            return common.make_error(index, "iteration %d is before start_iter %d" % (it0, self.start_iter), m.group(0))
+        return self.accept(
+            IterationRecord(
+                it0 + 1, index, time_s, None, max(span, 1), CUMULATIVE_MEAN, None, None, mem, loss, self.run, rounding
+            )
+        )
 
 
 # iter_scrape(lines) streams, iter_scrape_path(path) reads a file with the fast path,

@@ -33,20 +33,22 @@ warmup_iter). Objects without ``time`` (evaluation results) are skipped.
 
 Options: prefer ("global" or "last"), warmup_iter (3), window (20).
 """
+
 import json
 import re
+from typing import Match, Optional, Tuple
 
-from harness.measure.records import (CUMULATIVE_MEAN, GLOBAL_MEAN, ITERATION, WINDOW_MEAN, WINDOW_MEDIAN,
-                                     IterationRecord)
+from harness.measure.records import CUMULATIVE_MEAN, GLOBAL_MEAN, ITERATION, WINDOW_MEAN, WINDOW_MEDIAN, IterationRecord
 from harness.measure.scrapers import common
 
 RECORD_RE = re.compile(
     r"iter: (\d+)  [^\n]*? time: (\S+)  (?:last_time: (\S+)  )?(?:data_time: (\S+)  )?"
-    r"(?:last_data_time: (\S+)  )?")
+    r"(?:last_data_time: (\S+)  )?"
+)
 
 
 START_RE = re.compile(r"Starting training from iteration (\d+)")
-PERIOD = 20   # DefaultTrainer's PeriodicWriter
+PERIOD = 20  # DefaultTrainer's PeriodicWriter
 
 
 class Detectron2Scraper(common.Scraper):
@@ -55,20 +57,20 @@ class Detectron2Scraper(common.Scraper):
     native = "detectron2"
     banners = ("Starting training from iteration ",)
 
-    def __init__(self, prefer="global", warmup_iter=3, window=20):
+    def __init__(self, prefer: str = "global", warmup_iter: int = 3, window: int = 20) -> None:
         super().__init__()
         if prefer not in ("global", "last"):
             raise ValueError("prefer must be 'global' or 'last'")
         self.prefer_last = prefer == "last"
         self.warmup_iter = warmup_iter
         self.window = window
-        self.start = 0   # iterations done before this run's process started; None: not known
+        self.start: Optional[int] = 0  # iterations done before this run's process started; None: not known
 
-    def banner_start(self, line):
+    def banner_start(self, line: str) -> Optional[int]:
         m = START_RE.search(line)
         return int(m.group(1)) if m else None
 
-    def begin(self, rec, start):
+    def begin(self, rec: IterationRecord, start: Optional[int]) -> IterationRecord:
         if start is None:
             start = 0 if rec.iteration <= PERIOD or rec.kind == ITERATION else None
         if start != self.start:
@@ -77,10 +79,10 @@ class Detectron2Scraper(common.Scraper):
         if start is None and rec.data_time_s is not None:
             # how many iterations since its start the first data window holds is not known
             rec = rec._replace(data_time_s=None, data_span=0, data_kind=None)
-        self._python = start != 0   # the compiled scanner counts from iteration 0 only
+        self._python = start != 0  # the compiled scanner counts from iteration 0 only
         return super().begin(rec, start)
 
-    def rebuild(self, rec):
+    def rebuild(self, rec: IterationRecord) -> IterationRecord:
         """The record's spans and kind for this run's start."""
         it0 = rec.iteration - 1
         if rec.kind in (CUMULATIVE_MEAN, GLOBAL_MEAN):
@@ -91,61 +93,85 @@ class Detectron2Scraper(common.Scraper):
             return rec._replace(span=min(self.window, self._timed(it0)))
         return rec
 
-    def feed(self, line, index):
+    def feed(self, line: str, index: int) -> Optional[common.Item]:
         if line.lstrip().startswith("{"):
             return self.from_json(line, index)
         return super().feed(line, index)
 
-    def fast_ok(self, chunk):
+    def fast_ok(self, chunk: str) -> bool:
         return super().fast_ok(chunk) and not common.has_json_line(chunk)
 
-    def unmatched(self, line, index):
+    def unmatched(self, line: str, index: int) -> Optional[common.Item]:
         if " time: " not in line:
             return None  # before warmup there is no time to report
         return super().unmatched(line, index)
 
-    def _timed(self, it0):
+    def _timed(self, it0: int) -> int:
         n = it0 + 2 - self.warmup_iter - (self.start or 0)
         return n if n > 1 else 1
 
-    def _cumulative(self, it0):
+    def _cumulative(self, it0: int) -> Tuple[int, str]:
         if self.start is None:
             return 1, GLOBAL_MEAN
         return self._timed(it0), CUMULATIVE_MEAN
 
-    def _data_span(self, it0):
+    def _data_span(self, it0: int) -> int:
         n = it0 + 1 - (self.start or 0)
         return n if n < self.window else self.window
 
-    def from_match(self, m, index):
+    def from_match(self, m: Match[str], index: int) -> Optional[common.Item]:
         it0 = int(m.group(1))
         string = m.string
         start = m.start()
-        loss = common.field_after(string, "total_loss: ", start, m.end())
-        mem = common.field_after(string, "max_mem: ", m.end())
-        mem = None if mem is None else float(mem.rstrip("M"))
-        loss = None if loss is None else float(loss)
+        loss_text = common.field_after(string, "total_loss: ", start, m.end())
+        mem_text = common.field_after(string, "max_mem: ", m.end())
+        mem = None if mem_text is None else float(mem_text.rstrip("M"))
+        loss = None if loss_text is None else float(loss_text)
         last = m.group(3)
         if self.prefer_last and last is not None:
             data = m.group(5)
             rounding = common.half_unit(last)
             if data is not None:
                 rounding = max(rounding, common.half_unit(data))
-            rec = IterationRecord(it0 + 1, index, float(last),
-                                  None if data is None else float(data), 1, ITERATION,
-                                  None, None, mem, loss, self.run, rounding)
-        else:   # data_time (group 4) is a 20-iteration window mean, not this running mean's
+            rec = IterationRecord(
+                it0 + 1,
+                index,
+                float(last),
+                None if data is None else float(data),
+                1,
+                ITERATION,
+                None,
+                None,
+                mem,
+                loss,
+                self.run,
+                rounding,
+            )
+        else:  # data_time (group 4) is a 20-iteration window mean, not this running mean's
             time_s, data = m.group(2, 4)
             rounding = common.half_unit(time_s)
             if data is not None:
                 rounding = max(rounding, common.half_unit(data))
             span, kind = self._cumulative(it0)
-            rec = IterationRecord(it0 + 1, index, float(time_s), None if data is None else float(data), span,
-                                  kind, None, None, mem, loss, self.run, rounding,
-                                  0 if data is None else self._data_span(it0), None if data is None else WINDOW_MEAN)
+            rec = IterationRecord(
+                it0 + 1,
+                index,
+                float(time_s),
+                None if data is None else float(data),
+                span,
+                kind,
+                None,
+                None,
+                mem,
+                loss,
+                self.run,
+                rounding,
+                0 if data is None else self._data_span(it0),
+                None if data is None else WINDOW_MEAN,
+            )
         return self.accept(rec)
 
-    def from_json(self, line, index):
+    def from_json(self, line: str, index: int) -> Optional[common.Item]:
         try:
             obj = json.loads(line)
         except ValueError:
@@ -160,11 +186,20 @@ class Detectron2Scraper(common.Scraper):
             data = obj.get("data_time")
             loss = obj.get("total_loss")
             span = min(self.window, self._timed(it0))
-            rec = IterationRecord(it0 + 1, index, time_s, None if data is None else float(data),
-                                  span, WINDOW_MEDIAN, None, None, None,
-                                  None if loss is None else float(loss), self.run,
-                                  max(common.value_half_unit(obj["time"]),
-                                      0.0 if data is None else common.value_half_unit(data)))
+            rec = IterationRecord(
+                it0 + 1,
+                index,
+                time_s,
+                None if data is None else float(data),
+                span,
+                WINDOW_MEDIAN,
+                None,
+                None,
+                None,
+                None if loss is None else float(loss),
+                self.run,
+                max(common.value_half_unit(obj["time"]), 0.0 if data is None else common.value_half_unit(data)),
+            )
         except (TypeError, ValueError):
             return common.make_error(index, "metrics.json record lacks a readable field", line)
         return self.accept(rec)

@@ -24,8 +24,10 @@ iteration = b; time_s = Latency / span (Latency is rounded to 10 ms).
 Epoch summaries (step (epoch,)) and run summaries (step ()) are skipped. The PARAMETER
 lines a trainer logs as it starts (its arguments: no fps) begin a run.
 """
+
 import json
 import re
+from typing import Any, Dict, Iterable, List, Optional
 
 from harness.measure.records import CUMULATIVE_MEAN, THROUGHPUT, IterationRecord
 from harness.measure.scrapers import common
@@ -33,29 +35,35 @@ from harness.measure.scrapers import common
 STEP_RE = re.compile(r"^DLL \S+ \S+ - (\(\d+, \d+, \d+\)|PARAMETER) (.*)$")
 METRIC_RE = re.compile(r"(\w+) : (\([^)]*\)|\[[^\]]*\]|\S+)(?: seconds)?")
 RESET_BATCH = 10
-STARTED = object()   # what a PARAMETER line without fps gives: a trainer's arguments
+STARTED = object()  # what a PARAMETER line without fps gives: a trainer's arguments
 
 
-def _train_record(step, data, index):
+def _train_record(step: Iterable[Any], data: Dict[str, Any], index: int) -> Optional[IterationRecord]:
     epoch, steps_per_epoch, batch = (int(x) for x in step)
     if "train_batch_time" not in data:
         return None
     reset = batch >= RESET_BATCH
     span = batch - RESET_BATCH + 1 if reset else batch + 1
-    data_time = data.get("train_data_time")   # since batch 0: after the reset, other iterations
+    data_time = data.get("train_data_time")  # since batch 0: after the reset, other iterations
     loss = data.get("train_loss")
     rounding = common.value_half_unit(data["train_batch_time"])
     if data_time is not None:
         rounding = max(rounding, common.value_half_unit(data_time))
     return IterationRecord(
-        epoch * steps_per_epoch + batch + 1, index, float(data["train_batch_time"]),
-        None if data_time is None else float(data_time), span, CUMULATIVE_MEAN,
-        loss=None if loss is None else float(loss), rounding=rounding,
+        epoch * steps_per_epoch + batch + 1,
+        index,
+        float(data["train_batch_time"]),
+        None if data_time is None else float(data_time),
+        span,
+        CUMULATIVE_MEAN,
+        loss=None if loss is None else float(loss),
+        rounding=rounding,
         data_span=batch + 1 if reset and data_time is not None else 0,
-        data_kind=CUMULATIVE_MEAN if reset and data_time is not None else None)
+        data_kind=CUMULATIVE_MEAN if reset and data_time is not None else None,
+    )
 
 
-def _fps_record(data, index):
+def _fps_record(data: Dict[str, Any], index: int) -> Optional[IterationRecord]:
     if "fps" not in data or "steps" not in data:
         return None
     first, last = (int(x) for x in data["steps"])
@@ -66,18 +74,19 @@ def _fps_record(data, index):
     time_s = None
     if latency is not None:
         time_s = float(str(latency).split()[0]) / span
-    return IterationRecord(last, index, time_s, None, span, THROUGHPUT, float(data["fps"]),
-                           rounding=common.value_half_unit(data["fps"]))
+    return IterationRecord(
+        last, index, time_s, None, span, THROUGHPUT, float(data["fps"]), rounding=common.value_half_unit(data["fps"])
+    )
 
 
-def _tuple(text):
+def _tuple(text: str) -> List[str]:
     return [x.strip() for x in text.strip("()[]").split(",") if x.strip()]
 
 
 class DlloggerScraper(common.Scraper):
     key = "DLL"
 
-    def feed(self, line, index):
+    def feed(self, line: str, index: int) -> Optional[common.Item]:
         start = line.find("DLL")
         if start < 0:
             return None
@@ -93,14 +102,15 @@ class DlloggerScraper(common.Scraper):
             return common.make_error(index, "unreadable dllogger record: %s" % exc, line)
         if rec is None:
             return None
-        if rec.__class__ is not IterationRecord:   # a trainer's arguments: a process starts
+        if not isinstance(rec, IterationRecord):  # a trainer's arguments: a process starts
             self._banner = (index, None)
             return None
         if rec.run != self.run:
             rec = rec._replace(run=self.run)
         return self.accept(rec)
 
-    def from_json(self, text, index):
+    def from_json(self, text: str, index: int) -> object:
+        """A record, STARTED (a trainer's arguments) or None."""
         obj = json.loads(text)
         if not isinstance(obj, dict) or obj.get("type", "LOG") != "LOG":
             return None
@@ -113,7 +123,8 @@ class DlloggerScraper(common.Scraper):
             return _fps_record(data, index) or STARTED
         return None
 
-    def from_stdout(self, line, index):
+    def from_stdout(self, line: str, index: int) -> object:
+        """A record, STARTED (a trainer's arguments) or None."""
         m = STEP_RE.match(line)
         if m is None:
             return None

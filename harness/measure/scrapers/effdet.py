@@ -15,14 +15,17 @@ an epoch's sum continues the previous epoch's when that epoch's last batch was l
 loss is this iteration's. train.py logs ``Scheduled epochs: N`` as each process starts: it
 begins a run (a resume starts at an epoch's first batch, so the meters need nothing more).
 """
+
 import re
+from typing import Match, Optional
 
 from harness.measure.records import CUMULATIVE_MEAN, IterationRecord
 from harness.measure.scrapers import common
 
 RECORD_RE = re.compile(
     r"Train: (\d+) \[ *(\d+)/(\d+) \( *\S+%\)\]  Loss: +(\S+) \( *\S+\)  "
-    r"Time: \S+s, +\S+/s  \( *(\S+)s, +\S+/s\)  LR: \S+  Data: \S+ \((\S+)\)")
+    r"Time: \S+s, +\S+/s  \( *(\S+)s, +\S+/s\)  LR: \S+  Data: \S+ \((\S+)\)"
+)
 
 
 class EffdetScraper(common.Scraper):
@@ -30,16 +33,27 @@ class EffdetScraper(common.Scraper):
     pattern = RECORD_RE
     banners = ("Scheduled epochs: ",)
 
-    def from_match(self, m, index):
+    def from_match(self, m: Match[str], index: int) -> Optional[common.Item]:
         batch = int(m.group(2))
         iteration = int(m.group(1)) * int(m.group(3)) + batch + 1
         time_s, data = m.group(5, 6)
-        rec = IterationRecord(iteration, index, float(time_s), float(data), batch + 1,
-                              CUMULATIVE_MEAN, None, None, None, float(m.group(4)), self.run,
-                              max(common.half_unit(time_s), common.half_unit(data)))
+        rec = IterationRecord(
+            iteration,
+            index,
+            float(time_s),
+            float(data),
+            batch + 1,
+            CUMULATIVE_MEAN,
+            None,
+            None,
+            None,
+            float(m.group(4)),
+            self.run,
+            max(common.half_unit(time_s), common.half_unit(data)),
+        )
         return self.accept(rec)
 
-    def unmatched(self, line, index):
+    def unmatched(self, line: str, index: int) -> Optional[common.Item]:
         if "Train: " not in line:
             return None  # evaluation ("Test: ...") lines
         return super().unmatched(line, index)

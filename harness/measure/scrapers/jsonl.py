@@ -4,8 +4,10 @@ Times are printed in full (rounding 0). Behind a launcher's rank prefix only ran
 are read. The `DETBENCH_META` line a workload prints as it
 starts, or an iteration that goes back, begins a run (harness.measure.scrapers.common).
 """
+
 import json
 import math
+from typing import Any, Iterable, Iterator, List, Optional, Tuple
 
 from harness import jsonlog
 from harness.measure.records import ITERATION, IterationRecord, ScrapeError
@@ -16,39 +18,47 @@ _PREFIX = jsonlog.ITER_PREFIX
 
 class _Runs(common.Scraper):
     """The run bookkeeping of common.Scraper for the DETBENCH_ITER lines."""
+
     banners = (jsonlog.META_PREFIX,)
 
 
-def _num(value):
+def _num(value: Any) -> Optional[float]:
     if value is None:
         return None
     value = float(value)
     return value if math.isfinite(value) else None
 
 
-def iter_scrape(lines, **_options):
+def iter_scrape(lines: Iterable[str], **_options: Any) -> Iterator[common.Item]:
     """Yield an IterationRecord or a ScrapeError for every ITER line (and a fatal error
     where a record is seen twice with other figures or out of order)."""
     runs = _Runs()
     for index, line in enumerate(lines):
         start = line.find(_PREFIX)
         if start > 0 and line[0] in "[0123456789" and common.RANK_RE.match(line):
-            line = common.clean_line(line)   # a launcher's rank prefix: rank 0's line, or another's
-            if line is None:
+            cleaned = common.clean_line(line)  # a launcher's rank prefix: rank 0's line, or another's
+            if cleaned is None:
                 continue
+            line = cleaned
             start = line.find(_PREFIX)
         if start < 0:
             if jsonlog.META_PREFIX in line:
                 runs.banner(line, index)
             continue
-        body = line[start + len(_PREFIX):]
+        body = line[start + len(_PREFIX) :]
         try:
             obj = json.loads(body)
             rec = IterationRecord(
-                iteration=int(obj[jsonlog.ITERATION]), line=index,
-                time_s=_num(obj[jsonlog.TIME_S]), data_time_s=_num(obj.get(jsonlog.DATA_TIME_S)),
-                kind=ITERATION, images=obj.get(jsonlog.IMAGES),
-                memory_mb=_num(obj.get(jsonlog.PEAK_MEM_MB)), loss=_num(obj.get(jsonlog.LOSS)), run=runs.run)
+                iteration=int(obj[jsonlog.ITERATION]),
+                line=index,
+                time_s=_num(obj[jsonlog.TIME_S]),
+                data_time_s=_num(obj.get(jsonlog.DATA_TIME_S)),
+                kind=ITERATION,
+                images=obj.get(jsonlog.IMAGES),
+                memory_mb=_num(obj.get(jsonlog.PEAK_MEM_MB)),
+                loss=_num(obj.get(jsonlog.LOSS)),
+                run=runs.run,
+            )
         # OverflowError: an iteration of 1e400; RecursionError: JSON nested thousands deep
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as exc:
             yield ScrapeError(index, "unreadable %s line: %s" % (_PREFIX.strip(), exc), line[:200])
@@ -58,8 +68,5 @@ def iter_scrape(lines, **_options):
             yield out
 
 
-def scrape(lines, **options):
-    records, errors = [], []
-    for item in iter_scrape(lines, **options):
-        (records if isinstance(item, IterationRecord) else errors).append(item)
-    return records, errors
+def scrape(lines: Iterable[str], **options: Any) -> Tuple[List[IterationRecord], List[ScrapeError]]:
+    return common.collect(iter_scrape(lines, **options))

@@ -22,15 +22,17 @@ a run starts at 0 when its first record lies within the first print period (20;
 checkpoints come far apart), otherwise its means have no known start and its records are
 GLOBAL_MEAN (approximate).
 """
+
 import re
+from typing import Match, Optional
 
 from harness.measure.records import CUMULATIVE_MEAN, GLOBAL_MEAN, IterationRecord
 from harness.measure.scrapers import common
 
 RECORD_RE = re.compile(r"iter: (\d+)  [^\n]*?time: \S+ \((\S+)\)  data: \S+ \((\S+)\)")
-PERIOD = 20   # do_train prints every 20 iterations
+PERIOD = 20  # do_train prints every 20 iterations
 LOADING = "Loading checkpoint from "
-SAVED_AT = re.compile(r"model_(\d{7})\.pth\s*$")   # do_train's name for the checkpoint of an iteration
+SAVED_AT = re.compile(r"model_(\d{7})\.pth\s*$")  # do_train's name for the checkpoint of an iteration
 
 
 class MaskrcnnScraper(common.Scraper):
@@ -39,42 +41,42 @@ class MaskrcnnScraper(common.Scraper):
     native = "maskrcnn"
     banners = ("Start training",)
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
-        self.known_start = True   # this run's meters start at iteration self.start
+        self.known_start = True  # this run's meters start at iteration self.start
         self.start = 0
-        self._loaded = None       # the iteration the last checkpoint loaded was saved at, where it says
+        self._loaded: Optional[int] = None  # the iteration the last checkpoint loaded was saved at, where it says
 
-    def banner(self, line, index):
+    def banner(self, line: str, index: int) -> Optional[common.Item]:
         at = line.find(LOADING)
         if at >= 0:
-            name = line[at + len(LOADING):].strip()
+            name = line[at + len(LOADING) :].strip()
             m = SAVED_AT.search(name)
             # do_train's own checkpoint resumes at its iteration; other weights start at 0
             self._loaded = int(m.group(1)) if m else (None if name.endswith("model_final.pth") else 0)
             return None
         return super().banner(line, index)
 
-    def banner_start(self, line):
+    def banner_start(self, line: str) -> Optional[int]:
         loaded, self._loaded = self._loaded, None
         return loaded
 
-    def fast_ok(self, chunk):
+    def fast_ok(self, chunk: str) -> bool:
         return super().fast_ok(chunk) and LOADING not in chunk
 
-    def begin(self, rec, start):
+    def begin(self, rec: IterationRecord, start: Optional[int]) -> IterationRecord:
         if start is not None and rec.iteration > start:
             self.known_start, self.start = True, start
         else:
             self.known_start, self.start = rec.iteration <= PERIOD, 0
-        self._python = not self.known_start or self.start != 0   # the compiled scanner counts from 0 only
+        self._python = not self.known_start or self.start != 0  # the compiled scanner counts from 0 only
         if self.known_start:
             rec = rec._replace(span=rec.iteration - self.start, kind=CUMULATIVE_MEAN)
         else:
             rec = rec._replace(span=1, kind=GLOBAL_MEAN)
         return super().begin(rec, start)
 
-    def from_match(self, m, index):
+    def from_match(self, m: Match[str], index: int) -> Optional[common.Item]:
         iteration = int(m.group(1))
         string = m.string
         start = m.start()
@@ -83,10 +85,19 @@ class MaskrcnnScraper(common.Scraper):
         time_s, data = m.group(2, 3)
         known = self.known_start
         rec = IterationRecord(
-            iteration, index, float(time_s), float(data), iteration - self.start if known else 1,
+            iteration,
+            index,
+            float(time_s),
+            float(data),
+            iteration - self.start if known else 1,
             CUMULATIVE_MEAN if known else GLOBAL_MEAN,
-            None, None, None if mem is None else float(mem), None if loss is None else float(loss), self.run,
-            max(common.half_unit(time_s), common.half_unit(data)))
+            None,
+            None,
+            None if mem is None else float(mem),
+            None if loss is None else float(loss),
+            self.run,
+            max(common.half_unit(time_s), common.half_unit(data)),
+        )
         return self.accept(rec)
 
 

@@ -8,10 +8,14 @@ Same timing semantics as mmdetection 2.x (see mmdet_v2): WINDOW_MEAN over the la
 ``interval`` iterations of the epoch, time includes data time, no CUDA sync. Losses
 are rank 0's own values (not all-reduced in this era). Options as in mmdet_v2.
 """
+
 from harness.measure.scrapers import common
 from harness.measure.scrapers.mmdet_v2 import MmcvScraper
 
 
 # iter_scrape(lines) streams, iter_scrape_path(path) reads a file with the fast path,
 # scrape(lines) returns (records, errors)
+iter_scrape: common.IterScrape
+iter_scrape_path: common.IterScrape
+scrape: common.Scrape
 iter_scrape, iter_scrape_path, scrape = common.entry_points(MmcvScraper)

@@ -30,8 +30,10 @@ iteration I or before mix the earlier process's times with its own: they keep th
 Options:
   window: the LogProcessor window_size (mmengine default 10, mmdet 3.x configs 50).
 """
+
 import json
 import re
+from typing import Match, Optional, Tuple
 
 from harness.measure.records import GLOBAL_MEAN, WINDOW_MEAN, IterationRecord
 from harness.measure.scrapers import common
@@ -39,7 +41,8 @@ from harness.measure.scrapers import common
 RESUMED_RE = re.compile(r"resumed epoch: \d+, iter: (\d+)")
 TEXT_RE = re.compile(
     r"(?:Epoch\(train\) *\[(\d+)\]\[ *(\d+)/(\d+)\]|Iter\(train\) *\[ *(\d+)/(\d+)\])"
-    r"  [^\n]*?  time: (\S+)  data_time: (\S+)  (?:memory: (\S+)  )?")
+    r"  [^\n]*?  time: (\S+)  data_time: (\S+)  (?:memory: (\S+)  )?"
+)
 
 
 WINDOW_RE = re.compile(r"LogProcessor'?,[^\n]*\bwindow_size=(\d+)")
@@ -52,37 +55,37 @@ class MmengineScraper(common.Scraper):
     native = "mmengine"
     banners = ("Checkpoints will be saved to ", "resumed epoch: ")
 
-    def __init__(self, window=None):
+    def __init__(self, window: Optional[int] = None) -> None:
         super().__init__()
         self.window = window
-        self._given = window is not None   # the option, or the log's config, says the window
-        self._start = 0                    # the iteration this run resumed from
-        self._mixing = False               # its records may still reach into the history it resumed
-        self._resumed = None               # the iteration a "resumed" line gave, until its run begins
+        self._given = window is not None  # the option, or the log's config, says the window
+        self._start = 0  # the iteration this run resumed from
+        self._mixing = False  # its records may still reach into the history it resumed
+        self._resumed: Optional[int] = None  # the iteration a "resumed" line gave, until its run begins
 
     @property
-    def _python(self):
+    def _python(self) -> bool:
         # the scanner reads only with a window, and knows nothing of a resumed history
         return self._handover or self.window is None or self._mixing
 
     @_python.setter
-    def _python(self, value):
+    def _python(self, value: bool) -> None:
         self._handover = value
 
-    def banner_start(self, line):
+    def banner_start(self, line: str) -> Optional[int]:
         # "resumed epoch: E, iter: I" comes before CheckpointHook's line: the run starts after I
         m = RESUMED_RE.search(line)
         if m:
             self._resumed = int(m.group(1))
         return self._resumed
 
-    def begin(self, rec, start):
+    def begin(self, rec: IterationRecord, start: Optional[int]) -> IterationRecord:
         self._resumed = None
         self._start = start or 0
         self._mixing = self._start > 0
         return super().begin(self._own(rec), start)
 
-    def _own(self, rec):
+    def _own(self, rec: IterationRecord) -> IterationRecord:
         """The record as this run's: without times where its window reaches into the history
         the run resumed (iterations up to self._start, timed by an earlier process)."""
         if not self._mixing or rec.kind != WINDOW_MEAN:
@@ -92,25 +95,25 @@ class MmengineScraper(common.Scraper):
             return rec
         return rec._replace(span=max(1, rec.iteration - self._start), time_s=None, data_time_s=None)
 
-    def feed(self, line, index):
+    def feed(self, line: str, index: int) -> Optional[common.Item]:
         if line.lstrip().startswith("{"):
             return self.from_json(line, index)
         if CONFIG_KEY in line and self.key not in line:
             m = WINDOW_RE.search(line)
-            if m:   # the config the log dumps: how it was written, whatever the option said
+            if m:  # the config the log dumps: how it was written, whatever the option said
                 self.window, self._given = max(1, int(m.group(1))), True
             return None
         return super().feed(line, index)
 
-    def fast_ok(self, chunk):
+    def fast_ok(self, chunk: str) -> bool:
         return super().fast_ok(chunk) and not common.has_json_line(chunk) and CONFIG_KEY not in chunk
 
-    def unmatched(self, line, index):
+    def unmatched(self, line: str, index: int) -> Optional[common.Item]:
         if "(val)" in line or "(test)" in line:
             return None
         return super().unmatched(line, index)
 
-    def _span_kind(self, iteration, epoch_end):
+    def _span_kind(self, iteration: int, epoch_end: bool) -> Tuple[int, str]:
         """(span, kind) of a record, setting the window from it where nothing says it yet."""
         if self.window is None:
             if epoch_end:
@@ -119,7 +122,7 @@ class MmengineScraper(common.Scraper):
             self.window = first if first > 0 else 1
         return (iteration if iteration < self.window else self.window), WINDOW_MEAN
 
-    def from_match(self, m, index):
+    def from_match(self, m: Match[str], index: int) -> Optional[common.Item]:
         epoch, inner, length, it = m.group(1, 2, 3, 4)
         if epoch is not None:
             iteration = (int(epoch) - 1) * int(length) + int(inner)
@@ -131,13 +134,22 @@ class MmengineScraper(common.Scraper):
         time_f, data_f = float(time_s), float(data_s)
         span, kind = self._span_kind(iteration, epoch is not None and inner == length)
         rec = IterationRecord(
-            iteration, index, time_f, data_f, span, kind, None, None,
+            iteration,
+            index,
+            time_f,
+            data_f,
+            span,
+            kind,
+            None,
+            None,
             None if mem is None else float(mem),
-            None if loss is None else float(loss), self.run,
-            max(common.half_unit(time_s), common.half_unit(data_s)))
+            None if loss is None else float(loss),
+            self.run,
+            max(common.half_unit(time_s), common.half_unit(data_s)),
+        )
         return self.accept(self._own(rec))
 
-    def from_json(self, line, index):
+    def from_json(self, line: str, index: int) -> Optional[common.Item]:
         try:
             obj = json.loads(line)
         except ValueError:
@@ -154,14 +166,24 @@ class MmengineScraper(common.Scraper):
             data = obj.get("data_time")
             mem = obj.get("memory")
             loss = obj.get("loss")
-            if self.window is None:   # no record of the JSON tells the window
+            if self.window is None:  # no record of the JSON tells the window
                 span, kind = 1, GLOBAL_MEAN
             else:
                 span, kind = min(self.window, iteration), WINDOW_MEAN
             rec = IterationRecord(
-                iteration, index, time_s, None if data is None else float(data), span, kind, None, None,
-                None if mem is None else float(mem), None if loss is None else float(loss), self.run,
-                max(common.value_half_unit(obj["time"]), 0.0 if data is None else common.value_half_unit(data)))
+                iteration,
+                index,
+                time_s,
+                None if data is None else float(data),
+                span,
+                kind,
+                None,
+                None,
+                None if mem is None else float(mem),
+                None if loss is None else float(loss),
+                self.run,
+                max(common.value_half_unit(obj["time"]), 0.0 if data is None else common.value_half_unit(data)),
+            )
         except (KeyError, TypeError, ValueError):
             return common.make_error(index, "JSON train scalars lack a readable field", line)
         return self.accept(self._own(rec))

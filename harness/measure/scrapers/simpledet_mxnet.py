@@ -22,39 +22,42 @@ Options:
   batches_per_epoch: needed to place old-format records of epochs after epoch 0 (the
     log does not print it); without it those lines become ScrapeErrors.
 """
+
 import collections
 import re
+from typing import Deque, Match, Optional
 
 from harness.measure.records import THROUGHPUT, IterationRecord
 from harness.measure.scrapers import common
 
 RECORD_RE = re.compile(
     r"(?:Epoch|Iter)\[(\d+)\] Batch \[(\d+)\]\t(?:Iter: (\d+)/\d+\tLr: \S+\t)?"
-    r"Speed: (\S+) samples/s")
+    r"Speed: (\S+) samples/s"
+)
 
 
-WORKER_LAG = 64   # records: how far behind rank 0 another worker's line may come
+WORKER_LAG = 64  # records: how far behind rank 0 another worker's line may come
 
 
 class SpeedometerScraper(common.Scraper):
     key = "Speed: "
     pattern = RECORD_RE
-    banners = ("total iter ",)   # detection_train.py, rank 0, as each process starts
+    banners = ("total iter ",)  # detection_train.py, rank 0, as each process starts
 
-    def __init__(self, frequent=None, batches_per_epoch=None):
+    def __init__(self, frequent: Optional[int] = None, batches_per_epoch: Optional[int] = None) -> None:
         super().__init__()
         self.frequent = frequent
         self.batches_per_epoch = batches_per_epoch
-        self._recent = collections.deque(maxlen=WORKER_LAG)
-        self.workers = False    # another worker's lines were seen
+        self._recent: Deque[int] = collections.deque(maxlen=WORKER_LAG)
+        self.workers = False  # another worker's lines were seen
 
-    def accept(self, rec):
+    def accept(self, rec: IterationRecord) -> Optional[common.Item]:
         if self._banner is not None:
-            self._recent.clear()   # a process starts: its iterations count anew
+            self._recent.clear()  # a process starts: its iterations count anew
         elif rec.iteration in self._recent:
             self.workers = True
-            return None   # another worker's line of an iteration already read
-        if self.workers:   # the records are of whichever worker printed first: no bound from the digits
+            return None  # another worker's line of an iteration already read
+        if self.workers:  # the records are of whichever worker printed first: no bound from the digits
             rec = rec._replace(rounding=float("inf"))
         elif self._last is not None and rec.iteration < self._last.iteration:
             self._recent.clear()
@@ -63,7 +66,7 @@ class SpeedometerScraper(common.Scraper):
             self._recent.append(rec.iteration)
         return out
 
-    def from_match(self, m, index):
+    def from_match(self, m: Match[str], index: int) -> Optional[common.Item]:
         epoch = int(m.group(1))
         batch = int(m.group(2))
         if self.frequent is None:
@@ -77,19 +80,33 @@ class SpeedometerScraper(common.Scraper):
             iteration = batch + 1
         else:
             return self.unplaced(
-                index, "a record after the first epoch " + common.UNPLACED + ": the log does not print the "
+                index,
+                "a record after the first epoch " + common.UNPLACED + ": the log does not print the "
                 "epoch length (give the iterations per epoch)",
-                _line_of(m))
-        rec = IterationRecord(iteration, index, None, None, self.frequent, THROUGHPUT,
-                              float(m.group(4)), None, None, None, self.run, common.half_unit(m.group(4)))
+                _line_of(m),
+            )
+        rec = IterationRecord(
+            iteration,
+            index,
+            None,
+            None,
+            self.frequent,
+            THROUGHPUT,
+            float(m.group(4)),
+            None,
+            None,
+            None,
+            self.run,
+            common.half_unit(m.group(4)),
+        )
         return self.accept(rec)
 
 
-def _line_of(m):
+def _line_of(m: Match[str]) -> str:
     text = m.string
     start = text.rfind("\n", 0, m.start()) + 1
     end = text.find("\n", m.end())
-    return text[start:end if end >= 0 else len(text)]
+    return text[start : end if end >= 0 else len(text)]
 
 
 # iter_scrape(lines) streams, iter_scrape_path(path) reads a file with the fast path,

@@ -32,7 +32,9 @@ and are not read.
 Options: steps_per_epoch (500, the FasterRCNN example's TRAIN.STEPS_PER_EPOCH), used only
 where the log prints no epoch lines.
 """
+
 import re
+from typing import Match, Optional, Tuple
 
 from harness.measure.records import THROUGHPUT, IterationRecord
 from harness.measure.scrapers import common
@@ -48,32 +50,35 @@ class TensorpackScraper(common.Scraper):
     pattern = RECORD_RE
     banners = ("] Argv: ",)
 
-    def __init__(self, steps_per_epoch=500):
+    def __init__(self, steps_per_epoch: int = 500) -> None:
         super().__init__()
         self.steps_per_epoch = int(steps_per_epoch)
         if self.steps_per_epoch < 1:
             raise ValueError("steps_per_epoch must be at least 1")
-        self.epochs = 0         # throughput lines of the run seen, read or not: one per epoch
-        self.epoch = None       # (global step, steps) of the epoch line the next throughput belongs to
-        self.epoch_step = None  # the global step of the run's last epoch line
-        self._counted = False   # the last record was placed by counting
+        self.epochs = 0  # throughput lines of the run seen, read or not: one per epoch
+        # (global step, steps) of the epoch line the next throughput belongs to
+        self.epoch: Optional[Tuple[int, int]] = None
+        self.epoch_step: Optional[int] = None  # the global step of the run's last epoch line
+        self._counted = False  # the last record was placed by counting
 
-    def feed(self, line, index):
+    def feed(self, line: str, index: int) -> Optional[common.Item]:
         if EPOCH_KEY in line:
-            return self.read_epoch(line, index)
+            self.read_epoch(line, index)
+            return None
         return super().feed(line, index)
 
-    def fast_ok(self, chunk):
+    def fast_ok(self, chunk: str) -> bool:
         return super().fast_ok(chunk) and EPOCH_KEY not in chunk
 
-    def read_epoch(self, line, index):
+    def read_epoch(self, line: str, index: int) -> None:
+        """Note an epoch line: the global step and steps of the epoch the next throughput belongs to."""
         m = EPOCH_RE.search(line)
         if m is None:
             return None
         epoch, step = int(m.group(1)), int(m.group(2))
         prev = self.epoch_step
         if prev is not None and step <= prev:
-            prev = None   # the step went back: the record that follows begins a run
+            prev = None  # the step went back: the record that follows begins a run
         if prev is not None:
             steps = step - prev
         elif epoch > 0 and step > 0 and step % epoch == 0:
@@ -84,18 +89,18 @@ class TensorpackScraper(common.Scraper):
         self.epoch_step = step
         return None
 
-    def begin(self, rec, start):
-        if self.run > 1 and self._counted:   # placed by counting: count this run from its start
+    def begin(self, rec: IterationRecord, start: Optional[int]) -> IterationRecord:
+        if self.run > 1 and self._counted:  # placed by counting: count this run from its start
             self.epochs = 1
             rec = rec._replace(iteration=self.steps_per_epoch)
         return super().begin(rec, start)
 
-    def unmatched(self, line, index):
+    def unmatched(self, line: str, index: int) -> Optional[common.Item]:
         self.epochs += 1
         self.epoch = None
         return super().unmatched(line, index)
 
-    def from_match(self, m, index):
+    def from_match(self, m: Match[str], index: int) -> Optional[common.Item]:
         self.epochs += 1
         value = m.group(1)
         self._counted = self.epoch is None
@@ -104,8 +109,20 @@ class TensorpackScraper(common.Scraper):
             self.epoch = None
         else:
             iteration, span = self.epochs * self.steps_per_epoch, self.steps_per_epoch
-        rec = IterationRecord(iteration, index, None, None, span, THROUGHPUT, float(value), None, None, None,
-                              self.run, common.half_unit(value))
+        rec = IterationRecord(
+            iteration,
+            index,
+            None,
+            None,
+            span,
+            THROUGHPUT,
+            float(value),
+            None,
+            None,
+            None,
+            self.run,
+            common.half_unit(value),
+        )
         return self.accept(rec)
 
 

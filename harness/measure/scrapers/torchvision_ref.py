@@ -16,14 +16,17 @@ it begins a run.
 
 Options: window (20).
 """
+
 import re
+from typing import Match, Optional
 
 from harness.measure.records import WINDOW_MEAN, IterationRecord
 from harness.measure.scrapers import common
 
 RECORD_RE = re.compile(
     r"Epoch: \[(\d+)\]  \[ *(\d+)/(\d+)\]  [^\n]*?time: (\S+)  data: (\S+)"
-    r"(?:  max mem: (\d+))?")
+    r"(?:  max mem: (\d+))?"
+)
 
 
 class TorchvisionScraper(common.Scraper):
@@ -31,16 +34,16 @@ class TorchvisionScraper(common.Scraper):
     pattern = RECORD_RE
     banners = ("Start training",)
 
-    def __init__(self, window=20):
+    def __init__(self, window: int = 20) -> None:
         super().__init__()
         self.window = window
 
-    def unmatched(self, line, index):
+    def unmatched(self, line: str, index: int) -> Optional[common.Item]:
         if "Epoch: [" not in line:
             return None  # evaluation ("Test:") or another header
         return super().unmatched(line, index)
 
-    def from_match(self, m, index):
+    def from_match(self, m: Match[str], index: int) -> Optional[common.Item]:
         i = int(m.group(2))
         iteration = int(m.group(1)) * int(m.group(3)) + i + 1
         loss = common.field_after(m.string, "  loss: ", m.start(), m.end())
@@ -48,10 +51,19 @@ class TorchvisionScraper(common.Scraper):
         window = self.window
         time_s, data = m.group(4, 5)
         rec = IterationRecord(
-            iteration, index, float(time_s), float(data),
-            i + 1 if i + 1 < window else window, WINDOW_MEAN, None, None,
-            None if mem is None else float(mem), None if loss is None else float(loss), self.run,
-            max(common.half_unit(time_s), common.half_unit(data)))
+            iteration,
+            index,
+            float(time_s),
+            float(data),
+            i + 1 if i + 1 < window else window,
+            WINDOW_MEAN,
+            None,
+            None,
+            None if mem is None else float(mem),
+            None if loss is None else float(loss),
+            self.run,
+            max(common.half_unit(time_s), common.half_unit(data)),
+        )
         return self.accept(rec)
 
 

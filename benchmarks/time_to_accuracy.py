@@ -1,0 +1,212 @@
+"""Time to accuracy: the bundled trainer against torchvision (and mmdetection where it has a recipe).
+
+Every framework trains the same ResNet-18 FPN detector from one `detbench weights make --depth 18`
+file on the train split of a generated learnable set, with one schedule, and each checkpoint's
+val-split detections are scored by the one shared COCOeval (an accuracy scenario run by
+`detbench accuracy run`; this script writes that scenario, runs it and reads the store). It
+prints the report's tables and PASS/FAIL for:
+
+  * time to target: the trainer's mean time to target <= 1/1.2 of each rival's;
+  * final AP: the trainer's mean final target metric within one seed standard deviation of
+    each rival's (not judged with one seed: there is no spread);
+  * bf16: the trainer's bf16 final metric within the seeds' spread of its fp32 one, only on a
+    CPU with avx512_bf16 kernels (or a GPU); otherwise it says it was not checked, and why.
+
+    python -m benchmarks.time_to_accuracy                 # retinanet, faster_rcnn; 3 seeds
+    python -m benchmarks.time_to_accuracy --quick         # retinanet, one seed, a few hundred iterations
+
+Rivals run in their pinned envs: `source scripts/env.sh; export DETBENCH_CACHE=...` first where
+those were built elsewhere. --threads sets OMP_NUM_THREADS for every framework (default 1: one
+intra-op thread plus one loader worker, two cores). Exit code 1 when a judged check fails.
+"""
+import argparse
+import os
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from harness.launch import accuracy as accuracy_run  # noqa: E402
+from harness.results.store import Store, new_run_id  # noqa: E402
+from harness.frameworks import accuracy as recipes  # noqa: E402
+from harness.launch import envs, hostcpu  # noqa: E402
+from harness import frameworks  # noqa: E402
+from harness.measure import accuracy as acc  # noqa: E402
+from harness.plan import learnable, weights  # noqa: E402
+from harness.report import accuracy as report  # noqa: E402
+from harness.report import build as report_build  # noqa: E402
+
+TRAINER = "detbench-trainer"
+SPEEDUP = 1.2
+# per model: (target metric, value); chosen from measured curves (see docs/architecture.md)
+TARGETS = {"retinanet": ("bbox_AP50", 0.5), "faster_rcnn": ("bbox_AP50", 0.5), "mask_rcnn": ("segm_AP50", 0.5)}
+FULL = dict(iterations=1500, eval_every=250, warmup_iters=100, lr_steps=[1200], images=600, val_images=100,
+            seeds=[0, 1, 2], models=["retinanet", "faster_rcnn"])
+QUICK = dict(iterations=200, eval_every=50, warmup_iters=50, lr_steps=[], images=200, val_images=40,
+             seeds=[0], models=["retinanet"])
+QUICK_TARGET = 0.05    # a few hundred iterations from scratch: AP50 clearly above a random detector's 0
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m benchmarks.time_to_accuracy", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="one model, one seed, a few hundred iterations")
+    p.add_argument("--models", help="comma-separated (default: retinanet,faster_rcnn; --quick: retinanet)")
+    p.add_argument("--frameworks", default="detbench-trainer,torchvision,mmdetection")
+    p.add_argument("--iterations", type=int)
+    p.add_argument("--seeds", type=int, help="how many seeds (0, 1, ...)")
+    p.add_argument("--size", type=int, default=128, help="input side (square), also the images' size")
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--lr-per-image", type=float, default=0.00125)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--work", help="folder for data, weights, scenario and results (default: a temporary one)")
+    return p.parse_args(argv)
+
+
+def usable(name, out):
+    """Whether `name` can run an accuracy trial here: a recipe and, for a rival, its pinned env."""
+    if name not in recipes.RECIPES:
+        out.write("# %s: not run: %s\n" % (name, recipes.why_not(name)))
+        return False
+    fw = frameworks.FRAMEWORKS[name]
+    if fw.env is not None and not envs.is_built(fw.env):
+        out.write("# %s: not run: its pinned env is not built here (detbench env build %s)\n" % (name, name))
+        return False
+    return True
+
+
+def bf16_here():
+    """(whether this CPU runs bf16 natively, why not)."""
+    name, flags = hostcpu.cpu()
+    if hostcpu.has_bf16_kernels(flags):
+        return True, ""
+    return False, "this CPU (%s) has no avx512_bf16: torch would emulate bf16, whose curve says nothing of the " \
+                  "trainer" % (name or "unknown")
+
+
+def write_scenario(path, names, models, settings, args, data, weight_files, target_value, bf16=False):
+    lines = ["name: time-to-accuracy%s" % ("-quick" if args.quick else ""), "mode: accuracy",
+             "matrix:", "  framework: [%s]" % ", ".join(names), "  model: [%s]" % ", ".join(models),
+             "  precision: [%s]" % ("fp32, bf16" if bf16 else "fp32"), "batch_per_gpu: %d" % args.batch,
+             "input_size: [%d, %d]" % (args.size, args.size),
+             "env: {OMP_NUM_THREADS: \"%d\"}" % args.threads, "weights:"]
+    lines += ["  %s: %s" % (m, weight_files[m]) for m in models]
+    lines += ["accuracy:", "  data: %s" % data, "  iterations: %d" % settings["iterations"],
+              "  eval_every: %d" % settings["eval_every"], "  lr_per_image: %r" % args.lr_per_image,
+              "  warmup_iters: %d" % settings["warmup_iters"], "  lr_steps: %s" % settings["lr_steps"],
+              "  depth: 18", "  seeds: %s" % settings["seeds"], "  reference: torchvision" if "torchvision" in names
+              else "  reference: %s" % names[0], "  targets:"]
+    for m in models:
+        metric, value = TARGETS[m]
+        lines.append("    %s: {metric: %s, value: %r}" % (m, metric, target_value if target_value else value))
+    rivals = [n for n in names if n != TRAINER]
+    if bf16 and rivals:
+        lines.append("exclude:")
+        lines += ["  - {framework: %s, precision: bf16, reason: only the trainer's bf16 curve is compared}" % n
+                  for n in rivals]
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+def verdicts(block, out):
+    """PASS/FAIL lines of the trainer against each rival; True when none failed."""
+    rows = {r.framework: r for r in report.rows(block) if r.precision == "fp32"}
+    mine = rows.get(TRAINER)
+    ok = True
+    if mine is None:
+        out.write("%s: the bundled trainer has no result\n" % block.model)
+        return False
+    finals = {s.framework: s.finals() for s in block.series if s.precision == "fp32"}
+    for name, theirs in rows.items():
+        if name == TRAINER:
+            continue
+        if mine.time_to_target is None or theirs.time_to_target is None:
+            out.write("%s vs %s: time to target: FAIL (not reached by %s)\n" % (
+                block.model, name, " and ".join(n for n, r in ((TRAINER, mine), (name, theirs))
+                                                if r.time_to_target is None)))
+            ok = False
+        else:
+            limit = theirs.time_to_target.mean / SPEEDUP
+            good = mine.time_to_target.mean <= limit
+            ok &= good
+            out.write("%s vs %s: time to target %.1f s vs %.1f s (limit %.1f s, interpolated): %s\n" % (
+                block.model, name, mine.time_to_target.mean, theirs.time_to_target.mean, limit,
+                "PASS" if good else "FAIL"))
+        a = acc.spread([p.metric(block.metric) for p in finals[TRAINER].values()])
+        b = acc.spread([p.metric(block.metric) for p in finals[name].values()])
+        if a is None or b is None:
+            out.write("%s vs %s: final %s: FAIL (no final checkpoint scored)\n" % (block.model, name, block.metric))
+            ok = False
+        elif b.std is None:
+            out.write("%s vs %s: final %s %.3f vs %.3f: not judged (one seed: no seed spread)\n" % (
+                block.model, name, block.metric, a.mean, b.mean))
+        else:
+            good = abs(a.mean - b.mean) <= b.std
+            ok &= good
+            out.write("%s vs %s: final %s %.3f vs %.3f +- %.3f (one seed sd): %s\n" % (
+                block.model, name, block.metric, a.mean, b.mean, b.std, "PASS" if good else "FAIL"))
+    return ok
+
+
+def bf16_verdict(block, out):
+    """The trainer's bf16 final metric within the seeds' spread of its fp32 one; True when not failed."""
+    finals = {s.precision: s.finals() for s in block.series if s.framework == TRAINER}
+    a = acc.spread([p.metric(block.metric) for p in finals.get("fp32", {}).values()])
+    b = acc.spread([p.metric(block.metric) for p in finals.get("bf16", {}).values()])
+    if a is None or b is None:
+        out.write("%s: bf16 vs fp32: FAIL (a precision has no scored final checkpoint)\n" % block.model)
+        return False
+    if a.std is None:
+        out.write("%s: bf16 vs fp32 final %s %.3f vs %.3f: not judged (one seed: no seed spread)\n" % (
+            block.model, block.metric, b.mean, a.mean))
+        return True
+    good = abs(a.mean - b.mean) <= a.std
+    out.write("%s: bf16 vs fp32 final %s %.3f vs %.3f +- %.3f: %s\n" % (
+        block.model, block.metric, b.mean, a.mean, a.std, "PASS" if good else "FAIL"))
+    return good
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    out = sys.stdout
+    settings = dict(QUICK if args.quick else FULL)
+    if args.iterations:
+        settings["iterations"] = args.iterations
+        settings["eval_every"] = max(1, args.iterations // 4)
+    if args.seeds:
+        settings["seeds"] = list(range(args.seeds))
+    models = [m.strip() for m in args.models.split(",")] if args.models else settings["models"]
+    names = [n for n in (x.strip() for x in args.frameworks.split(",")) if n and usable(n, out)]
+    if TRAINER not in names:
+        raise SystemExit("the bundled trainer must be among --frameworks")
+    with tempfile.TemporaryDirectory(prefix="detbench-tta-") as tmp:
+        work = os.path.abspath(args.work or tmp)
+        data = os.path.join(work, "data")
+        learnable.make_learnable(data, images=settings["images"], val_images=settings["val_images"],
+                                 size=(args.size, args.size), seed=0)
+        files = {}
+        for m in models:
+            files[m] = os.path.join(work, "%s-r18.pt" % m)
+            if not os.path.isfile(files[m]):
+                weights.make(m, files[m], 0, 18)
+        scenario = os.path.join(work, "scenario.yaml")
+        bf16, why = bf16_here()
+        write_scenario(scenario, names, models, settings, args, data, files, QUICK_TARGET if args.quick else None,
+                       bf16=bf16)
+        results = os.path.join(work, "results")
+        run_id = accuracy_run.start(scenario, Store(results), new_run_id(), out=out)
+        rep = report_build.accuracy(results, run_id)
+        out.write("\n" + report.render_markdown(rep) + "\n")
+        status = 0
+        for block in rep.models:
+            status |= not verdicts(block, out)
+            if bf16:
+                status |= not bf16_verdict(block, out)
+        if not bf16:
+            out.write("bf16 vs fp32 curves of the trainer: not checked: %s\n" % why)
+        out.write("time to accuracy: %s%s\n" % ("PASS" if not status else "FAIL", " (quick)" if args.quick else ""))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""Runs an accuracy scenario (`mode: accuracy`): `detbench accuracy run --scenario FILE | --resume RUN`.
+
+Each runnable cell trains once per seed (one trial). A trial's training runs in its framework's
+environment with a checkpoint every `eval_every` iterations; every `checkpoint PATH` line is
+stored on arrival with the training wall seconds since the process started (plus, after a
+resume, the seconds the checkpoint it went on from stood for), and every logged loss is kept.
+When training ends, each checkpoint's val-split detections are written by the framework's own
+dump command and scored by the one shared COCOeval (`python -m harness.trainer.cocometrics`),
+so evaluation never counts as training time. A scored checkpoint file is removed, except the
+last one of the trial.
+
+The results store arrives as an argument (the command line opens it): this stage writes through
+its `create_run` and `accuracy()` tables and imports nothing of the results stage.
+
+`--resume RUN` goes on with the trials of RUN that are not done: a trial with a stored
+checkpoint whose file is still there trains on from it (the bundled trainer's `--resume`, the
+torchvision driver's `--resume`), one without starts again from the shared weights file.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Dict, List
+
+from harness import frameworks
+from harness.errors import UserError
+from harness.frameworks import accuracy as recipes
+from harness.frameworks.accuracy import trial_key
+from harness.launch import envs, hostcpu
+from harness.plan import accuracy as plan_accuracy
+from harness.plan import platforms, scenario as scenario_mod
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TRIALS_DIR = "accuracy"
+DUMP_TIMEOUT_S = 3600
+
+
+def _folder(results_dir: str, run_id: str, key: str) -> str:
+    return os.path.join(os.path.abspath(results_dir), TRIALS_DIR, run_id, key.replace("/", "_"))
+
+
+def _env(sc) -> Dict[str, str]:
+    env = dict(os.environ)
+    env.update(sc.env)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _python(name: str) -> str:
+    fw = frameworks.FRAMEWORKS[name]
+    return sys.executable if fw.env is None else envs.python_for(fw.env, require=False)
+
+
+def start(scenario_path: str, store, run_id: str, out=None) -> str:
+    """Plan, store and run an accuracy scenario into `store` (a results Store) as run `run_id`."""
+    from harness import launch
+    out = out or sys.stdout
+    results_dir = str(store.root)
+    sc = launch.load_scenario(scenario_path)
+    if sc.mode != plan_accuracy.ACCURACY:
+        raise UserError("%s: mode is %s: `detbench accuracy` runs mode: accuracy scenarios (use `detbench run`)"
+                        % (scenario_path, sc.mode))
+    planned = hostcpu.exclude_unmeasurable(scenario_mod.plan(sc))
+    runnable = [p.cell for p in planned if p.excluded is None]
+    if not runnable:
+        raise UserError("%s: no cell of this scenario can be measured on this host (%s)"
+                        % (scenario_path, next(p.excluded for p in planned if p.excluded)))
+    host = platforms.host_record([c.platform for c in runnable], force=False)
+    rows = [dict(cell_key=p.cell.key, framework=p.cell.framework, model=p.cell.model, precision=p.cell.precision,
+                 platform=p.cell.platform, gpus=p.cell.gpus, nodes=p.cell.nodes, batch_per_gpu=sc.batch_per_gpu,
+                 images_per_iteration=sc.batch_per_gpu, excluded=p.excluded) for p in planned]
+    store.create_run(run_id, sc.name, str(scenario_path), sc.model_dump_json(), "local", host, rows, [])
+    tables = store.accuracy()
+    trials = []
+    for seed in sc.accuracy.seeds:      # seed by seed: an interrupted run has whole seeds of every cell
+        for cell in runnable:
+            key = trial_key(cell.key, seed)
+            folder = _folder(results_dir, run_id, key)
+            trials.append(dict(trial_key=key, cell_key=cell.key, seed=seed, folder=folder,
+                               argv=_train_argv(sc, cell, seed, folder, None)))
+    tables.add_trials(run_id, trials)
+    out.write("accuracy run %s: %d trials (%d cells x %d seeds) of %s -> %s\n"
+              % (run_id, len(trials), len(runnable), len(sc.accuracy.seeds), sc.name, results_dir))
+    for p in planned:
+        if p.excluded:
+            out.write("# NA %s: %s\n" % (p.cell.key, p.excluded))
+    execute(store, run_id, sc, out)
+    return run_id
+
+
+def resume(run_id: str, store, out=None) -> str:
+    """Go on with the trials of accuracy run `run_id` of `store` that are not done."""
+    out = out or sys.stdout
+    run = store.read_run(run_id)
+    run_id = run.id
+    sc = run.scenario.validated()
+    if sc.mode != plan_accuracy.ACCURACY or not store.accuracy().trials(run_id):
+        raise UserError("run %s is not an accuracy run: resume it with `detbench run --resume`" % run_id)
+    execute(store, run_id, sc, out)
+    return run_id
+
+
+def _train_argv(sc, cell, seed, folder, resume_from):
+    python = _python(cell.framework)
+    return recipes.train_argv(cell.framework, cell.model, plan_accuracy.schedule(sc, cell, seed),
+                              plan_accuracy.split(sc.accuracy, "train"), sc.weights.get(cell.model) and
+                              os.path.abspath(sc.weights[cell.model]), os.path.join(folder, "checkpoints"),
+                              resume=resume_from, python=python)
+
+
+def execute(store, run_id: str, sc, out) -> None:
+    tables = store.accuracy()
+    pending = [t for t in tables.trials(run_id) if t["status"] != "done"]
+    for n, trial in enumerate(pending, 1):
+        cell = scenario_mod.Cell.from_key(str(trial["cell_key"]))
+        out.write("[%d/%d] %s seed %d\n" % (n, len(pending), cell.key, trial["seed"]))
+        out.flush()
+        try:
+            run_trial(tables, run_id, sc, cell, trial, out)
+        except TrialFailed as exc:
+            tables.set_status(run_id, str(trial["trial_key"]), "failed", str(exc))
+            out.write("  failed: %s\n" % exc)
+            continue
+        tables.set_status(run_id, str(trial["trial_key"]), "done")
+
+
+class TrialFailed(Exception):
+    pass
+
+
+def _resume_point(tables, run_id, key):
+    """(iteration, train seconds, checkpoint path) of the trial's last stored checkpoint whose file
+    is there, or None."""
+    for row in reversed(tables.checkpoints(run_id, key)):
+        if row["checkpoint"] and os.path.isfile(str(row["checkpoint"])):
+            return int(row["iteration"]), float(row["train_seconds"]), str(row["checkpoint"])
+    return None
+
+
+def run_trial(tables, run_id, sc, cell, trial, out) -> None:
+    key, folder, seed = str(trial["trial_key"]), str(trial["folder"]), int(trial["seed"])
+    schedule = plan_accuracy.schedule(sc, cell, seed)
+    os.makedirs(folder, exist_ok=True)
+    last = _resume_point(tables, run_id, key)
+    if last is None or last[0] < schedule.iterations:
+        offset = 0.0 if last is None else last[1]
+        argv = _train_argv(sc, cell, seed, folder, None if last is None else last[2])
+        if last is not None:
+            out.write("  resuming after iteration %d (%.1f s of training)\n" % (last[0], last[1]))
+        tables.set_status(run_id, key, "running")
+        _train(tables, run_id, key, argv, folder, offset, _env(sc))
+    _score(tables, run_id, sc, cell, key, schedule, folder, out)
+
+
+def _train(tables, run_id, key, argv, folder, offset, env) -> None:
+    losses: List[tuple] = []
+    tail: List[str] = []
+    started = time.perf_counter()
+    with open(os.path.join(folder, "log.txt"), "a", encoding="utf-8", buffering=1) as log, \
+            subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, errors="replace") as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            now = time.perf_counter()
+            log.write(line)
+            tail = (tail + [line.rstrip()])[-5:]
+            point = recipes.loss_of_line(line)
+            if point is not None:
+                losses.append(point)
+                continue
+            ck = recipes.checkpoint_of_line(line)
+            if ck is not None:
+                tables.add_losses(run_id, key, losses)
+                losses = []
+                tables.add_checkpoint(run_id, key, ck[0], round(offset + now - started, 3), ck[1])
+    tables.add_losses(run_id, key, losses)
+    if proc.returncode != 0:
+        raise TrialFailed("training exited with %d: %s" % (proc.returncode, " | ".join(t for t in tail if t)[-400:]))
+
+
+def _run(argv, env, what) -> Dict[str, object]:
+    try:
+        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=DUMP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise TrialFailed("%s did not finish within %d s" % (what, DUMP_TIMEOUT_S)) from None
+    if proc.returncode != 0:
+        said = [x for x in proc.stderr.splitlines() if x.strip()]
+        raise TrialFailed("%s exited with %d: %s" % (what, proc.returncode, said[-1] if said else ""))
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
+    return json.loads(lines[-1]) if lines else {}
+
+
+def _score(tables, run_id, sc, cell, key, schedule, folder, out) -> None:
+    python = _python(cell.framework)
+    val = plan_accuracy.split(sc.accuracy, "val")
+    env = _env(sc)
+    rows = tables.checkpoints(run_id, key)
+    if not rows or int(rows[-1]["iteration"]) != schedule.iterations:
+        raise TrialFailed("training ended without its last checkpoint (iteration %d)" % schedule.iterations)
+    for row in rows:
+        if row["bbox_ap"] is not None:
+            continue
+        path = str(row["checkpoint"])
+        if not os.path.isfile(path):
+            raise TrialFailed("checkpoint of iteration %d is gone (%s)" % (row["iteration"], path))
+        began = time.perf_counter()
+        dets = os.path.join(folder, "detections_%d.json" % row["iteration"])
+        _run(recipes.dump_argv(cell.framework, cell.model, schedule, path, val, dets, python=python), env,
+             "the detections dump")
+        figures = _run(recipes.score_argv(cell.model, val[0], dets), env, "the scoring")
+        point = tables.add_figures(run_id, key, int(row["iteration"]), float(row["train_seconds"]), figures,
+                                   round(time.perf_counter() - began, 2))
+        out.write("  iter %6d  train %8.1f s  bbox AP %.3f  AP50 %.3f%s\n" % (
+            point.iteration, point.train_seconds, point.bbox_AP, point.bbox_AP50,
+            "  segm AP %.3f  AP50 %.3f" % (point.segm_AP or 0, point.segm_AP50 or 0) if figures.get("segm") else ""))
+        out.flush()
+        if point.iteration != schedule.iterations:
+            os.unlink(path)
+

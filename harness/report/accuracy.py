@@ -1,0 +1,366 @@
+"""The time-to-accuracy report of one accuracy run: `detbench accuracy report`.
+
+Per model, the table of NVIDIA's EfficientDet training results in our own terms:
+
+    Framework | Precision | Batch | BBOX mAP (AP50) | Time to train | Time to target | Speedup
+
+with every figure the mean over the run's seeds: the final checkpoint's bbox AP and AP50 (segm
+for Mask R-CNN beside them), the training wall time to the last checkpoint, the time to the
+model's target (interpolated linearly between the checkpoints around the first crossing;
+"not reached" with the seeds that missed it) and the speedup in time to target against the
+scenario's reference framework. Then the stability table of the target metric over the seeds
+(`Seed 1..N | Mean | Standard deviation`), and, in HTML, the AP-vs-time and loss-vs-iteration
+curves per framework. Every table and figure carries its scope: CPU kind, input size,
+precision, batch, threads.
+"""
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from harness.measure import accuracy as acc
+from harness.vocab import catalog
+
+
+@dataclass
+class Series:
+    """One framework and precision of one model: a curve and a loss curve per seed."""
+
+    framework: str
+    precision: str
+    batch: int
+    curves: Dict[int, List[acc.AccuracyPoint]] = field(default_factory=dict)
+    losses: Dict[int, List[acc.LossPoint]] = field(default_factory=dict)
+    failed: Dict[int, str] = field(default_factory=dict)
+
+    def finals(self) -> Dict[int, acc.AccuracyPoint]:
+        out = {}
+        for seed, c in self.curves.items():
+            last = acc.final(c)
+            if last is not None:
+                out[seed] = last
+        return out
+
+
+@dataclass
+class ModelBlock:
+    model: str
+    metric: str
+    target: float
+    reference: Optional[str]
+    series: List[Series]
+    seeds: List[int]
+
+
+@dataclass
+class AccuracyReport:
+    run_id: str
+    scenario: str
+    scope: str
+    models: List[ModelBlock]
+
+
+def scope_of(host: Dict[str, Any], sc: Dict[str, Any]) -> str:
+    cpu = (host.get("cpu") or {}).get("model") or "unknown CPU"
+    isa = ((host.get("facts") or {}).get("cpu") or {}).get("isa") or []
+    threads = (sc.get("env") or {}).get("OMP_NUM_THREADS", "default")
+    size = "x".join(str(v) for v in sc.get("input_size") or [])
+    a = sc.get("accuracy") or {}
+    precision = ", ".join((sc.get("matrix") or {}).get("precision") or ["fp32"])
+    return "%s (%s), input %s, precision %s, batch %s, threads %s, ResNet-%s FPN, %s iterations, val split of %s" % (
+        cpu,
+        " ".join(isa) or "no ISA facts",
+        size,
+        precision,
+        sc.get("batch_per_gpu"),
+        threads,
+        a.get("depth"),
+        a.get("iterations"),
+        os.path.basename(str(a.get("data") or "").rstrip("/")),
+    )
+
+
+def from_records(
+    run: Any,
+    trials: List[Dict[str, Any]],
+    curves: Dict[str, List[acc.AccuracyPoint]],
+    losses: Dict[str, List[acc.LossPoint]],
+) -> AccuracyReport:
+    """The report of one accuracy run from what harness.report.build.accuracy read of the store:
+    the StoredRun, its accuracy trials, and each trial's checkpoint curve and loss curve by trial key."""
+    sc = run.scenario.document
+    host = run.host or {}
+    a = sc.get("accuracy") or {}
+    blocks: Dict[str, ModelBlock] = {}
+    by_cell: Dict[Tuple[str, str], Series] = {}
+    for trial in trials:
+        fw, model, precision = str(trial["cell_key"]).split("/")[:3]
+        target = (a.get("targets") or {}).get(model) or {"metric": "bbox_AP50", "value": 0.5}
+        block = blocks.setdefault(
+            model,
+            ModelBlock(
+                model, target["metric"], float(target["value"]), a.get("reference"), [], list(a.get("seeds") or [])
+            ),
+        )
+        s = by_cell.get((model, trial["cell_key"]))
+        if s is None:
+            s = by_cell[(model, trial["cell_key"])] = Series(fw, precision, int(sc.get("batch_per_gpu") or 0))
+            block.series.append(s)
+        key = str(trial["trial_key"])
+        seed = int(trial["seed"])
+        if trial["status"] == "failed":
+            s.failed[seed] = str(trial["reason"] or "failed")
+        s.curves[seed] = curves.get(key, [])
+        s.losses[seed] = acc.thin(losses.get(key, []))
+    return AccuracyReport(run.id, str(run.scenario_name), scope_of(host, sc), [blocks[m] for m in sorted(blocks)])
+
+
+# --- figures -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    framework: str
+    precision: str
+    batch: int
+    ap: Optional[acc.Spread]
+    ap50: Optional[acc.Spread]
+    segm: Optional[acc.Spread]
+    time_to_train: Optional[acc.Spread]
+    time_to_target: Optional[acc.Spread]
+    reached: int
+    seeds: int
+    speedup: Optional[float]
+
+
+def rows(block: ModelBlock) -> List[Row]:
+    out = []
+    for s in block.series:
+        finals = s.finals()
+        crossings = [acc.time_to_target(c, block.metric, block.target) for c in s.curves.values() if c]
+        reached = [c.seconds for c in crossings if c is not None]
+        out.append(
+            Row(
+                s.framework,
+                s.precision,
+                s.batch,
+                acc.spread([p.bbox_AP for p in finals.values()]),
+                acc.spread([p.bbox_AP50 for p in finals.values()]),
+                acc.spread([p.segm_AP50 for p in finals.values() if p.segm_AP50 is not None]),
+                acc.spread([p.train_seconds for p in finals.values()]),
+                acc.spread(reached) if len(reached) == len(s.curves) and reached else None,
+                len(reached),
+                len(s.curves),
+                None,
+            )
+        )
+    ref = next((r for r in out if r.framework == block.reference and r.precision == "fp32"), None) or next(
+        (r for r in out if r.framework == block.reference), None
+    )
+    for r in out:
+        if ref is not None and ref.time_to_target and r.time_to_target:
+            r.speedup = acc.speedup(ref.time_to_target.mean, r.time_to_target.mean)
+    return out
+
+
+def _num(spread: Optional[acc.Spread], fmt: str = "%.3f") -> str:
+    if spread is None:
+        return "-"
+    if spread.std is None:
+        return fmt % spread.mean
+    return (fmt + " +- " + fmt) % (spread.mean, spread.std)
+
+
+def _seconds(spread: Optional[acc.Spread]) -> str:
+    return "-" if spread is None else _num(spread, "%.1f") + " s"
+
+
+def main_table(block: ModelBlock) -> Tuple[List[str], List[List[str]]]:
+    metric_word = "SEGM mAP (AP50)" if block.metric.startswith("segm") else "BBOX mAP (AP50)"
+    head = ["Framework", "Precision", "Batch", "BBOX mAP (AP50)", "Time to train", "Time to target", "Speedup"]
+    if metric_word != head[3]:
+        head.insert(4, metric_word)
+    body = []
+    for r in rows(block):
+        cells = [
+            r.framework,
+            r.precision,
+            str(r.batch),
+            "-" if r.ap is None else "%s (%s)" % (_num(r.ap), _num(r.ap50)),
+        ]
+        if len(head) == 8:
+            cells.append(_num(r.segm))
+        ttt = _seconds(r.time_to_target) if r.time_to_target else "not reached (%d of %d seeds)" % (r.reached, r.seeds)
+        cells += [_seconds(r.time_to_train), ttt, "-" if r.speedup is None else "%.2fx" % r.speedup]
+        body.append(cells)
+    return head, body
+
+
+def stability_table(block: ModelBlock) -> Tuple[List[str], List[List[str]]]:
+    seeds = block.seeds
+    head = (
+        ["Framework", "Precision"] + ["Seed %d" % (i + 1) for i in range(len(seeds))] + ["Mean", "Standard deviation"]
+    )
+    body = []
+    for s in block.series:
+        finals = s.finals()
+        values = [finals[seed].metric(block.metric) if seed in finals else None for seed in seeds]
+        sp = acc.spread([v for v in values if v is not None])
+        body.append(
+            [s.framework, s.precision]
+            + ["-" if v is None else "%.3f" % v for v in values]
+            + ["-" if sp is None else "%.3f" % sp.mean, "-" if sp is None or sp.std is None else "%.3f" % sp.std]
+        )
+    return head, body
+
+
+def notes(block: ModelBlock) -> List[str]:
+    ref = block.reference or "none named"
+    out = [
+        "Target: %s >= %g. Time to target is interpolated linearly between the two checkpoints around the "
+        "first crossing (the AP between checkpoints is not measured); time to train runs to the last "
+        "checkpoint; both are training wall time, evaluation excluded; mean +- sample standard deviation "
+        "over seeds. Speedup: reference framework's time to target / this one's (reference: %s)."
+        % (block.metric, block.target, ref)
+    ]
+    for s in block.series:
+        for seed, why in sorted(s.failed.items()):
+            out.append("%s %s seed %d failed: %s" % (s.framework, s.precision, seed, why))
+    return out
+
+
+def _title(model: str) -> str:
+    return str(catalog.MODELS.get(model) or model)
+
+
+def render_markdown(report: AccuracyReport) -> str:
+    lines = ["# Time to accuracy: %s (run %s)" % (report.scenario, report.run_id), "", "Scope: %s" % report.scope, ""]
+    for block in report.models:
+        for title, (head, body) in (
+            ("%s: time to %s %g" % (_title(block.model), block.metric, block.target), main_table(block)),
+            ("%s: stability of final %s over seeds" % (_title(block.model), block.metric), stability_table(block)),
+        ):
+            lines += ["## " + title, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in body]
+            lines.append("")
+        lines += ["- " + n for n in notes(block)] + [""]
+    return "\n".join(lines)
+
+
+def _curves(
+    block: ModelBlock,
+    scope: str,
+    what: str,
+    xlabel: str,
+    ylabel: str,
+    points: Callable[[Series], Dict[int, List[Tuple[float, float]]]],
+    **style: Any,
+) -> Any:
+    """One line per framework, precision and seed (one legend entry per framework and precision)."""
+    from harness.report import plots
+
+    fig = plots._figure(3.0)
+    ax = fig.add_subplot(1, 1, 1)
+    for i, s in enumerate(block.series):
+        for n, (_seed, pts) in enumerate(sorted(points(s).items())):
+            ax.plot(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                color=plots.PALETTE[i % len(plots.PALETTE)],
+                label="%s %s" % (s.framework, s.precision) if n == 0 else None,
+                **style,
+            )
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title("%s: %s\n%s" % (_title(block.model), what, scope), fontsize=8)
+    plots._style(ax)
+    return fig, ax
+
+
+def ap_time_figure(block: ModelBlock, scope: str) -> Any:
+    def points(s: Series) -> Dict[int, List[Tuple[float, float]]]:
+        return {
+            seed: [(0.0, 0.0)] + [(p.train_seconds, p.metric(block.metric) or 0.0) for p in curve]
+            for seed, curve in s.curves.items()
+        }
+
+    fig, ax = _curves(
+        block,
+        scope,
+        "%s vs time" % block.metric,
+        "training wall time, s (eval excluded)",
+        block.metric,
+        points,
+        linewidth=1.2,
+        marker="o",
+        markersize=3,
+    )
+    ax.axhline(block.target, color="#888888", linestyle="--", linewidth=0.8, label="target")
+    ax.set_ylim(bottom=0)
+    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig
+
+
+def loss_figure(block: ModelBlock, scope: str) -> Any:
+    def points(s: Series) -> Dict[int, List[Tuple[float, float]]]:
+        return {seed: [(float(p.iteration), p.loss) for p in losses] for seed, losses in s.losses.items()}
+
+    fig, ax = _curves(block, scope, "loss vs iteration", "iteration", "training loss", points, linewidth=0.8, alpha=0.8)
+    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig
+
+
+_PAGE = """<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>Time to accuracy: {{ r.scenario }}</title>
+<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child{text-align:left}
+.scope{color:#555}</style></head><body>
+<h1>Time to accuracy: {{ r.scenario }} (run {{ r.run_id }})</h1>
+<p class="scope">Scope: {{ r.scope }}</p>
+{% for b in blocks %}
+<h2>{{ b.title }}</h2>
+{% for t in b.tables %}<h3>{{ t.title }}</h3><p class="scope">{{ r.scope }}</p>
+<table><tr>{% for h in t.head %}<th>{{ h }}</th>{% endfor %}</tr>
+{% for row in t.body %}<tr>{% for c in row %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>
+{% endfor %}
+<ul>{% for n in b.notes %}<li>{{ n }}</li>{% endfor %}</ul>
+{% for img in b.images %}<p><img alt="{{ img.alt }}" src="{{ img.src }}"></p>{% endfor %}
+{% endfor %}
+</body></html>
+"""
+
+
+def render_html(report: AccuracyReport, figures: bool = True) -> str:
+    import jinja2
+
+    from harness.report import html as html_report
+
+    blocks = []
+    for block in report.models:
+        images = []
+        if figures:
+            images = [
+                {"alt": "%s vs time" % block.metric, "src": html_report.image(ap_time_figure(block, report.scope))},
+                {"alt": "loss vs iteration", "src": html_report.image(loss_figure(block, report.scope))},
+            ]
+        head, body = main_table(block)
+        shead, sbody = stability_table(block)
+        blocks.append(
+            {
+                "title": _title(block.model),
+                "notes": notes(block),
+                "images": images,
+                "tables": [
+                    {"title": "Time to %s %g" % (block.metric, block.target), "head": head, "body": body},
+                    {"title": "Stability of final %s over seeds" % block.metric, "head": shead, "body": sbody},
+                ],
+            }
+        )
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    return str(env.from_string(_PAGE).render(r=report, blocks=blocks))
+
+
+def by_cell(block: Optional[ModelBlock]) -> Dict[str, List[List[acc.AccuracyPoint]]]:
+    if block is None:
+        return {}
+    return {"%s/%s/%s" % (s.framework, block.model, s.precision): list(s.curves.values()) for s in block.series}

@@ -1,0 +1,155 @@
+"""The accuracy-mode tables of a results store (`Store.accuracy()`), made the first time one is used.
+
+- `accuracy_trials`, one row per trial of an accuracy run: cell and seed, status (`pending`,
+  `running`, `done`, `failed`), reason, its folder, the training command;
+- `accuracy_points`, one row per checkpoint of a trial: iteration, training wall seconds up to
+  it (eval excluded), then, once scored, bbox AP and AP50 (segm for Mask R-CNN) and the seconds
+  the dump and the scoring took;
+- `accuracy_losses`, one row per logged iteration of a trial: its training loss.
+
+A checkpoint's row is written when its line arrives, before it is scored, so an interrupted run
+knows how much training time the checkpoint it resumes from stands for.
+"""
+
+import json
+import math
+from typing import Any, Dict, List, Optional
+
+from harness.frameworks.accuracy import trial_key  # noqa: F401  (the key of a trial, re-exported)
+from harness.measure.accuracy import AccuracyPoint, LossPoint
+
+TABLES = """
+CREATE TABLE IF NOT EXISTS accuracy_trials (
+    run_id TEXT NOT NULL, trial_key TEXT NOT NULL, cell_key TEXT NOT NULL, seed INTEGER NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'running', 'done', 'failed')),
+    reason TEXT, folder TEXT, argv_json TEXT, PRIMARY KEY (run_id, trial_key));
+CREATE TABLE IF NOT EXISTS accuracy_points (
+    run_id TEXT NOT NULL, trial_key TEXT NOT NULL, iteration INTEGER NOT NULL, train_seconds REAL NOT NULL,
+    checkpoint TEXT, bbox_ap REAL, bbox_ap50 REAL, segm_ap REAL, segm_ap50 REAL, eval_seconds REAL,
+    PRIMARY KEY (run_id, trial_key, iteration));
+CREATE TABLE IF NOT EXISTS accuracy_losses (
+    run_id TEXT NOT NULL, trial_key TEXT NOT NULL, iteration INTEGER NOT NULL, loss REAL NOT NULL,
+    PRIMARY KEY (run_id, trial_key, iteration)) WITHOUT ROWID;
+"""
+
+
+class AccuracyTables:
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        with store.transaction() as db:
+            for statement in TABLES.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+
+    def add_trials(self, run_id: str, trials: List[Dict[str, Any]]) -> None:
+        """trials: dicts of trial_key, cell_key, seed, folder, argv (the first command)."""
+        with self.store.transaction() as db:
+            db.executemany(
+                "INSERT OR IGNORE INTO accuracy_trials VALUES (?, ?, ?, ?, 'pending', NULL, ?, ?)",
+                [
+                    (run_id, t["trial_key"], t["cell_key"], int(t["seed"]), t["folder"], json.dumps(t["argv"]))
+                    for t in trials
+                ],
+            )
+
+    def set_status(self, run_id: str, key: str, status: str, reason: Optional[str] = None) -> None:
+        with self.store.transaction() as db:
+            db.execute(
+                "UPDATE accuracy_trials SET status=?, reason=? WHERE run_id=? AND trial_key=?",
+                (status, reason, run_id, key),
+            )
+
+    def trials(self, run_id: str) -> List[Dict[str, Any]]:
+        rows = self.store.db.execute(
+            "SELECT * FROM accuracy_trials WHERE run_id=? ORDER BY trial_key", (run_id,)
+        ).fetchall()
+        return [dict(r) for r in rows]
+
+    def add_checkpoint(self, run_id: str, key: str, iteration: int, train_seconds: float, path: str) -> None:
+        with self.store.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO accuracy_points (run_id, trial_key, iteration, train_seconds, "
+                "checkpoint) VALUES (?, ?, ?, ?, ?)",
+                (run_id, key, iteration, train_seconds, path),
+            )
+
+    def add_score(self, run_id: str, key: str, point: AccuracyPoint) -> None:
+        with self.store.transaction() as db:
+            db.execute(
+                "UPDATE accuracy_points SET bbox_ap=?, bbox_ap50=?, segm_ap=?, segm_ap50=?, eval_seconds=? "
+                "WHERE run_id=? AND trial_key=? AND iteration=?",
+                (
+                    point.bbox_AP,
+                    point.bbox_AP50,
+                    point.segm_AP,
+                    point.segm_AP50,
+                    point.eval_seconds,
+                    run_id,
+                    key,
+                    point.iteration,
+                ),
+            )
+
+    def add_losses(self, run_id: str, key: str, losses: List[Any]) -> None:
+        """losses: LossPoints or (iteration, loss) pairs."""
+        pairs = [(p.iteration, p.loss) if isinstance(p, LossPoint) else (int(p[0]), float(p[1])) for p in losses]
+        pairs = [(it, loss) for it, loss in pairs if math.isfinite(loss)]  # a diverged loss has no point
+        with self.store.transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO accuracy_losses VALUES (?, ?, ?, ?)",
+                [(run_id, key, it, loss) for it, loss in pairs],
+            )
+
+    def add_figures(
+        self, run_id: str, key: str, iteration: int, train_seconds: float, figures: Dict[str, Any], eval_seconds: float
+    ) -> AccuracyPoint:
+        """Store the shared COCOeval's output ({"bbox": {"AP", "AP50", ...}, "segm": ...}) for a checkpoint."""
+        bbox, segm = figures.get("bbox") or {}, figures.get("segm") or {}
+        point = AccuracyPoint(
+            iteration,
+            train_seconds,
+            float(bbox.get("AP") or 0.0),
+            float(bbox.get("AP50") or 0.0),
+            segm.get("AP"),
+            segm.get("AP50"),
+            eval_seconds,
+        )
+        self.add_score(run_id, key, point)
+        return point
+
+    def checkpoints(self, run_id: str, key: str) -> List[Dict[str, Any]]:
+        """Every checkpoint row of a trial (scored or not), by iteration."""
+        rows = self.store.db.execute(
+            "SELECT * FROM accuracy_points WHERE run_id=? AND trial_key=? ORDER BY iteration", (run_id, key)
+        ).fetchall()
+        return [dict(r) for r in rows]
+
+    def curve(self, run_id: str, key: str) -> List[AccuracyPoint]:
+        """The scored checkpoints of a trial as AccuracyPoints, by iteration."""
+        return [
+            AccuracyPoint(
+                int(r["iteration"]),
+                float(r["train_seconds"]),
+                float(r["bbox_ap"]),
+                float(r["bbox_ap50"]),
+                r["segm_ap"],
+                r["segm_ap50"],
+                r["eval_seconds"],
+            )
+            for r in self.checkpoints(run_id, key)
+            if r["bbox_ap"] is not None
+        ]
+
+    def losses(self, run_id: str, key: str) -> List[LossPoint]:
+        rows = self.store.db.execute(
+            "SELECT iteration, loss FROM accuracy_losses WHERE run_id=? AND trial_key=? ORDER BY iteration",
+            (run_id, key),
+        ).fetchall()
+        return [LossPoint(int(r[0]), float(r[1])) for r in rows]
+
+    def runs(self) -> List[str]:
+        """The ids of the runs with accuracy trials, oldest first."""
+        rows = self.store.db.execute(
+            "SELECT DISTINCT a.run_id FROM accuracy_trials a JOIN runs r ON r.id = a.run_id ORDER BY r.created"
+        ).fetchall()
+        return [r[0] for r in rows]

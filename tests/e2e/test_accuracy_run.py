@@ -1,0 +1,99 @@
+"""`detbench accuracy run` end to end with the bundled trainer on a tiny learnable set: two
+checkpoints, each scored on the val split by the shared COCOeval, stored with its training time;
+an interrupted run goes on from its last checkpoint with `--resume`; the report reads the store."""
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.cliproc import ROOT, detbench, finish
+from tests.support.waiting import wait_for
+
+pytest.importorskip("torchvision")
+pytest.importorskip("pycocotools")
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    work = tmp_path_factory.mktemp("accuracy")
+    run = lambda *a: subprocess.run([sys.executable, "-m", "harness.cli"] + list(a), cwd=str(ROOT),  # noqa: E731
+                                    capture_output=True, text=True, timeout=300, check=True)
+    run("dataset", "make-coco", str(work / "data"), "--learnable", "--images", "8", "--val-images", "2",
+        "--size", "64x64")
+    run("weights", "make", "retinanet", "--out", str(work / "r18.pt"), "--depth", "18", "--seed", "0")
+    path = work / "scenario.yaml"
+    path.write_text("""name: tiny-accuracy
+mode: accuracy
+matrix:
+  framework: [detbench-trainer]
+  model: [retinanet]
+batch_per_gpu: 1
+input_size: [64, 64]
+env: {OMP_NUM_THREADS: "1"}
+weights: {retinanet: %s}
+accuracy:
+  data: %s
+  iterations: 8
+  eval_every: 4
+  lr_per_image: 0.0025
+  workers: 0
+  targets: {retinanet: {metric: bbox_AP50, value: 0.5}}
+""" % (work / "r18.pt", work / "data"), encoding="utf-8")
+    return path
+
+
+def rows(results, sql):
+    if not (results / "detbench.sqlite").exists():
+        return []
+    db = sqlite3.connect(str(results / "detbench.sqlite"))
+    try:
+        return db.execute(sql).fetchall()
+    except sqlite3.OperationalError:        # the accuracy tables are not made yet
+        return []
+    finally:
+        db.close()
+
+
+def test_interrupted_run_resumes_from_its_last_checkpoint(scenario, tmp_path):
+    results = tmp_path / "results"
+    proc = detbench("accuracy", "run", "--scenario", scenario, "--results", results)
+    try:
+        wait_for(lambda: rows(results, "SELECT iteration FROM accuracy_points WHERE iteration = 4"), 240,
+                 "the checkpoint of iteration 4")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+    finish(proc)
+    (run_id, status), = rows(results, "SELECT run_id, status FROM accuracy_trials")
+    assert status == "running"
+    assert rows(results, "SELECT count(*) FROM accuracy_points WHERE iteration = 8") == [(0,)], \
+        "the run was killed after its last checkpoint: nothing left to resume"
+
+    code, out = finish(detbench("accuracy", "run", "--resume", run_id, "--results", results), timeout=400)
+    assert code == 0, out
+    assert "resuming after iteration 4" in out
+    points = rows(results, "SELECT iteration, train_seconds, bbox_ap, bbox_ap50, eval_seconds FROM accuracy_points "
+                           "ORDER BY iteration")
+    assert [p[0] for p in points] == [4, 8]
+    assert all(p[2] is not None and 0 <= p[3] <= 1 and p[4] > 0 for p in points)
+    assert 0 < points[0][1] < points[1][1], "training time runs on across the resume"
+    assert rows(results, "SELECT status FROM accuracy_trials") == [("done",)]
+    losses = rows(results, "SELECT iteration FROM accuracy_losses ORDER BY iteration")
+    assert [r[0] for r in losses] == list(range(1, 9))
+    trial_dir = results / "accuracy" / run_id
+    log = next(trial_dir.glob("*/log.txt")).read_text(encoding="utf-8")
+    assert "resuming" in log and "after iteration 4" in log
+
+    out = subprocess.run([sys.executable, "-m", "harness.cli", "accuracy", "report", "--results", str(results)],
+                         cwd=str(ROOT), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "| detbench-trainer | fp32 | 1 |" in out.stdout and "interpolated" in out.stdout
+
+
+def test_speed_scenario_is_refused_by_accuracy_run(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nmatrix:\n  framework: [calibrate]\n  model: [retinanet]\n", encoding="utf-8")
+    code, out = finish(detbench("accuracy", "run", "--scenario", path, "--results", tmp_path / "r"))
+    assert code == 2 and "mode is train" in out and len(out.strip().splitlines()) == 1

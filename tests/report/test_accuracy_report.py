@@ -1,0 +1,111 @@
+"""The time-to-accuracy report: the seed-form table (means over seeds, interpolated time to target,
+speedup against the reference), the stability table, scope on every table, HTML autoescaped."""
+import json
+
+import pytest
+
+from harness.measure.accuracy import AccuracyPoint, LossPoint
+from harness.report import accuracy as report
+from harness.report import build as report_build
+from harness.results.accuracy_store import trial_key
+from harness.results.store import Store
+
+SCENARIO = {"name": "tta", "input_size": [128, 128], "batch_per_gpu": 4, "env": {"OMP_NUM_THREADS": "1"},
+            "matrix": {"precision": ["fp32"]},
+            "accuracy": {"depth": 18, "iterations": 300, "data": "/somewhere/learnable", "seeds": [0, 1],
+                         "reference": "torchvision",
+                         "targets": {"retinanet": {"metric": "bbox_AP50", "value": 0.5}}}}
+HOST = {"cpu": {"model": "AMD EPYC"}, "facts": {"cpu": {"isa": ["avx2"]}}}
+# framework -> seed -> [(iteration, train seconds, bbox AP50)]
+CURVES = {
+    "detbench-trainer": {0: [(100, 10.0, 0.3), (200, 20.0, 0.7), (300, 30.0, 0.8)],
+                         1: [(100, 10.0, 0.1), (200, 20.0, 0.5), (300, 30.0, 0.7)]},
+    "torchvision": {0: [(100, 20.0, 0.2), (200, 40.0, 0.6), (300, 60.0, 0.7)],
+                    1: [(100, 20.0, 0.2), (200, 40.0, 0.4), (300, 60.0, 0.6)]},
+}
+
+
+def fill(results, scenario_name="tta"):
+    store = Store(results)
+    sc = dict(SCENARIO, name=scenario_name)
+    store.create_run("r1", scenario_name, "s.yaml", json.dumps(sc), "local", HOST, [], [])
+    tables = store.accuracy()
+    trials = [dict(trial_key=trial_key("%s/retinanet/fp32/local/1/1" % fw, seed),
+                   cell_key="%s/retinanet/fp32/local/1/1" % fw, seed=seed, folder="f", argv=[])
+              for fw in CURVES for seed in CURVES[fw]]
+    tables.add_trials("r1", trials)
+    for fw, seeds in CURVES.items():
+        for seed, points in seeds.items():
+            key = trial_key("%s/retinanet/fp32/local/1/1" % fw, seed)
+            tables.add_losses("r1", key, [LossPoint(i, 2.0 / i) for i in range(1, 301)])
+            for it, seconds, ap50 in points:
+                tables.add_checkpoint("r1", key, it, seconds, "ck")
+                tables.add_score("r1", key, AccuracyPoint(it, seconds, ap50 / 2, ap50, eval_seconds=1.0))
+            tables.set_status("r1", key, "done")
+    return store
+
+
+def test_main_table_gives_means_interpolated_times_and_speedup(tmp_path):
+    fill(tmp_path)
+    block = report_build.accuracy(str(tmp_path), "latest").models[0]
+    head, body = report.main_table(block)
+    assert head == ["Framework", "Precision", "Batch", "BBOX mAP (AP50)", "Time to train", "Time to target",
+                    "Speedup"]
+    rows = {r[0]: r for r in body}
+    # trainer: seed 0 crosses 0.5 at 10 + 10 * (0.2/0.4) = 15 s, seed 1 exactly at 20 s -> 17.5 +- 3.5
+    assert rows["detbench-trainer"][5] == "17.5 +- 3.5 s"
+    # torchvision: seed 0 at 20 + 20 * 0.3/0.4 = 35 s, seed 1 at 40 + 20 * 0.1/0.2 = 50 s -> 42.5
+    assert rows["torchvision"][5] == "42.5 +- 10.6 s"
+    assert rows["detbench-trainer"][6] == "%.2fx" % (42.5 / 17.5)
+    assert rows["torchvision"][6] == "1.00x"
+    assert rows["detbench-trainer"][3] == "0.375 +- 0.035 (0.750 +- 0.071)"
+    assert rows["detbench-trainer"][4] == "30.0 +- 0.0 s"
+
+
+def test_stability_table_lists_every_seed(tmp_path):
+    fill(tmp_path)
+    block = report_build.accuracy(str(tmp_path), "r1").models[0]
+    head, body = report.stability_table(block)
+    assert head == ["Framework", "Precision", "Seed 1", "Seed 2", "Mean", "Standard deviation"]
+    assert body[0] == ["detbench-trainer", "fp32", "0.800", "0.700", "0.750", "0.071"]
+
+
+def test_a_target_not_reached_by_every_seed_has_no_time(tmp_path):
+    store = fill(tmp_path)
+    key = trial_key("torchvision/retinanet/fp32/local/1/1", 1)
+    store.db.execute("UPDATE accuracy_points SET bbox_ap50 = 0.3 WHERE trial_key = ?", (key,))
+    block = report_build.accuracy(str(tmp_path), "r1").models[0]
+    rows = {r[0]: r for r in report.main_table(block)[1]}
+    assert rows["torchvision"][5] == "not reached (1 of 2 seeds)"
+    assert rows["detbench-trainer"][6] == "-"       # no reference time: no speedup
+
+
+def test_markdown_carries_scope_and_says_interpolated(tmp_path):
+    fill(tmp_path)
+    text = report.render_markdown(report_build.accuracy(str(tmp_path), "r1"))
+    assert "Scope: AMD EPYC (avx2), input 128x128, precision fp32, batch 4, threads 1, ResNet-18 FPN" in text
+    assert "interpolated" in text
+    assert "| Framework | Precision | Seed 1 | Seed 2 | Mean | Standard deviation |" in text
+
+
+def test_html_is_autoescaped_and_has_both_curves(tmp_path):
+    fill(tmp_path, scenario_name="<script>alert(1)</script>")
+    page = report.render_html(report_build.accuracy(str(tmp_path), "r1"))
+    assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert page.count("data:image/png;base64,") == 2
+    assert page.count("precision fp32, batch 4, threads 1") >= 3     # every table carries the scope
+
+
+def test_a_store_without_accuracy_runs_says_so(tmp_path):
+    Store(tmp_path)
+    from harness.errors import UserError
+    with pytest.raises(UserError, match="no accuracy run"):
+        report_build.accuracy(str(tmp_path), "latest")
+
+
+def test_a_diverged_loss_is_left_out_of_the_loss_curve(tmp_path):
+    store = fill(tmp_path)
+    key = trial_key("torchvision/retinanet/fp32/local/1/1", 0)
+    store.accuracy().add_losses("r1", key, [(301, float("nan")), (302, 1.5)])
+    losses = store.accuracy().losses("r1", key)
+    assert [p.iteration for p in losses][-2:] == [300, 302]
