@@ -135,5 +135,6 @@ FRAMEWORK = Framework(
     infer_why="detectron2_infer.py: its preprocess_image, backbone, proposal generator and heads in eval mode, "
               "then detector_postprocess; fp16 and tf32: detectron2-cuda",
     # the torchvision image (the trainer's closure) with the detectron2 wheel compiled on the host
-    images=(ImageRecipe("detectron2", IMAGE_VENV, wheels=True, base_recipe="torchvision", host_wheels=True),)
+    images=(ImageRecipe("detectron2", IMAGE_VENV, wheels=True, base_recipe="torchvision", host_wheels=True,
+                        build_here=("antlr4-python3-runtime",)),)
 )
