@@ -136,5 +136,5 @@ FRAMEWORK = Framework(
               "then detector_postprocess; fp16 and tf32: detectron2-cuda",
     # the torchvision image (the trainer's closure) with the detectron2 wheel compiled on the host
     images=(ImageRecipe("detectron2", IMAGE_VENV, wheels=True, base_recipe="torchvision", host_wheels=True,
-                        build_here=("antlr4-python3-runtime",)),)
+                        build_here=("antlr4-python3-runtime", "fvcore")),)
 )
