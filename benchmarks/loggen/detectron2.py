@@ -128,7 +128,7 @@ def generate(choose, max_iters=200000, max_records=None):
     return Log(FORMAT, "detectron2 %s%s, period %d, %d run(s)" % (
         "metrics.json" if era == "json" else era + " text", " (stdout)" if stdout and era != "json" else "",
         period, len(runs)), w.lines, runs, images_per_iteration=batch, faults=faults,
-        framework="detectron2" if era != "json" else None,
+        framework="detectron2-cuda" if era != "json" else None,
         params=dict(era=era, period=period, total=total))
 
 

@@ -157,7 +157,8 @@ CASES = {
     "unknown platform": (["--framework", "detbench-trainer", "{good}"], {"--platform": "P9"},
                          "--platform: unknown platform 'P9'"),
     "no column for the format": (["{good}"], {}, "give --framework: the table column these logs belong to "
-                                                 "(detbench-jsonl logs are written by calibrate, detbench-trainer)"),
+                                                 "(detbench-jsonl logs are written by calibrate, "
+                                                 "detbench-trainer, detectron2)"),
     "never reaches the window": (["--framework", "detbench-trainer", "{good}"], {"--warmup": "60"},
                                  "{good}: the log ends at iteration 40; the window needs iterations 61..90"),
     "window larger than the log": (["--framework", "detbench-trainer", "{good}"], {"--measure": "50"},
