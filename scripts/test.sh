@@ -5,4 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-exec python -m pytest -q -ra "$@"
+# Two workers by default (DETBENCH_TEST_WORKERS; 0 runs in this process): each test file runs on one
+# of them, and the files that use the shared Docker engine or Slurm cluster run in turn on one
+# (tests/conftest.py). Much of the suite waits on subprocesses that start Python and torch.
+exec python -m pytest -q -ra -n "${DETBENCH_TEST_WORKERS:-2}" --dist loadgroup "$@"

@@ -1,3 +1,5 @@
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -22,3 +24,25 @@ def write_scenario(tmp_path):
             path.write_text(text, encoding="utf-8")
         return path
     return write
+
+
+# With pytest-xdist (scripts/test.sh runs two workers), every test file is one unit of work, so its
+# module fixtures are made once; the files that drive the shared Docker engine or Slurm cluster
+# (and may stop and restart them: DETBENCH_DISRUPTIVE_TESTS) are one unit together, run in turn.
+SHARED_SERVICES = re.compile(
+    r"need_docker|need_image|engine\.(connect|available)|slurmjobs|DISRUPTIVE|scontrol|sbatch ")
+_uses_services = {}
+
+
+def uses_shared_services(path):
+    """Whether the test file at `path` touches the Docker engine or the Slurm cluster."""
+    if path not in _uses_services:
+        _uses_services[path] = bool(SHARED_SERVICES.search(Path(path).read_text(encoding="utf-8")))
+    return _uses_services[path]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = str(item.path)
+        group = "shared-services" if uses_shared_services(path) else os.path.relpath(path, ROOT)
+        item.add_marker(pytest.mark.xdist_group(group))

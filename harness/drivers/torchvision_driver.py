@@ -31,6 +31,7 @@ step and the mask logits run.
 import argparse
 import datetime
 import json
+import math
 import os
 import sys
 import time
@@ -40,6 +41,7 @@ import torchvision
 from torchvision.models.detection import (FasterRCNN, MaskRCNN, RetinaNet,
                                           fasterrcnn_resnet50_fpn, maskrcnn_resnet50_fpn,
                                           retinanet_resnet50_fpn)
+from torchvision.models.detection.anchor_utils import AnchorGenerator
 from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
 from torchvision.ops import misc as misc_nn_ops
 from torchvision.ops.feature_pyramid_network import LastLevelP6P7
@@ -67,6 +69,9 @@ def parse_args(argv=None):
     p.add_argument("--images", help="image folder of --data")
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--norm", choices=["frozen_bn", "bn"], default="frozen_bn")
+    p.add_argument("--retinanet-anchors", choices=["exact", "whole-pixel"], default="exact",
+                   help="RetinaNet's octave anchor sizes: exact (x, x*2^(1/3), x*2^(2/3)) as the other "
+                        "frameworks use them, or torchvision's default that truncates them to whole pixels")
     p.add_argument("--depth", type=int, choices=[50, 18], default=50, help="ResNet depth of the FPN backbone")
     p.add_argument("--trainable-layers", type=int, default=3, choices=range(0, 6))
     p.add_argument("--rpn-pre-nms-train", type=int, default=2000, help="per level and image")
@@ -95,8 +100,23 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+def retinanet_anchors(kind):
+    """RetinaNet's anchor generator: three octave scales per level, ratios 0.5, 1, 2. torchvision's
+    default (`_default_anchorgen`) truncates the scales to int (32, 40, 50); "exact" keeps
+    x*2^(k/3) (32, 40.32, 50.8), as mmdetection, detectron2 and the bundled trainer do. Both
+    are torchvision's own AnchorGenerator, which rounds the corners either way."""
+    octave = (1.0, 2 ** (1.0 / 3), 2 ** (2.0 / 3))
+    if kind == "exact":
+        sizes = tuple(tuple(x * k for k in octave) for x in (32, 64, 128, 256, 512))
+    else:
+        sizes = tuple(tuple(int(x * k) for k in octave) for x in (32, 64, 128, 256, 512))
+    return AnchorGenerator(sizes, ((0.5, 1.0, 2.0),) * len(sizes))
+
+
 def build_model(args, height, width):
     size = dict(min_size=min(height, width), max_size=max(height, width))
+    if args.model == "retinanet":
+        size["anchor_generator"] = retinanet_anchors(args.retinanet_anchors)
     if args.norm == "bn" and args.trainable_layers == 5 and args.depth == 50:
         # torchvision's own builder: without weights it trains every layer with BatchNorm
         fn = {"retinanet": retinanet_resnet50_fpn, "faster_rcnn": fasterrcnn_resnet50_fpn,
@@ -471,6 +491,11 @@ def main(argv=None):
             loss.backward()
             optimizer.step()
         values = {k: float(v.detach()) for k, v in loss_dict.items()}
+        if not math.isfinite(sum(values.values())):
+            # as torchvision's reference train_one_epoch does: a diverged run stops, it does not go on
+            print("Loss is %s, stopping training" % sum(values.values()), flush=True)
+            print(values, flush=True)
+            return 1
         if cuda:
             torch.cuda.synchronize()
         now = time.perf_counter()

@@ -67,3 +67,14 @@ def test_rle_runs_are_column_major_zeros_first():
     mask = torch.tensor([[1, 0], [1, 1]], dtype=torch.bool)     # columns: (1, 1), (0, 1)
     assert torchvision_eval.rle(mask) == {"size": [2, 2], "counts": [0, 2, 1, 1]}
     assert sys.modules["harness.drivers.torchvision_eval"].rle(torch.zeros(2, 3, dtype=torch.bool))["counts"] == [6]
+
+
+def test_a_diverged_run_stops_as_torchvisions_reference_does(data, tmp_path, capsys):
+    ann, images, _, _ = data
+    code = torchvision_driver.main(["--model", "retinanet", "--depth", "18", "--iterations", "6", "--batch-size", "1",
+                                    "--input-size", "64x64", "--trainable-layers", "5", "--lr", "1e12",
+                                    "--warmup-iters", "0", "--data", ann, "--images", images, "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "stopping training" in out
+    assert out.count("Epoch: [0]  [") < 6    # it did not train on past the first non-finite loss

@@ -135,7 +135,13 @@ def _calibrate_processes(results):
                 cmd = Path("/proc/%s/cmdline" % pid).read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"harness.workloads.calibrate" in cmd or any(str(results).encode() in c for c in cmd):
+            try:
+                cwd = os.readlink("/proc/%s/cwd" % pid)
+            except OSError:
+                cwd = ""
+            # this run's processes only (others may run beside it): the trial's workload runs in
+            # its trial folder, runner.py names that folder
+            if cwd.startswith(str(results)) or any(str(results).encode() in c for c in cmd):
                 found.append(pid)
     return found
 

@@ -284,23 +284,50 @@ def test_retinanet_anchors_are_equal_given_torchvision_s_sizes(runs):
     assert torch.equal(retina_anchors(rec, tv_sizes), rec["tv_anchors"][0])
 
 
-def test_retinanet_own_anchors_differ_by_at_most_one_pixel(runs):
-    """torchvision truncates the octave sizes 2^(1/3) and 2^(2/3) to whole pixels
+def driver_anchors(rec, kind):
+    """The anchors of the torchvision driver's RetinaNet generator (`--retinanet-anchors KIND`)."""
+    from torchvision.models.detection.image_list import ImageList
+
+    feats = [torch.zeros(1, 1, *f.shape[-2:]) for f in rec["bt_feats"]]
+    return torchvision_driver.retinanet_anchors(kind)(ImageList(torch.zeros(1, 3, *SIZE), [SIZE]), feats)[0]
+
+
+def test_the_driver_s_whole_pixel_anchors_are_torchvision_s_default(runs):
+    from torchvision.models.detection.image_list import ImageList
+    from torchvision.models.detection.retinanet import _default_anchorgen
+
+    rec = runs("retinanet")
+    feats = [torch.zeros(1, 1, *f.shape[-2:]) for f in rec["bt_feats"]]
+    default = _default_anchorgen()(ImageList(torch.zeros(1, 3, *SIZE), [SIZE]), feats)[0]
+    assert torch.equal(driver_anchors(rec, "whole-pixel"), default)
+
+
+def test_retinanet_own_anchors_differ_from_torchvision_s_default_by_at_most_one_pixel(runs):
+    """torchvision's default truncates the octave sizes 2^(1/3) and 2^(2/3) to whole pixels
     (40, 50, 80, 101, ...); the trainer keeps them exact (40.3, 50.8, ...) as Detectron and
     mmdetection do. After rounding the corners, the anchors of those two scales differ by at
     most 1 pixel per corner; the first scale of each octave is the same."""
     rec = runs("retinanet")
-    ours, theirs = retina_anchors(rec), rec["tv_anchors"][0]
+    ours, theirs = retina_anchors(rec), driver_anchors(rec, "whole-pixel")
     diff = (ours - theirs).abs().view(-1, 3, 3, 4)               # (place, ratio, scale, corner)
     assert float(diff.max()) == 1.0
     assert torch.equal(diff[:, :, 0], torch.zeros_like(diff[:, :, 0]))
 
 
-@pytest.mark.xfail(strict=True, reason="torchvision truncates RetinaNet's octave anchor sizes to int; "
-                                       "docs/methodology.md, Parity with torchvision")
-def test_retinanet_own_anchors_are_torchvision_s(runs):
+def test_retinanet_own_anchors_are_those_of_torchvision_as_the_driver_builds_it(runs):
+    """The comparisons give torchvision's own AnchorGenerator the exact octave sizes
+    (`--retinanet-anchors exact`, the driver's default), so its anchors, and with them its
+    positives, are the trainer's."""
     rec = runs("retinanet")
     assert torch.equal(retina_anchors(rec), rec["tv_anchors"][0])
+    assert torch.equal(driver_anchors(rec, "exact"), rec["tv_anchors"][0])
+
+
+@pytest.mark.xfail(strict=True, reason="torchvision's default truncates RetinaNet's octave anchor sizes to int; "
+                                       "docs/methodology.md, Parity with torchvision")
+def test_retinanet_own_anchors_are_torchvision_s_default(runs):
+    rec = runs("retinanet")
+    assert torch.equal(retina_anchors(rec), driver_anchors(rec, "whole-pixel"))
 
 
 def test_retinanet_head_outputs_are_equal_per_level(runs):
