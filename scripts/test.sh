@@ -5,7 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-# Two workers by default (DETBENCH_TEST_WORKERS; 0 runs in this process): each test file runs on one
-# of them, and the files that use the shared Docker engine or Slurm cluster run in turn on one
-# (tests/conftest.py). Much of the suite waits on subprocesses that start Python and torch.
-exec python -m pytest -q -ra -n "${DETBENCH_TEST_WORKERS:-2}" --dist loadgroup "$@"
+# DETBENCH_TEST_WORKERS=N runs the suite on N pytest-xdist workers: each test file is one unit,
+# and the files that use the shared Docker engine or Slurm cluster run in turn on one worker
+# (tests/conftest.py). Off by default until the suite passes that way: two runs on two workers
+# each failed a test that passes alone (docs/architecture.md, the tests/ row).
+workers=${DETBENCH_TEST_WORKERS:-0}
+if [ "$workers" != 0 ]; then
+    exec python -m pytest -q -ra -n "$workers" --dist loadgroup "$@"
+fi
+exec python -m pytest -q -ra "$@"

@@ -26,8 +26,8 @@ def write_scenario(tmp_path):
     return write
 
 
-# With pytest-xdist (scripts/test.sh runs two workers), every test file is one unit of work, so its
-# module fixtures are made once; the files that drive the shared Docker engine or Slurm cluster
+# With pytest-xdist (DETBENCH_TEST_WORKERS=N scripts/test.sh), every test file is one unit of
+# work, so its module fixtures are made once; the files that drive the shared Docker engine or Slurm cluster
 # (and may stop and restart them: DETBENCH_DISRUPTIVE_TESTS) are one unit together, run in turn.
 SHARED_SERVICES = re.compile(
     r"need_docker|need_image|engine\.(connect|available)|slurmjobs|DISRUPTIVE|scontrol|sbatch ")
