@@ -66,8 +66,10 @@ def test_torchvision_settings_as_run_equal_the_declared_ones(tv, model):
     assert settings["momentum"] == 0.9 and settings["weight_decay"] == 0.0001
     assert settings["norm"] == "frozen_bn" and "FrozenBatchNorm2d" in implementation["batch_norm"]
     if model == "retinanet":
-        # torchvision truncates the octave sizes to whole pixels (32, 40, 50), the others do not
-        assert settings["anchors"].startswith("sizes 32/40/50, 64/80/101,")
+        # the driver gives torchvision's generator the exact octave sizes, as the others use them
+        # (torchvision's default truncates them to whole pixels: --retinanet-anchors whole-pixel)
+        assert settings["anchors"] == ("sizes 32/40.32/50.8, 64/80.63/101.6, 128/161.3/203.2, 256/322.5/406.4, "
+                                       "512/645.1/812.7; ratios 0.5, 1, 2")
         assert settings["cls_loss"] == "focal(alpha 0.25, gamma 2)" and "roi_align" not in implementation
         return
     assert settings["anchors"] == "sizes 32, 64, 128, 256, 512; ratios 0.5, 1, 2"
