@@ -284,22 +284,24 @@ def test_retinanet_anchors_are_equal_given_torchvision_s_sizes(runs):
     assert torch.equal(retina_anchors(rec, tv_sizes), rec["tv_anchors"][0])
 
 
-def driver_anchors(rec, kind):
-    """The anchors of the torchvision driver's RetinaNet generator (`--retinanet-anchors KIND`)."""
+def generated(rec, generator):
+    """The anchors a torchvision AnchorGenerator places on the batch's image size and levels."""
     from torchvision.models.detection.image_list import ImageList
 
     feats = [torch.zeros(1, 1, *f.shape[-2:]) for f in rec["bt_feats"]]
-    return torchvision_driver.retinanet_anchors(kind)(ImageList(torch.zeros(1, 3, *SIZE), [SIZE]), feats)[0]
+    return generator(ImageList(torch.zeros(1, 3, *SIZE), [SIZE]), feats)[0]
+
+
+def driver_anchors(rec, kind):
+    """The anchors of the torchvision driver's RetinaNet generator (`--retinanet-anchors KIND`)."""
+    return generated(rec, torchvision_driver.retinanet_anchors(kind))
 
 
 def test_the_driver_s_whole_pixel_anchors_are_torchvision_s_default(runs):
-    from torchvision.models.detection.image_list import ImageList
     from torchvision.models.detection.retinanet import _default_anchorgen
 
     rec = runs("retinanet")
-    feats = [torch.zeros(1, 1, *f.shape[-2:]) for f in rec["bt_feats"]]
-    default = _default_anchorgen()(ImageList(torch.zeros(1, 3, *SIZE), [SIZE]), feats)[0]
-    assert torch.equal(driver_anchors(rec, "whole-pixel"), default)
+    assert torch.equal(driver_anchors(rec, "whole-pixel"), generated(rec, _default_anchorgen()))
 
 
 def test_retinanet_own_anchors_differ_from_torchvision_s_default_by_at_most_one_pixel(runs):
