@@ -172,7 +172,8 @@ def start(scenario_path, results_dir, backend=None, dry_run=False, out=None, for
         return None
     launcher.preflight(sc, runnable)   # pinned envs, an engine and its images: before anything is written
     from harness.measure import compute
-    bounds = compute.for_run(sc, runnable, host.get("fingerprint"), measure_peak=launcher.runs_here)
+    bounds = compute.for_run(sc, runnable, host.get("fingerprint"), measure_peak=launcher.runs_here,
+                             note=lambda line: (out.write("# %s\n" % line), out.flush()))
     store = Store(results_dir)
     run_id = new_run_id()
     store.create_run(run_id, sc.name, str(scenario_path), sc.model_dump_json(), backend, host,

@@ -100,12 +100,19 @@ def peak_path(fingerprint: Optional[str], threads: Optional[str]) -> Path:
     return cache_root() / "limits" / ("peak-%s-t%s.json" % (fingerprint or "unknown", threads))
 
 
-def peak(fingerprint: Optional[str], env: Optional[Mapping[str, str]] = None, refresh: bool = False) -> JSON:
+def peak(
+    fingerprint: Optional[str],
+    env: Optional[Mapping[str, str]] = None,
+    refresh: bool = False,
+    note: Callable[[str], None] = lambda line: None,
+) -> JSON:
     """This host's measured peak (harness.trainer.peak's object) at the thread count `env` sets."""
     threads = threads_of(env)
     path = peak_path(fingerprint, threads)
     if refresh and path.exists():
         path.unlink()
+    if not path.exists():
+        note("measuring this host's peak at %s threads (once: then cached)" % threads)
     extra = {} if threads == "default" else {"OMP_NUM_THREADS": threads}
     # a figure cached by an older method (one timed call per shape) is measured again
     return _cached(
@@ -122,11 +129,17 @@ def work_key(model: str, input_size: Sequence[int], batch: int, options: Mapping
 
 
 def counted_work(
-    model: str, input_size: Sequence[int], batch: int, options: Optional[Mapping[str, Any]] = None, mode: str = "train"
+    model: str,
+    input_size: Sequence[int],
+    batch: int,
+    options: Optional[Mapping[str, Any]] = None,
+    mode: str = "train",
+    note: Callable[[str], None] = lambda line: None,
 ) -> JSON:
     """harness.trainer.flops's object for `model` (bundled config plus its model.* `options`) at
     this input size and batch per device: in training the work model of one step ({"fixed_flops",
-    "unit_flops", ...}), in inference {"flops_per_image"} of the test-time forward; or {"error": why}."""
+    "unit_flops", ...}), in inference {"flops_per_image"} of the test-time forward; or {"error": why}.
+    `note` hears one line before a count that is not cached yet (it can take minutes)."""
     options = {k: v for k, v in (options or {}).items() if k.startswith("model.")}
     if model not in CONFIGS:
         return {"error": "no bundled %s to count" % model}
@@ -141,7 +154,13 @@ def counted_work(
     args = ["harness.trainer.flops", str(CONFIG_DIR / CONFIGS[model]), "--mode", mode]
     for item in sets:
         args += ["--set", item]
-    return _cached(path, lambda: _module(args, {"OMP_NUM_THREADS": "2"}))
+    if not path.exists():
+        note(
+            "counting the work of %s %s at %dx%d, batch %d on the CPU (once: then cached)"
+            % (model, mode, input_size[0], input_size[1], batch)
+        )
+    # the count does not depend on the thread count, so it takes every core
+    return _cached(path, lambda: _module(args, {"OMP_NUM_THREADS": str(os.cpu_count() or 1)}))
 
 
 # model.* options of the bundled trainer that change no counted work: levers that compute the same
@@ -195,10 +214,15 @@ def cell_options(sc: scenario.Scenario, cell: scenario.Cell) -> Dict[str, Any]:
 
 
 def for_run(
-    sc: scenario.Scenario, cells: Sequence[scenario.Cell], fingerprint: Optional[str], measure_peak: bool = True
+    sc: scenario.Scenario,
+    cells: Sequence[scenario.Cell],
+    fingerprint: Optional[str],
+    measure_peak: bool = True,
+    note: Callable[[str], None] = lambda line: None,
 ) -> Optional[JSON]:
     """The limits a run stores: {"peak": ..., "work": {cell key: work model, or {"error"}}}, or
-    None when no cell does arithmetic worth counting (calibration runs)."""
+    None when no cell does arithmetic worth counting (calibration runs). `note` hears a line before
+    each figure that is not cached yet."""
     counted = [c for c in cells if c.framework not in NO_WORK]
     if not counted:
         return None
@@ -206,12 +230,12 @@ def for_run(
     for cell in counted:
         opts = cell_options(sc, cell)
         if sc.inference:
-            work[cell.key] = counted_work(cell.model, sc.input_size, cell.batch, opts, mode="inference")
+            work[cell.key] = counted_work(cell.model, sc.input_size, cell.batch, opts, mode="inference", note=note)
         else:
-            work[cell.key] = counted_work(cell.model, sc.input_size, sc.batch_per_gpu, opts)
+            work[cell.key] = counted_work(cell.model, sc.input_size, sc.batch_per_gpu, opts, note=note)
     out: JSON = {"work": work}
     if measure_peak:
-        out["peak"] = peak(fingerprint, sc.env)
+        out["peak"] = peak(fingerprint, sc.env, note=note)
         out["peak_of"] = {"fingerprint": fingerprint, "threads": threads_of(sc.env)}
     else:
         out["peak"] = {"error": "trials ran on other machines (the peak of the submitting host says nothing of them)"}

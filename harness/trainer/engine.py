@@ -163,7 +163,8 @@ def train(model, batches, cfg, device, world, out=None, resume=None, resume_path
             waited, spent = waited + data_time, spent + elapsed
         # everything below belongs to the next iteration's time
         if not all(math.isfinite(v) for v in values):
-            raise NonFiniteLoss(f"loss is {values[0]} (not finite) at iteration {it + 1}")
+            bad = ", ".join(f"{k} {v}" for k, v in zip(losses.keys(), values[1:]) if not math.isfinite(v))
+            raise NonFiniteLoss(f"loss is {values[0]} (not finite) at iteration {it + 1}: {bad or 'their sum'}")
         if is_logger:
             named = {k: round(v, 6) for k, v in zip(losses.keys(), values[1:])}
             line = jsonlog.iter_line(it + 1, elapsed, data_time, images_per_iter, loss=round(values[0], 6),

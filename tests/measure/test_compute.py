@@ -1,6 +1,7 @@
 """How close to the machine's limit: the measured peak, the counted work per image, and the
 compute figures (achieved TFLOP/s, share of peak) every report gives a cell."""
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -193,6 +194,21 @@ def test_a_run_says_before_its_trials_which_compute_figures_it_could_not_get():
                      "no bundled model"]
     assert compute.unmeasured({"peak": {"fp32": {"gflops": 100.0}}, "work": {"k": MASK_WORK}}) == []
     assert compute.unmeasured(None) == []
+
+
+def test_a_count_or_peak_not_cached_yet_is_announced_before_it_starts_and_counts_on_every_core(tmp_path, monkeypatch):
+    monkeypatch.setenv("DETBENCH_CACHE", str(tmp_path))
+    heard, ran = [], []
+    monkeypatch.setattr(compute, "_module", lambda args, env=None: ran.append((args[0], env)) or {"fixed_flops": 1.0})
+    first = compute.counted_work("mask_rcnn", (800, 1333), 8, {}, note=heard.append)
+    again = compute.counted_work("mask_rcnn", (800, 1333), 8, {}, note=heard.append)
+    assert first == again == {"fixed_flops": 1.0}
+    assert heard == ["counting the work of mask_rcnn train at 800x1333, batch 8 on the CPU (once: then cached)"]
+    assert ran == [("harness.trainer.flops", {"OMP_NUM_THREADS": str(os.cpu_count() or 1)})]
+    monkeypatch.setattr(compute, "_module", lambda args, env=None: {"method": compute.PEAK_METHOD})
+    compute.peak("fp1-x", {"OMP_NUM_THREADS": "2"}, note=heard.append)
+    compute.peak("fp1-x", {"OMP_NUM_THREADS": "2"}, note=heard.append)
+    assert heard[1:] == ["measuring this host's peak at 2 threads (once: then cached)"]
 
 
 def cell_row(key="detbench-trainer/mask_rcnn/fp32/local/1/1", precision="fp32"):

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The checks only a CUDA host can run, in one go, each stage under its own time limit:
+#   tests   the suite's CUDA cases: every model x CUDA precision x lever for two iterations,
+#           the captured step (train.cuda_graph), RoIAlign on the GPU, the GPU peak;
+#   run     scenarios/gpu-throughput.yaml shortened (10 + 30 iterations, 2 repeats) and its report;
+#   bench   benchmarks/trainer_vs_torchvision.py on the GPU at 800x1333, fp32 and fp16.
+# Usage: scripts/gpu-checks.sh OUT_DIR [STAGE...]   (default stages: tests run bench)
+# Each stage's whole log goes to OUT_DIR; where pytest-timeout is installed each test ends at 120 s.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: scripts/gpu-checks.sh OUT_DIR [STAGE...]}
+shift
+stages=${*:-tests run bench}
+mkdir -p "$out"
+python=${DETBENCH_GPU_PYTHON:-python3}
+"$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else "no CUDA device visible to torch")' || exit 2
+"$python" -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__, torch.cuda.get_device_name())' \
+    | tee "$out/env.txt"
+per_test=()   # with pytest-timeout, a stuck test ends and the summary of failures is still written
+"$python" -c 'import pytest_timeout' 2>/dev/null && per_test=(--timeout 120)
+status=0
+for stage in $stages; do
+    case $stage in
+    tests)
+        timeout 900 "$python" -m pytest -q -p no:cacheprovider -rfE --tb=short "${per_test[@]}" \
+            tests/trainer/test_capability_matrix.py tests/trainer/test_cuda_graph.py tests/trainer/test_levers.py \
+            tests/trainer/test_infer.py tests/measure/test_compute.py --junitxml="$out/tests.xml" > "$out/tests.log" 2>&1
+        rc=$?; echo "tests: exit $rc ($out/tests.log)"; tail -n 30 "$out/tests.log" ;;
+    run)
+        sed -e 's/^warmup: .*/warmup: 10/' -e 's/^measure: .*/measure: 30/' -e 's/^repeats: .*/repeats: 2/' \
+            -e 's/^timeout_s: .*/timeout_s: 300/' scenarios/gpu-throughput.yaml > "$out/gpu-throughput-short.yaml"
+        timeout 1200 "$python" -m harness.cli run --scenario "$out/gpu-throughput-short.yaml" --results "$out/results" \
+            > "$out/run.log" 2>&1
+        rc=$?; echo "run: exit $rc ($out/run.log)"; tail -n 20 "$out/run.log"
+        "$python" -m harness.cli report --results "$out/results" --platform local > "$out/report.md" 2>&1 ;;
+    bench)
+        rc=0
+        for precision in fp32 fp16; do
+            timeout 600 "$python" benchmarks/trainer_vs_torchvision.py --device cuda --size 800x1333 --batch 2 \
+                --precision "$precision" --rounds 5 --iters 3 > "$out/bench-$precision.log" 2>&1 || rc=$?
+            grep -v "^  both\|differs" "$out/bench-$precision.log"
+        done ;;
+    *)
+        echo "unknown stage $stage (tests, run, bench)" >&2; exit 2 ;;
+    esac
+    [ "$rc" = 0 ] || status=1
+done
+exit $status
