@@ -64,16 +64,44 @@ def focal(alpha, gamma):
     return "focal(alpha %g, gamma %g)" % (float(alpha), float(gamma))
 
 
-def anchors(sizes, ratios):
+WHOLE_PIXEL_CORNERS = "corners rounded to whole pixels"
+
+
+def anchors(sizes, ratios, corners=None):
     """'sizes 32, 64, ...; ratios 0.5, 1, 2': the anchor sizes of each pyramid level (several
     sizes of one level joined by '/') and the aspect ratios (height / width), ascending. `ratios`
-    is one sequence, or one per level (named per level where the levels differ)."""
+    is one sequence, or one per level (named per level where the levels differ). `corners`: the
+    cell anchors the generator holds (each level's (x1, y1, x2, y2) rows, tensors or lists);
+    where they are rounded to whole pixels and the exact ones are not, the text says so."""
     levels = ", ".join("/".join(_g(s) for s in level) for level in sizes)
     per_level = [tuple(sorted(float(r) for r in level)) for level in ratios] \
         if ratios and isinstance(ratios[0], (list, tuple)) else [tuple(sorted(float(r) for r in ratios))]
     text = ", ".join(_g(r) for r in per_level[0]) if len(set(per_level)) == 1 else \
         " | ".join(", ".join(_g(r) for r in level) for level in per_level)
-    return "sizes %s; ratios %s" % (levels, text)
+    out = "sizes %s; ratios %s" % (levels, text)
+    if corners is not None and _whole(_flat(corners)) and not _whole(_exact_corners(sizes, per_level)):
+        out += "; " + WHOLE_PIXEL_CORNERS
+    return out
+
+
+def _flat(values):
+    values = values.tolist() if hasattr(values, "tolist") else values
+    if isinstance(values, (list, tuple)):
+        return [v for item in values for v in _flat(item)]
+    return [float(values)]
+
+
+def _whole(values):
+    return bool(values) and all(abs(v - round(v)) < 1e-4 for v in values)
+
+
+def _exact_corners(sizes, per_level_ratios):
+    """The half widths and heights of the exact cell anchors: size / sqrt(ratio), size * sqrt(ratio)."""
+    out = []
+    for i, level in enumerate(sizes):
+        for r in per_level_ratios[min(i, len(per_level_ratios) - 1)]:
+            out += [float(s) / r ** 0.5 / 2 for s in level] + [float(s) * r ** 0.5 / 2 for s in level]
+    return out
 
 
 def mask_head(convs, channels, roi_size, mask_size):
@@ -196,7 +224,7 @@ def trainer(cfg, model, world, opt, threads):
     if m.name == "retina":
         settings.update(box_loss="l1", cls_loss=focal(net.alpha, net.gamma),
                         extra_levels_from="p5" if net.neck.extra == "p6p7" else net.neck.extra,
-                        anchors=anchors(net.anchors.sizes, net.anchors.aspect_ratios))
+                        anchors=anchors(net.anchors.sizes, net.anchors.aspect_ratios, net.anchors.cell_corners()))
         return settings, implementation
     rpn, heads = net.rpn, net.roi_heads
     box = heads.box_extractor
@@ -207,7 +235,7 @@ def trainer(cfg, model, world, opt, threads):
         roi_align_sampling_ratio=int(box.sampling_ratio), roi_align_aligned=bool(box.aligned),
         # the trainer's rpn.py and rcnn.py: smooth L1 with beta 1/9 in both stages, BCE and CE
         box_loss=two_stage_box_loss(smooth_l1(1.0 / 9), smooth_l1(1.0 / 9)), cls_loss=TWO_STAGE_CLS_LOSS,
-        anchors=anchors(rpn.anchors.sizes, rpn.anchors.aspect_ratios))
+        anchors=anchors(rpn.anchors.sizes, rpn.anchors.aspect_ratios, rpn.anchors.cell_corners()))
     implementation["roi_align"] = ROI_ALIGN_SPARSE if box.sparse else ROI_ALIGN_TORCHVISION
     if m.sync_free:
         implementation["roi_align"] += ", one atlas of the levels (sync-free)"

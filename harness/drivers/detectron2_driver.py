@@ -225,7 +225,7 @@ def as_run(args, cfg, model, optimizer, loader, amp_dtype):
     sizes = [list(s) for s in cfg.MODEL.ANCHOR_GENERATOR.SIZES]
     ratios = [list(r) for r in cfg.MODEL.ANCHOR_GENERATOR.ASPECT_RATIOS]
     anchor_text = asrun.anchors(sizes * (len(anchors.strides) if len(sizes) == 1 else 1),
-                                ratios[0] if len(ratios) == 1 else ratios)
+                                ratios[0] if len(ratios) == 1 else ratios, list(anchors.cell_anchors))
     if hasattr(model, "label_anchors"):
         top = model.backbone.top_block
         beta = model.smooth_l1_beta if model.box_reg_loss_type == "smooth_l1" else None

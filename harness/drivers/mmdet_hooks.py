@@ -139,7 +139,7 @@ def _anchors(generator):
     scales = [float(s) for s in generator.scales.tolist()]
     return asrun.anchors([[b * s for s in scales] for b in (
         base if isinstance(base, (int, float)) else base[0] for base in generator.base_sizes)],
-        generator.ratios.tolist())
+        generator.ratios.tolist(), generator.base_anchors)
 
 
 def _roi_align(layer):

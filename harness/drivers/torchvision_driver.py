@@ -72,6 +72,9 @@ def parse_args(argv=None):
     p.add_argument("--retinanet-anchors", choices=["exact", "whole-pixel"], default="exact",
                    help="RetinaNet's octave anchor sizes: exact (x, x*2^(1/3), x*2^(2/3)) as the other "
                         "frameworks use them, or torchvision's default that truncates them to whole pixels")
+    p.add_argument("--anchor-corners", choices=["exact", "whole-pixel"], default="exact",
+                   help="the anchors' corners: exact (width size/sqrt(ratio)), as mmdetection, detectron2 and "
+                        "the bundled trainer place them, or torchvision's default, rounded to whole pixels")
     p.add_argument("--depth", type=int, choices=[50, 18], default=50, help="ResNet depth of the FPN backbone")
     p.add_argument("--trainable-layers", type=int, default=3, choices=range(0, 6))
     p.add_argument("--rpn-pre-nms-train", type=int, default=2000, help="per level and image")
@@ -100,23 +103,47 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def retinanet_anchors(kind):
+def retinanet_anchors(kind, corners="whole-pixel"):
     """RetinaNet's anchor generator: three octave scales per level, ratios 0.5, 1, 2. torchvision's
     default (`_default_anchorgen`) truncates the scales to int (32, 40, 50); "exact" keeps
     x*2^(k/3) (32, 40.32, 50.8), as mmdetection, detectron2 and the bundled trainer do. Both
-    are torchvision's own AnchorGenerator, which rounds the corners either way."""
+    are torchvision's own AnchorGenerator; `corners` as in `placed_corners`."""
     octave = (1.0, 2 ** (1.0 / 3), 2 ** (2.0 / 3))
     if kind == "exact":
         sizes = tuple(tuple(x * k for k in octave) for x in (32, 64, 128, 256, 512))
     else:
         sizes = tuple(tuple(int(x * k) for k in octave) for x in (32, 64, 128, 256, 512))
-    return AnchorGenerator(sizes, ((0.5, 1.0, 2.0),) * len(sizes))
+    return placed_corners(AnchorGenerator(sizes, ((0.5, 1.0, 2.0),) * len(sizes)), corners)
+
+
+def rpn_anchors(corners="whole-pixel"):
+    """The RPN's anchor generator of torchvision's Faster and Mask R-CNN (one size per level, 32 to
+    512, ratios 0.5, 1, 2); `corners` as in `placed_corners`."""
+    sizes = ((32,), (64,), (128,), (256,), (512,))
+    return placed_corners(AnchorGenerator(sizes, ((0.5, 1.0, 2.0),) * len(sizes)), corners)
+
+
+def placed_corners(generator, corners):
+    """torchvision's AnchorGenerator rounds its cell anchors' corners to whole pixels
+    ("whole-pixel", as built). "exact" gives it the unrounded cells instead, a cell of size s and
+    ratio r being s/sqrt(r) wide and s*sqrt(r) high, as mmdetection, detectron2 and the bundled
+    trainer place them. The generator's own code still lays the cells over every level's grid."""
+    if corners == "exact":
+        cells = []
+        for sizes, ratios in zip(generator.sizes, generator.aspect_ratios):
+            rows = [[-s / math.sqrt(r) / 2, -s * math.sqrt(r) / 2, s / math.sqrt(r) / 2, s * math.sqrt(r) / 2]
+                    for r in ratios for s in sizes]            # ratio-major, as torchvision orders them
+            cells.append(torch.tensor(rows, dtype=torch.float32))
+        generator.cell_anchors = cells
+    return generator
 
 
 def build_model(args, height, width):
     size = dict(min_size=min(height, width), max_size=max(height, width))
     if args.model == "retinanet":
-        size["anchor_generator"] = retinanet_anchors(args.retinanet_anchors)
+        size["anchor_generator"] = retinanet_anchors(args.retinanet_anchors, args.anchor_corners)
+    else:
+        size["rpn_anchor_generator"] = rpn_anchors(args.anchor_corners)
     if args.norm == "bn" and args.trainable_layers == 5 and args.depth == 50:
         # torchvision's own builder: without weights it trains every layer with BatchNorm
         fn = {"retinanet": retinanet_resnet50_fpn, "faster_rcnn": fasterrcnn_resnet50_fpn,
@@ -338,7 +365,8 @@ def as_run(args, model, optimizer, loader, amp_dtype, device):
         extra = model.backbone.fpn.extra_blocks
         settings.update(box_loss=model.head.regression_head._loss_type, cls_loss=asrun.focal(*RETINANET_FOCAL),
                         extra_levels_from="p5" if getattr(extra, "use_P5", False) else "c5",
-                        anchors=asrun.anchors(model.anchor_generator.sizes, model.anchor_generator.aspect_ratios))
+                        anchors=asrun.anchors(model.anchor_generator.sizes, model.anchor_generator.aspect_ratios,
+                                              model.anchor_generator.cell_anchors))
         return settings, implementation
     rpn, heads = model.rpn, model.roi_heads
     pool = heads.box_roi_pool
@@ -351,7 +379,8 @@ def as_run(args, model, optimizer, loader, amp_dtype, device):
         roi_positive_fraction=float(heads.fg_bg_sampler.positive_fraction),
         roi_align_sampling_ratio=int(pool.sampling_ratio), roi_align_aligned=getattr(pool, "aligned", POOLER_ALIGNED),
         box_loss=asrun.two_stage_box_loss(beta, beta), cls_loss=asrun.TWO_STAGE_CLS_LOSS,
-        anchors=asrun.anchors(rpn.anchor_generator.sizes, rpn.anchor_generator.aspect_ratios))
+        anchors=asrun.anchors(rpn.anchor_generator.sizes, rpn.anchor_generator.aspect_ratios,
+                              rpn.anchor_generator.cell_anchors))
     implementation["roi_align"] = asrun.ROI_ALIGN_TORCHVISION
     if heads.has_mask():
         convs = [m for m in heads.mask_head.modules() if isinstance(m, torch.nn.Conv2d)]

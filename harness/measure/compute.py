@@ -184,6 +184,7 @@ UNCOUNTED = (
     "model.mask_max_rois_per_image",
     "model.roi_align_sampling_ratio",
     "model.roi_align_aligned",
+    "model.anchor_corners",
     "model.norm",
     "model.weights",
     "model.backbone_weights",

@@ -11,12 +11,19 @@ def pyramid_sizes(base_sizes, scales_per_octave=1):
 
 
 class AnchorGenerator:
-    """Anchors ordered (level, y, x, cell anchor) to match heads' flattened outputs."""
+    """Anchors ordered (level, y, x, cell anchor) to match heads' flattened outputs. A cell
+    anchor of size s and ratio r (height / width) is s / sqrt(r) wide and s * sqrt(r) high,
+    centred on its cell's corner; `whole_pixel` rounds its corners to whole pixels."""
 
-    def __init__(self, sizes, aspect_ratios=(0.5, 1.0, 2.0)):
+    def __init__(self, sizes, aspect_ratios=(0.5, 1.0, 2.0), whole_pixel=False):
         self.sizes = sizes
         self.aspect_ratios = tuple(aspect_ratios)
+        self.whole_pixel = whole_pixel
         self._cache = {}
+
+    def cell_corners(self):
+        """Each level's cell anchors (x1, y1, x2, y2) as they are placed, on the CPU."""
+        return [self._cell(sizes, "cpu") for sizes in self.sizes]
 
     def num_cell_anchors(self):
         return len(self.sizes[0]) * len(self.aspect_ratios)
@@ -28,7 +35,8 @@ class AnchorGenerator:
             for s in sizes:
                 w, h = s / hr, s * hr
                 cells.append([-w / 2, -h / 2, w / 2, h / 2])
-        return torch.tensor(cells, dtype=torch.float32, device=device).round()
+        corners = torch.tensor(cells, dtype=torch.float32, device=device)
+        return corners.round() if self.whole_pixel else corners
 
     def __call__(self, image_size, feature_shapes, device):
         key = (tuple(image_size), tuple(tuple(s) for s in feature_shapes), str(device))

@@ -25,6 +25,7 @@ SOURCES = ("synthetic", "coco")
 CANVASES = ("fixed", "batch")
 MODELS = ("retina", "faster", "mask")
 ROI_ALIGNS = ("torchvision", "sparse", "auto")
+ANCHOR_CORNERS = ("exact", "whole-pixel")
 
 
 def _check_choice(section, name, value, choices):
@@ -74,6 +75,9 @@ class ModelConfig:
     # RoIAlign of the box and mask heads: torchvision's kernel, or roi.py's sparse matrix products
     # (the same values; on the CPU a tenth of the kernel's backward); auto: sparse on the CPU
     roi_align: str = "torchvision"
+    # anchor corners: exact (w = size / sqrt(ratio), as mmdetection and detectron2 place them) or
+    # rounded to whole pixels (as torchvision's AnchorGenerator and py-faster-rcnn do)
+    anchor_corners: str = "exact"
     # initial weights (pretrained.py); empty: the trainer's own initialisation
     backbone_weights: str = ""          # ImageNet ResNet state_dict, torchvision's layout
     weights: str = ""                   # a whole detector (the same as train.py --weights)
@@ -93,6 +97,7 @@ class ModelConfig:
                      "fc_dim", "mask_max_rois_per_image", "base_width", "sync_free_nms_passes"):
             _check_min("model", name, getattr(self, name), 1)
         _check_choice("model", "roi_align", self.roi_align, ROI_ALIGNS)
+        _check_choice("model", "anchor_corners", self.anchor_corners, ANCHOR_CORNERS)
         if self.roi_align == "sparse" and self.roi_align_sampling_ratio < 1:
             raise ConfigError("model.roi_align=sparse needs model.roi_align_sampling_ratio >= 1: with adaptive "
                               "sampling (0) each box has its own number of samples")

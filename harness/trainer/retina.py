@@ -62,13 +62,14 @@ class RetinaHead(nn.Module):
 class RetinaNet(nn.Module):
     def __init__(self, *, backbone, neck, head, anchor_sizes=(32, 64, 128, 256, 512),
                  aspect_ratios=(0.5, 1.0, 2.0), scales_per_octave=3, fg_iou=0.5, bg_iou=0.4,
-                 focal_alpha=0.25, focal_gamma=2.0, fused_focal_loss=False):
+                 focal_alpha=0.25, focal_gamma=2.0, fused_focal_loss=False, whole_pixel_anchors=False):
         super().__init__()
         self.fused_focal_loss = fused_focal_loss
         self.backbone = backbone
         self.neck = neck
         self.head = head
-        self.anchors = AnchorGenerator(pyramid_sizes(anchor_sizes, scales_per_octave), aspect_ratios)
+        self.anchors = AnchorGenerator(pyramid_sizes(anchor_sizes, scales_per_octave), aspect_ratios,
+                                       whole_pixel_anchors)
         self.coder = BoxCoder()
         self.fg_iou, self.bg_iou = fg_iou, bg_iou
         self.alpha, self.gamma = focal_alpha, focal_gamma

@@ -40,12 +40,12 @@ class RPN(nn.Module):
     def __init__(self, *, head, anchor_sizes=(32, 64, 128, 256, 512), aspect_ratios=(0.5, 1.0, 2.0),
                  pre_nms_top_n=2000, post_nms_top_n=2000, nms_thresh=0.7, batch_per_image=256,
                  positive_fraction=0.5, fg_iou=0.7, bg_iou=0.3, min_size=1e-3, sync_free=False,
-                 nms_passes=32):
+                 nms_passes=32, whole_pixel_anchors=False):
         super().__init__()
         self.sync_free = sync_free
         self.nms_passes = nms_passes
         self.head = head
-        self.anchors = AnchorGenerator(pyramid_sizes(anchor_sizes), aspect_ratios)
+        self.anchors = AnchorGenerator(pyramid_sizes(anchor_sizes), aspect_ratios, whole_pixel_anchors)
         self.coder = BoxCoder()
         self.pre_nms_top_n = pre_nms_top_n
         self.post_nms_top_n = post_nms_top_n

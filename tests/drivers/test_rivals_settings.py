@@ -223,8 +223,14 @@ def mmdet_objects(cfg):
     def generator(g):
         scales = g.get("scales") or [g["octave_base_scale"] * 2 ** (i / g["scales_per_octave"])
                                      for i in range(g["scales_per_octave"])]
+        ratios = torch.tensor(g["ratios"])
+        # mmdet's base anchors: w = base * scale / sqrt(ratio), h = base * scale * sqrt(ratio), not rounded
+        half_w = [base * torch.tensor(scales)[None, :] / ratios.sqrt()[:, None] / 2 for base in g["strides"]]
+        half_h = [base * torch.tensor(scales)[None, :] * ratios.sqrt()[:, None] / 2 for base in g["strides"]]
+        corners = [torch.stack([-w.reshape(-1), -h.reshape(-1), w.reshape(-1), h.reshape(-1)], dim=1)
+                   for w, h in zip(half_w, half_h)]
         return types.SimpleNamespace(base_sizes=list(g["strides"]), scales=torch.tensor(scales),
-                                     ratios=torch.tensor(g["ratios"]))
+                                     ratios=ratios, base_anchors=corners)
 
     net = torch.nn.Module()
     net.backbone = Backbone()

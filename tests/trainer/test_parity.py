@@ -269,16 +269,18 @@ def test_rpn_anchors_are_equal(runs, model):
         assert torch.equal(anchors, tv_anchors)
 
 
-def retina_anchors(rec, sizes=None):
-    """The trainer's RetinaNet anchors for the batch: its own, or its generator's with other sizes."""
+def retina_anchors(rec, sizes=None, whole_pixel=False):
+    """The trainer's RetinaNet anchors for the batch: its own, or its generator's with other sizes
+    or with its corners rounded to whole pixels."""
     shapes = [tuple(f.shape[-2:]) for f in rec["bt_feats"]]
     own = rec["bt"].anchors
-    generator = own if sizes is None else AnchorGenerator(sizes, own.aspect_ratios)
+    generator = own if sizes is None and not whole_pixel else \
+        AnchorGenerator(sizes or own.sizes, own.aspect_ratios, whole_pixel)
     return generator(SIZE, shapes, torch.device("cpu"))[0]
 
 
 def test_retinanet_anchors_are_equal_given_torchvision_s_sizes(runs):
-    """The generators do the same arithmetic (cell anchors, rounding, strides, order)."""
+    """The generators do the same arithmetic (cell anchors, strides, order)."""
     rec = runs("retinanet")
     tv_sizes = rec["tv"].anchor_generator.sizes
     assert torch.equal(retina_anchors(rec, tv_sizes), rec["tv_anchors"][0])
@@ -292,16 +294,43 @@ def generated(rec, generator):
     return generator(ImageList(torch.zeros(1, 3, *SIZE), [SIZE]), feats)[0]
 
 
-def driver_anchors(rec, kind):
-    """The anchors of the torchvision driver's RetinaNet generator (`--retinanet-anchors KIND`)."""
-    return generated(rec, torchvision_driver.retinanet_anchors(kind))
+def driver_anchors(rec, kind, corners="exact"):
+    """The anchors of the torchvision driver's RetinaNet generator (`--retinanet-anchors KIND
+    --anchor-corners CORNERS`; the driver's default corners are exact)."""
+    return generated(rec, torchvision_driver.retinanet_anchors(kind, corners))
 
 
 def test_the_driver_s_whole_pixel_anchors_are_torchvision_s_default(runs):
     from torchvision.models.detection.retinanet import _default_anchorgen
 
     rec = runs("retinanet")
-    assert torch.equal(driver_anchors(rec, "whole-pixel"), generated(rec, _default_anchorgen()))
+    assert torch.equal(driver_anchors(rec, "whole-pixel", "whole-pixel"), generated(rec, _default_anchorgen()))
+
+
+@pytest.mark.parametrize("model", TWO_STAGE)
+def test_the_driver_s_whole_pixel_rpn_anchors_are_torchvision_s_default(runs, model):
+    from torchvision.models.detection.faster_rcnn import _default_anchorgen
+
+    rec = runs(model)
+    driver = generated(rec, torchvision_driver.rpn_anchors("whole-pixel"))
+    assert torch.equal(driver, generated(rec, _default_anchorgen()))
+
+
+@pytest.mark.parametrize("model", TWO_STAGE)
+def test_rounding_the_corners_is_the_one_difference_from_torchvision_s_default_rpn_anchors(runs, model):
+    """torchvision's AnchorGenerator rounds its cell anchors' corners (a 32-pixel anchor of ratio
+    0.5 becomes 46 x 22 instead of 45.25 x 22.63); mmdetection and detectron2 do not, and neither
+    do the trainer and the driver by default. Rounded, the trainer's are torchvision's own."""
+    from torchvision.models.detection.faster_rcnn import _default_anchorgen
+
+    rec = runs(model)
+    shapes = [tuple(f.shape[-2:]) for f in rec["bt_feats"]]
+    own = rec["bt"].rpn.anchors
+    rounded = AnchorGenerator(own.sizes, own.aspect_ratios, whole_pixel=True)(SIZE, shapes, torch.device("cpu"))[0]
+    default = generated(rec, _default_anchorgen())
+    assert torch.equal(rounded, default)
+    exact = own(SIZE, shapes, torch.device("cpu"))[0]
+    assert 0 < float((exact - default).abs().max()) <= 0.5
 
 
 def test_retinanet_own_anchors_differ_from_torchvision_s_default_by_at_most_one_pixel(runs):
@@ -310,7 +339,7 @@ def test_retinanet_own_anchors_differ_from_torchvision_s_default_by_at_most_one_
     mmdetection do. After rounding the corners, the anchors of those two scales differ by at
     most 1 pixel per corner; the first scale of each octave is the same."""
     rec = runs("retinanet")
-    ours, theirs = retina_anchors(rec), driver_anchors(rec, "whole-pixel")
+    ours, theirs = retina_anchors(rec, whole_pixel=True), driver_anchors(rec, "whole-pixel", "whole-pixel")
     diff = (ours - theirs).abs().view(-1, 3, 3, 4)               # (place, ratio, scale, corner)
     assert float(diff.max()) == 1.0
     assert torch.equal(diff[:, :, 0], torch.zeros_like(diff[:, :, 0]))
@@ -329,7 +358,7 @@ def test_retinanet_own_anchors_are_those_of_torchvision_as_the_driver_builds_it(
                                        "docs/methodology.md, Parity with torchvision")
 def test_retinanet_own_anchors_are_torchvision_s_default(runs):
     rec = runs("retinanet")
-    assert torch.equal(retina_anchors(rec), driver_anchors(rec, "whole-pixel"))
+    assert torch.equal(retina_anchors(rec), driver_anchors(rec, "whole-pixel", "whole-pixel"))
 
 
 def test_retinanet_head_outputs_are_equal_per_level(runs):

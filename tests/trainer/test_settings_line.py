@@ -72,3 +72,23 @@ def test_the_r50_configs_run_the_settings_their_adapter_declares(model):
     assert implementation["batch_norm"] == "frozen, folded into the convolutions"
     if model != "retinanet":
         assert implementation["roi_align"] == asrun.ROI_ALIGN_SPARSE     # auto on the CPU
+
+
+def test_the_anchors_say_when_their_corners_were_rounded_to_whole_pixels(capsys):
+    exact = settings_lines(capsys, "faster_tiny")["settings"]["anchors"]
+    rounded = settings_lines(capsys, "faster_tiny", "model.anchor_corners=whole-pixel")["settings"]["anchors"]
+    assert exact == "sizes 32, 64, 128, 256, 512; ratios 0.5, 1, 2"
+    assert rounded == exact + "; corners rounded to whole pixels"
+
+
+def test_the_anchor_text_reads_the_corners_a_generator_holds():
+    from torchvision.models.detection.faster_rcnn import _default_anchorgen
+
+    from harness.drivers import torchvision_driver
+    sizes, ratios = ((32,), (64,)), (0.5, 1.0, 2.0)
+    held = _default_anchorgen().cell_anchors                    # torchvision's own, rounded
+    assert asrun.anchors(sizes, ratios, held[:2]).endswith("; " + asrun.WHOLE_PIXEL_CORNERS)
+    exact = torchvision_driver.rpn_anchors("exact").cell_anchors
+    assert asrun.anchors(sizes, ratios, exact[:2]) == "sizes 32, 64; ratios 0.5, 1, 2"
+    # square anchors of even sizes are whole either way: nothing to say
+    assert asrun.anchors(sizes, (1.0,), [[[-16, -16, 16, 16]], [[-32, -32, 32, 32]]]) == "sizes 32, 64; ratios 1"

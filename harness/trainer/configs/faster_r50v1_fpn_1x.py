@@ -26,7 +26,7 @@ def build_detector(cfg: Config):
               pre_nms_top_n=m.rpn_pre_nms_top_n_train, post_nms_top_n=m.rpn_post_nms_top_n_train,
               nms_thresh=m.rpn_nms_thresh, batch_per_image=m.rpn_batch_per_image,
               positive_fraction=m.rpn_positive_fraction, sync_free=m.sync_free,
-              nms_passes=m.sync_free_nms_passes)
+              nms_passes=m.sync_free_nms_passes, whole_pixel_anchors=m.anchor_corners == "whole-pixel")
     roi_heads = RoIHeads(
         box_extractor=MultiLevelRoIAlign(output_size=7, strides=(4, 8, 16, 32),
                                          sampling_ratio=m.roi_align_sampling_ratio,

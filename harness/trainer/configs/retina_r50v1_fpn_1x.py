@@ -20,4 +20,5 @@ def build_detector(cfg: Config):
     neck = FPN(in_channels=backbone.channels(), out_channels=m.fpn_channels, extra="p6p7")
     head = RetinaHead(in_channels=m.fpn_channels, num_anchors=9, num_classes=m.num_classes,
                       num_convs=m.retina_num_convs, merge_first=m.retina_merge_first_convs)
-    return RetinaNet(backbone=backbone, neck=neck, head=head, fused_focal_loss=m.fused_focal_loss)
+    return RetinaNet(backbone=backbone, neck=neck, head=head, fused_focal_loss=m.fused_focal_loss,
+                     whole_pixel_anchors=m.anchor_corners == "whole-pixel")
