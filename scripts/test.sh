@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 # DETBENCH_TEST_WORKERS=N runs the suite on N pytest-xdist workers: each test file is one unit,
 # and the files that use the shared Docker engine or Slurm cluster run in turn on one worker
-# (tests/conftest.py). Off by default until the suite passes that way: two runs on two workers
-# each failed a test that passes alone (docs/architecture.md, the tests/ row).
+# (tests/conftest.py). Off by default until a whole run passes that way (docs/architecture.md,
+# the tests/ row).
 workers=${DETBENCH_TEST_WORKERS:-0}
 if [ "$workers" != 0 ]; then
     exec python -m pytest -q -ra -n "$workers" --dist loadgroup "$@"
