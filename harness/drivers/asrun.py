@@ -95,13 +95,16 @@ def _whole(values):
     return bool(values) and all(abs(v - round(v)) < 1e-4 for v in values)
 
 
+def exact_cells(sizes, ratios):
+    """One level's exact cell anchors (x1, y1, x2, y2), ratio-major: size s and ratio r (height /
+    width) give an anchor s / sqrt(r) wide and s * sqrt(r) high, centred on 0."""
+    return [[-s / r ** 0.5 / 2, -s * r ** 0.5 / 2, s / r ** 0.5 / 2, s * r ** 0.5 / 2]
+            for r in (float(r) for r in ratios) for s in (float(s) for s in sizes)]
+
+
 def _exact_corners(sizes, per_level_ratios):
-    """The half widths and heights of the exact cell anchors: size / sqrt(ratio), size * sqrt(ratio)."""
-    out = []
-    for i, level in enumerate(sizes):
-        for r in per_level_ratios[min(i, len(per_level_ratios) - 1)]:
-            out += [float(s) / r ** 0.5 / 2 for s in level] + [float(s) * r ** 0.5 / 2 for s in level]
-    return out
+    return _flat([exact_cells(level, per_level_ratios[min(i, len(per_level_ratios) - 1)])
+                  for i, level in enumerate(sizes)])
 
 
 def mask_head(convs, channels, roi_size, mask_size):

@@ -129,12 +129,8 @@ def placed_corners(generator, corners):
     ratio r being s/sqrt(r) wide and s*sqrt(r) high, as mmdetection, detectron2 and the bundled
     trainer place them. The generator's own code still lays the cells over every level's grid."""
     if corners == "exact":
-        cells = []
-        for sizes, ratios in zip(generator.sizes, generator.aspect_ratios):
-            rows = [[-s / math.sqrt(r) / 2, -s * math.sqrt(r) / 2, s / math.sqrt(r) / 2, s * math.sqrt(r) / 2]
-                    for r in ratios for s in sizes]            # ratio-major, as torchvision orders them
-            cells.append(torch.tensor(rows, dtype=torch.float32))
-        generator.cell_anchors = cells
+        generator.cell_anchors = [torch.tensor(asrun.exact_cells(sizes, ratios), dtype=torch.float32)
+                                  for sizes, ratios in zip(generator.sizes, generator.aspect_ratios)]
     return generator
 
 
