@@ -7,10 +7,17 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 # DETBENCH_TEST_WORKERS=N runs the suite on N pytest-xdist workers: each test file is one unit,
 # and the files that use the shared Docker engine or Slurm cluster run in turn on one worker
-# (tests/conftest.py). Off by default until a whole run passes that way (docs/architecture.md,
-# the tests/ row).
+# (tests/conftest.py). The tests marked `timing` (figures that hold only on an otherwise idle
+# CPU, such as the calibration workload's 1% truths) run afterwards, alone, one at a time.
 workers=${DETBENCH_TEST_WORKERS:-0}
-if [ "$workers" != 0 ]; then
-    exec python -m pytest -q -ra -n "$workers" --dist loadgroup "$@"
+if [ "$workers" = 0 ]; then
+    exec python -m pytest -q -ra "$@"
 fi
-exec python -m pytest -q -ra "$@"
+parallel=0
+python -m pytest -q -ra -n "$workers" --dist loadgroup -m "not timing" "$@" || parallel=$?
+alone=0
+python -m pytest -q -ra -m timing "$@" || alone=$?
+[ "$alone" = 5 ] && alone=0      # 5: the selection held no timing test
+[ "$parallel" = 5 ] && parallel=0
+echo "test.sh: workers' phase exit $parallel, timing phase exit $alone"
+[ "$parallel" = 0 ] && [ "$alone" = 0 ]

@@ -41,6 +41,13 @@ def uses_shared_services(path):
     return _uses_services[path]
 
 
+def pytest_configure(config):
+    # registered here, not in pyproject.toml, whose hash keys the cached Python environment
+    config.addinivalue_line(
+        "markers", "timing: its figures hold only on an otherwise idle CPU; with workers, "
+        "scripts/test.sh runs these after the others, one at a time")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         path = str(item.path)

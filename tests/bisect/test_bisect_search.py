@@ -15,6 +15,8 @@ from harness.results.store import Store
 from tests.support import bisectrepo
 from tests.support.cliproc import detbench, error_lines, finish
 
+pytestmark = pytest.mark.timing   # a 10% slowdown is named only on an otherwise idle CPU
+
 FAST = bisectrepo.scenario_text(iteration_ms=10.0, warmup=1, measure=10)
 
 

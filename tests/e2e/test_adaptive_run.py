@@ -7,7 +7,7 @@ from harness import run as run_mod
 from harness.cli import main
 from tests.support.storerows import rows
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timing]   # its figures hold on an otherwise idle CPU
 
 SCENARIO = """\
 name: adaptive

@@ -15,7 +15,7 @@ from harness.cli import main
 from tests.support.storerows import rows
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timing]   # its figures hold on an otherwise idle CPU
 
 TWO_CELLS = """\
 name: two-cells

@@ -114,6 +114,7 @@ def nominal(warmup, measure, iteration_ms, tail_every, tail_ms):
     return [tail_ms if k % tail_every == 0 else iteration_ms for k in range(warmup + 1, warmup + measure + 1)]
 
 
+@pytest.mark.timing
 def test_calibration_inference_figures_match_the_truth_within_1_percent(write_scenario, tmp_path):
     results = tmp_path / "results"
     result = CliRunner().invoke(main, ["run", "--scenario", str(write_scenario(INFERENCE)), "--results", str(results)])
@@ -167,6 +168,7 @@ def gate_scenario(name, iteration_ms, tail_ms):
                                                            ).replace("tail_ms: 20", "tail_ms: %g" % tail_ms)
 
 
+@pytest.mark.timing
 def test_the_gate_catches_a_10_percent_rise_at_p95_and_not_a_repeat(write_scenario, tmp_path):
     results = tmp_path / "results"
     ids = []

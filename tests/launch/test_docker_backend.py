@@ -156,6 +156,7 @@ def test_a_failing_build_names_its_step(client, tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------- trials in containers
+@pytest.mark.timing
 def test_calibration_in_containers_reports_the_truth_and_leaves_nothing(client, write_scenario, tmp_path):
     need_image(client, "calibrate")
     scenario = write_scenario(CALIBRATE.format(warmup=3, measure=20, repeats=2, iteration_ms=50))
@@ -178,6 +179,7 @@ def test_calibration_in_containers_reports_the_truth_and_leaves_nothing(client, 
     assert code == 0 and cell and float(cell.group(1)) == pytest.approx(40.0, rel=0.01), table
 
 
+@pytest.mark.timing
 def test_inference_in_containers_gives_the_known_latencies(client, write_scenario, tmp_path):
     need_image(client, "calibrate")
     text = (CALIBRATE.format(warmup=2, measure=20, repeats=1, iteration_ms=20)
@@ -282,7 +284,8 @@ def test_quickstart_retinanet_in_containers_lands_in_the_same_table_as_local_run
     retina = next(l for l in table.splitlines() if l.startswith("|RetinaNet|"))
     cells = retina.strip("|").split("|")
     calibrate = re.match(r"(\d+\.\d)\(50ms\)", cells[1])
-    assert calibrate and float(calibrate.group(1)) == pytest.approx(40.0, rel=0.01), table
+    # the column is there with its figure; the figure's 1% truth is pinned on an idle CPU (timing tests)
+    assert calibrate and float(calibrate.group(1)) == pytest.approx(40.0, rel=0.1), table
     assert not cells[2].startswith("NA"), table
     for trial in (results / "trials").iterdir():
         record = json.loads((trial / "trial.json").read_text())

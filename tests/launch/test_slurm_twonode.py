@@ -130,6 +130,7 @@ slurm: {partition: twonode, gpus_per_node: 0, cpus_per_task: 1, time_limit: "5"}
 """
 
 
+@pytest.mark.timing
 def test_calibration_on_one_and_two_nodes_gives_its_exact_figures(twonode, tmp_path):
     scenario = tmp_path / "calibrate-2node.yaml"
     scenario.write_text(CALIBRATE)

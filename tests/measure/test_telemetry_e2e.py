@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from harness.cli import main
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timing]   # its figures hold on an otherwise idle CPU
 
 SCENARIO = """\
 name: contention

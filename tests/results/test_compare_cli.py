@@ -98,6 +98,7 @@ def test_baseline_save_without_a_store_exits_2(tmp_path):
     assert out.exit_code == 2 and "no results store here" in out.output
 
 
+@pytest.mark.timing
 @pytest.mark.e2e
 def test_a_slowed_calibration_run_fails_the_gate(tmp_path):
     runner = CliRunner()
