@@ -219,3 +219,38 @@ def time_batches(args, pool, step, sync, post_timers=(), out=None):
         print(jsonlog.phases_line(k, marks.pre_end - fetched, marks.net_end - marks.pre_end - moved,
                                   end - marks.net_end + moved, kept), file=out, flush=True)
         prev = end
+
+
+# --- accuracy: a checkpoint's val-split detections in COCO's result format ----------------------
+
+def coco_detection(image_id, category_id, box, score, segmentation=None):
+    """One COCO result of an (x0, y0, x1, y1) box in the image's own pixels: the box as x, y, w, h."""
+    x0, y0, x1, y1 = box
+    det = {"image_id": image_id, "category_id": category_id,
+           "bbox": [round(x0, 2), round(y0, 2), round(x1 - x0, 2), round(y1 - y0, 2)], "score": round(score, 5)}
+    if segmentation is not None:
+        det["segmentation"] = segmentation
+    return det
+
+
+def write_detections(path, detections, images):
+    """Write the results whole (a reader never sees half a file) and print the one JSON summary line."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(detections, fh)
+    os.replace(tmp, path)
+    print(json.dumps({"images": images, "detections": len(detections), "out": path}), flush=True)
+
+
+def dump_parser(description, models, depths):
+    """The flags every accuracy dump takes (its framework's models and ResNet depths)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--model", choices=sorted(models), required=True)
+    p.add_argument("--depth", type=int, choices=sorted(depths), default=50)
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--data", required=True, help="COCO instances JSON of the val split")
+    p.add_argument("--images", required=True)
+    p.add_argument("--input-size", default="800x1333")
+    p.add_argument("--out", required=True)
+    p.add_argument("--batch-size", type=int, default=8)
+    return p

@@ -18,6 +18,13 @@ aligned=False, smooth L1 (beta 1/9) box losses, and RPN low-quality matches at a
 hooks (mmdet_hooks.py) make data_time the wait for the batch only, print one
 DETBENCH_WORK line per iteration and, before the first, the DETBENCH_SETTINGS line read from
 the merged config and the built model.
+
+For time to accuracy (`detbench accuracy`) the same config takes a ResNet-18 backbone
+(``--depth 18``), any number of frozen stages (``--frozen-stages -1``: none), the weight decay,
+MultiStepLR steps, and a checkpoint every N iterations and at the end (mmengine's CheckpointHook,
+``iter_N.pth`` in ``--checkpoint-dir``, which then is the work directory and is kept) announced
+by one ``checkpoint PATH`` line each; ``--resume FILE`` goes on from one with train.py's own
+``--resume`` (model, optimizer, schedulers and iteration).
 """
 import argparse
 import importlib.util
@@ -42,8 +49,8 @@ BASES = {
 TEMPLATE = """\
 _base_ = {base!r}
 model = dict(
-    backbone=dict(init_cfg=None, frozen_stages=1, norm_cfg=dict(type='BN', requires_grad=False),
-                  norm_eval=True){neck}{heads})
+    backbone=dict(init_cfg=None, frozen_stages={frozen}, norm_cfg=dict(type='BN', requires_grad=False),
+                  norm_eval=True{depth}){neck}{heads})
 data_root = ''
 train_pipeline = [
     dict(type='LoadImageFromFile'),
@@ -65,11 +72,12 @@ test_dataloader = None
 test_evaluator = None
 test_cfg = None
 param_scheduler = [dict(type='LinearLR', start_factor={warmup_factor!r}, by_epoch=False, begin=0,
-                        end={warmup_iters})]
+                        end={warmup_iters}){steps}]
 default_hooks = dict(
     timer=dict(type={timer!r}),
     logger=dict(type='LoggerHook', interval=1),
-    checkpoint=dict(type='CheckpointHook', interval={never}, by_epoch=False, save_last=False))
+    checkpoint=dict(type='CheckpointHook', interval={every}, by_epoch=False, save_last={save_last},
+                    max_keep_ckpts=-1))
 log_processor = dict(type='LogProcessor', window_size=1, by_epoch=False)
 randomness = dict(seed={seed})
 """
@@ -91,6 +99,9 @@ MASK_ROI = """,
                                                aligned={aligned}))"""
 ROI_ALIGN_SAMPLING_RATIO = 2
 ROI_ALIGN_ALIGNED = False
+# the output channels of ResNet's four stages, which the FPN reads, by depth
+STAGE_CHANNELS = {18: [64, 128, 256, 512], 50: [256, 512, 1024, 2048]}
+CHECKPOINT_HOOK = "DetbenchCheckpointLineHook"
 
 
 def parse_args(argv=None):
@@ -119,7 +130,23 @@ def parse_args(argv=None):
     p.add_argument("--keep-work-dir", action="store_true")
     p.add_argument("--weights", metavar="FILE",
                    help="initial weights made by `detbench weights make` (torchvision's layout, mapped)")
-    return p.parse_args(argv)
+    p.add_argument("--depth", type=int, choices=sorted(STAGE_CHANNELS), default=50, help="ResNet depth")
+    p.add_argument("--frozen-stages", type=int, default=1, choices=[-1, 0, 1, 2, 3, 4],
+                   help="ResNet stages kept frozen (mmdet's frozen_stages; -1: none, 0: the stem)")
+    p.add_argument("--weight-decay", type=float, default=None, help="SGD weight decay (default: the config's)")
+    p.add_argument("--lr-steps", default="", help="comma-separated iterations after which the rate is x gamma")
+    p.add_argument("--gamma", type=float, default=0.1)
+    p.add_argument("--checkpoint-every", type=int, default=0, help="a checkpoint every N iterations and at the end")
+    p.add_argument("--checkpoint-dir", help="where they go (the work directory; kept)")
+    p.add_argument("--resume", metavar="FILE", help="a checkpoint of --checkpoint-every to train on from")
+    args = p.parse_args(argv)
+    if args.checkpoint_every and not args.checkpoint_dir:
+        p.error("--checkpoint-every needs --checkpoint-dir")
+    try:
+        args.lr_steps = [int(v) for v in args.lr_steps.split(",") if v.strip()]
+    except ValueError:
+        p.error("--lr-steps takes whole iterations separated by commas, not %r" % args.lr_steps)
+    return args
 
 
 def write_config(args, path):
@@ -131,20 +158,36 @@ def write_config(args, path):
                                  mask=MASK_ROI.format(**roi) if args.model == "mask_rcnn" else "", **roi)
     # RetinaNet's P6 from the P5 output (not C5) and a ReLU before P7, as torchvision and the
     # bundled trainer build it: the same architecture, so the same weights file fits all three
-    neck = (", neck=dict(add_extra_convs='on_output', relu_before_extra_convs=True)"
-            if args.model == "retinanet" else "")
+    neck = []
+    if args.model == "retinanet":
+        neck += ["add_extra_convs='on_output'", "relu_before_extra_convs=True"]
+    if args.depth != 50:
+        neck.append("in_channels=%r" % STAGE_CHANNELS[args.depth])
+    neck = ", neck=dict(%s)" % ", ".join(neck) if neck else ""
+    steps = (",\n    dict(type='MultiStepLR', by_epoch=False, begin=0, end=%d, milestones=%r, gamma=%r)"
+             % (args.iterations, args.lr_steps, args.gamma) if args.lr_steps else "")
     text = TEMPLATE.format(
-        base=BASES[args.model], heads=heads, neck=neck, masks=args.model == "mask_rcnn", width=width,
+        base=BASES[args.model], heads=heads, neck=neck, frozen=args.frozen_stages,
+        depth=", depth=%d" % args.depth if args.depth != 50 else "", steps=steps,
+        every=args.checkpoint_every or 10 ** 9, save_last=bool(args.checkpoint_every),
+        masks=args.model == "mask_rcnn", width=width,
         height=height, timer=mmdet_hooks.TIMER_HOOK, shuffle=args.shuffle,
         warmup_factor=args.warmup_factor if args.warmup_iters > 0 else 1.0, warmup_iters=max(args.warmup_iters, 1),
         flip=0.5 if args.flip else 0.0, batch=args.batch_size, workers=args.workers,
         persistent=args.workers > 0, ann=os.path.abspath(args.ann),
         images=os.path.join(os.path.abspath(args.images), ""), iters=args.iterations,
         never=10 ** 9, seed=args.seed)
+    optimizer = {}
     if args.lr is not None:
-        text += "optim_wrapper = dict(optimizer=dict(lr=%r))\n" % args.lr
+        optimizer["lr"] = args.lr
+    if args.weight_decay is not None:
+        optimizer["weight_decay"] = args.weight_decay
+    if optimizer:
+        text += "optim_wrapper = dict(optimizer=%r)\n" % optimizer
     hooks = [dict(type=mmdet_hooks.WORK_HOOK)]
-    if args.weights:
+    if args.checkpoint_every:
+        hooks.append(dict(type=CHECKPOINT_HOOK, every=args.checkpoint_every))
+    if args.weights and not args.resume:
         hooks.append(dict(type=WEIGHTS_HOOK, path=os.path.abspath(args.weights), model=args.model))
     text += "custom_hooks = %r\n" % hooks
     with open(path, "w") as f:
@@ -178,6 +221,30 @@ def register_weights_hook():
     HOOKS.register_module(name=WEIGHTS_HOOK, module=DetbenchWeightsHook, force=True)
 
 
+def register_checkpoint_hook():
+    """A hook that prints `checkpoint PATH` for each checkpoint mmengine's CheckpointHook writes:
+    it runs after that hook (lowest priority) in the same after_train_iter, on the iterations it
+    saves at (every N-th and the last), and names the file only once it is there."""
+    from mmengine.hooks import Hook
+    from mmengine.registry import HOOKS
+
+    class DetbenchCheckpointLineHook(Hook):
+        priority = "LOWEST"
+
+        def __init__(self, every):
+            self.every = every
+
+        def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+            done = runner.iter + 1
+            if done % self.every and done != runner.max_iters:
+                return
+            path = os.path.join(runner.work_dir, "iter_%d.pth" % done)
+            if os.path.isfile(path):
+                print("checkpoint %s" % path, flush=True)
+
+    HOOKS.register_module(name=CHECKPOINT_HOOK, module=DetbenchCheckpointLineHook, force=True)
+
+
 def train_script():
     spec = importlib.util.find_spec("mmdet")
     if spec is None or not spec.submodule_search_locations:
@@ -192,17 +259,25 @@ def main(argv=None):
     args = parse_args(argv)
     script = train_script()
     work = tempfile.mkdtemp(prefix="detbench-mmdet-")
+    work_dir = os.path.abspath(args.checkpoint_dir) if args.checkpoint_dir else os.path.join(work, "work")
     try:
         config = os.path.join(work, "detbench_%s.py" % args.model)
         write_config(args, config)
-        sys.argv = [script, config, "--work-dir", os.path.join(work, "work"), "--launcher", args.launcher]
+        sys.argv = [script, config, "--work-dir", work_dir, "--launcher", args.launcher]
         if args.amp:
             sys.argv.append("--amp")
+        if args.resume:
+            sys.argv += ["--resume", os.path.abspath(args.resume)]
+            # mmengine's resume loads with torch.load's default, weights_only since torch 2.6, which
+            # refuses the log history its checkpoints hold; the file is this trial's own
+            os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
         print("detbench: running %s %s" % (script, " ".join(sys.argv[1:])), flush=True)
         sys.path.insert(0, os.path.dirname(script))
         mmdet_hooks.register()
-        if args.weights:
+        if args.weights and not args.resume:      # a resumed run's weights come from its checkpoint
             register_weights_hook()
+        if args.checkpoint_every:
+            register_checkpoint_hook()
         try:
             runpy.run_path(script, run_name="__main__")
         except weights_map.WeightsError as exc:

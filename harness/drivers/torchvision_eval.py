@@ -12,7 +12,6 @@ thresholded at 0.5 and written as uncompressed RLE, which the shared scoring com
 mapped back to the image's own size. Scoring is not done here: every framework's file goes
 through the one COCOeval (harness/trainer/cocometrics.py). Exit codes: 0 done, 2 bad input.
 """
-import argparse
 import json
 import os
 import sys
@@ -20,22 +19,14 @@ import sys
 import torch
 
 try:
-    from harness.drivers import torchvision_driver
+    from harness.drivers import common, torchvision_driver
 except ImportError:                     # run as a script in the framework's pinned env
+    import common
     import torchvision_driver
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", choices=sorted(torchvision_driver.MODELS), required=True)
-    p.add_argument("--depth", type=int, choices=[50, 18], default=50)
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("--data", required=True, help="COCO instances JSON of the val split")
-    p.add_argument("--images", required=True)
-    p.add_argument("--input-size", default="800x1333")
-    p.add_argument("--out", required=True)
-    p.add_argument("--batch-size", type=int, default=8)
-    return p.parse_args(argv)
+    return common.dump_parser(__doc__.splitlines()[0], torchvision_driver.MODELS, (50, 18)).parse_args(argv)
 
 
 def rle(mask):
@@ -97,18 +88,9 @@ def main(argv=None):
                                                         res["labels"].tolist())):
                 if not 1 <= label <= len(cat_ids):
                     continue        # a class the val split has no category for: it cannot be right
-                x0, y0, x1, y1 = box
-                det = {"image_id": info["id"], "category_id": cat_ids[label - 1],
-                       "bbox": [round(x0, 2), round(y0, 2), round(x1 - x0, 2), round(y1 - y0, 2)],
-                       "score": round(score, 5)}
-                if masks is not None:
-                    det["segmentation"] = rle(masks[k])
-                out.append(det)
-    tmp = args.out + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(out, fh)
-    os.replace(tmp, args.out)
-    print(json.dumps({"images": len(images), "detections": len(out), "out": args.out}), flush=True)
+                out.append(common.coco_detection(info["id"], cat_ids[label - 1], box, score,
+                                                 None if masks is None else rle(masks[k])))
+    common.write_detections(args.out, out, len(images))
     return 0
 
 

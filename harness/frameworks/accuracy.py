@@ -17,14 +17,17 @@ import sys
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from harness.frameworks import detbench_trainer, torchvision
+from harness.frameworks import detbench_trainer, mmdetection, torchvision
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TV_EVAL = os.path.join(ROOT, "harness", "drivers", "torchvision_eval.py")
+MMDET_EVAL = os.path.join(ROOT, "harness", "drivers", "mmdet_eval.py")
 # framework -> (models it trains to a target, precisions)
 RECIPES = {
     "detbench-trainer": (("retinanet", "faster_rcnn", "mask_rcnn"), ("fp32", "bf16")),
     "torchvision": (("retinanet", "faster_rcnn", "mask_rcnn"), ("fp32", "bf16")),
+    # mmdetection's CPU runs are fp32 only (its drivers' --amp is CUDA fp16)
+    "mmdetection": (("retinanet", "faster_rcnn", "mask_rcnn"), ("fp32",)),
 }
 TRAINER_MODELS = {"retinanet": "retina", "faster_rcnn": "faster", "mask_rcnn": "mask"}
 BLOCKS = {18: ("basic", "2,2,2,2"), 50: ("bottleneck", "3,4,6,3")}
@@ -111,6 +114,22 @@ def train_argv(framework: str, model: str, s: Schedule, data: Tuple[str, str], w
             argv.append("--no-flip")
         argv += ["--weights", weights] if weights else []     # not loaded again on a resume
         return argv + (["--resume", resume] if resume else [])
+    if framework == "mmdetection":
+        # every stage trainable (frozen_stages -1), BN frozen as everywhere; mmengine's SGD decays
+        # biases and norms too; a resumed run takes its weights from the checkpoint (the driver
+        # does not load the file again)
+        argv = [python, mmdetection.DRIVER, "--model", model, "--depth", str(s.depth),
+                "--iterations", str(s.iterations), "--batch-size", str(s.batch), "--input-size", size,
+                "--workers", str(s.workers), "--ann", ann, "--images", images, "--frozen-stages", "-1",
+                "--lr", repr(s.lr), "--warmup-iters", str(s.warmup_iters), "--warmup-factor", repr(s.warmup_factor),
+                "--weight-decay", repr(s.weight_decay), "--gamma", repr(s.gamma), "--seed", str(s.seed),
+                "--checkpoint-every", str(s.eval_every), "--checkpoint-dir", folder]
+        if s.lr_steps:
+            argv += ["--lr-steps", ",".join(map(str, s.lr_steps))]
+        if not s.flip:
+            argv.append("--no-flip")
+        argv += ["--weights", weights] if weights else []
+        return argv + (["--resume", resume] if resume else [])
     raise ValueError(why_not(framework))
 
 
@@ -126,6 +145,9 @@ def dump_argv(framework: str, model: str, s: Schedule, checkpoint: str, val: Tup
                 "--dump-only", "--detections-out", out]
     if framework == "torchvision":
         return [python, TV_EVAL, "--model", model, "--depth", str(s.depth), "--checkpoint", checkpoint,
+                "--data", ann, "--images", images, "--input-size", size, "--out", out]
+    if framework == "mmdetection":
+        return [python, MMDET_EVAL, "--model", model, "--depth", str(s.depth), "--checkpoint", checkpoint,
                 "--data", ann, "--images", images, "--input-size", size, "--out", out]
     raise ValueError(why_not(framework))
 
@@ -144,13 +166,15 @@ def trial_key(cell_key: str, seed: int) -> str:
 # --- what an accuracy trial's log says --------------------------------------------------------
 
 _TORCHVISION_LOSS = re.compile(r"^Epoch: \[\d+\]\s+\[\s*(\d+)/\d+\].*?\bloss: ([-+0-9.eEnaif]+) ")
+_MMENGINE_LOSS = re.compile(r"\bIter\(train\) \[\s*(\d+)/\d+\].*?\sloss: ([-+0-9.eEnaif]+)")
 _ITER_PREFIX = "DETBENCH_ITER "
 _CHECKPOINT = re.compile(r"^checkpoint (.*iter_(\d+)\.pth)$")
 
 
 def loss_of_line(line: str) -> Optional[Tuple[int, float]]:
-    """(1-based iteration, training loss) of a log line: the bundled trainer's DETBENCH_ITER line or
-    torchvision's reference line (its counter starts at 0); None for any other line."""
+    """(1-based iteration, training loss) of a log line: the bundled trainer's DETBENCH_ITER line,
+    torchvision's reference line (its counter starts at 0) or mmengine's `Iter(train) [ i/N]` line;
+    None for any other line."""
     line = line.strip()
     if line.startswith(_ITER_PREFIX):
         try:
@@ -166,10 +190,16 @@ def loss_of_line(line: str) -> Optional[Tuple[int, float]]:
             return int(m.group(1)) + 1, float(m.group(2))
         except ValueError:
             return None
+    m = _MMENGINE_LOSS.search(line)
+    if m:
+        try:
+            return int(m.group(1)), float(m.group(2))
+        except ValueError:
+            return None
     return None
 
 
 def checkpoint_of_line(line: str) -> Optional[Tuple[int, str]]:
-    """(iteration, path) of a `checkpoint PATH` line (the bundled trainer and the torchvision driver)."""
+    """(iteration, path) of a `checkpoint PATH` line (the bundled trainer's and every driver's)."""
     m = _CHECKPOINT.match(line.strip())
     return (int(m.group(2)), m.group(1)) if m else None

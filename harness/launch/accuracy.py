@@ -14,7 +14,7 @@ its `create_run` and `accuracy()` tables and imports nothing of the results stag
 
 `--resume RUN` goes on with the trials of RUN that are not done: a trial with a stored
 checkpoint whose file is still there trains on from it (the bundled trainer's `--resume`, the
-torchvision driver's `--resume`), one without starts again from the shared weights file.
+torchvision and mmdetection drivers' `--resume`), one without starts again from the shared weights file.
 """
 import json
 import os

@@ -62,12 +62,17 @@ def test_speedup_is_reference_over_this():
     assert speedup(None, 20.0) is None and speedup(30.0, None) is None
 
 
-def test_losses_and_checkpoints_are_read_from_both_log_forms():
+def test_losses_and_checkpoints_are_read_from_every_log_form():
     assert loss_of_line('DETBENCH_ITER {"iteration":7,"time_s":0.1,"loss":1.25}') == (7, 1.25)
     tv = ("Epoch: [0]  [ 6/40]  eta: 0:00:05  lr: 0.000100  loss: 1.2345 (1.3456)  classification: 1.0 (1.0)  "
           "time: 0.2762  data: 0.0031  max mem: 0")
     assert loss_of_line(tv) == (7, 1.2345)          # torchvision counts from 0
     assert loss_of_line("iter 7/10  loss 1.7484") is None
+    mm = ("11/26 06:54:24 - mmengine - INFO - Iter(train) [2/2]  lr: 1.0000e-02  eta: 0:00:00  time: 0.6879  "
+          "data_time: 0.0043  loss: 2.4616  loss_cls: 1.1298  loss_bbox: 1.3318")
+    assert loss_of_line(mm) == (2, 2.4616)           # mmengine counts from 1; the total, not a term
+    assert loss_of_line(mm.replace("[2/2]", "[  12/1500]").replace("lr:", "base_lr: 1.0e-02 lr:")) == (12, 2.4616)
+    assert loss_of_line(mm.replace("Iter(train)", "Iter(val)")) is None
     assert checkpoint_of_line("checkpoint /x/iter_0000004.pth\n") == (4, "/x/iter_0000004.pth")
     assert checkpoint_of_line("checkpoint /x/iter_12.pth") == (12, "/x/iter_12.pth")
     assert checkpoint_of_line("resuming /x/iter_4.pth after iteration 4") is None

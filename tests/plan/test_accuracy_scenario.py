@@ -109,3 +109,17 @@ def test_speed_mode_stays_the_default(tmp_path):
     path.write_text("name: s\nmatrix:\n  framework: [calibrate]\n  model: [retinanet]\n", encoding="utf-8")
     sc = launch.load_scenario(path)
     assert sc.mode == "train" and sc.accuracy is None
+
+
+def test_an_mmdetection_bf16_cell_is_refused_at_its_precision(tmp_path, data):
+    body = (text(data).replace("[detbench-trainer, torchvision]", "[detbench-trainer, mmdetection]")
+            .replace("reference: torchvision", "reference: mmdetection")
+            .replace("  model: [retinanet]\n", "  model: [retinanet]\n  precision: [fp32, bf16]\n"))
+    from harness.plan import weights
+    if not weights.available():
+        pytest.skip("making a weights file needs torch and torchvision")
+    weights.make("retinanet", tmp_path / "w.pt", seed=0, depth=18)
+    body += "weights: {retinanet: %s}\n" % (tmp_path / "w.pt")
+    path, message = error_of(tmp_path, body)
+    assert message.startswith("%s:6: matrix.precision.1: mmdetection has no accuracy recipe for retinanet bf16"
+                              % path), message

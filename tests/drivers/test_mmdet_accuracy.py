@@ -1,0 +1,143 @@
+"""mmdetection's accuracy recipe run for real in its pinned env: the schedule the recipe gives
+(ResNet-18, warmup, an LR step, a checkpoint every N iterations and at the end, each announced
+by one `checkpoint PATH` line), the shared weights file loaded once and not again on a resume,
+a resume that trains only the iterations left, and a val-split dump in COCO's result format
+that the shared COCOeval scores (boxes, and masks for Mask R-CNN).
+
+Needs the mmdetection env (`detbench env build mmdetection`): skipped with a reason without it,
+failed under DETBENCH_REQUIRE_SERVICES=1."""
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from harness.frameworks import FRAMEWORKS
+from harness.frameworks import accuracy as recipes
+from harness.launch import envs
+from harness.plan import learnable
+from tests.support.cliproc import ROOT
+from tests.support.services import need_env
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+LR = 0.004
+
+
+def recipes_dets_per_image():
+    from harness.drivers import mmdet_eval
+    return mmdet_eval.DETECTIONS
+
+
+def schedule(iterations, every, steps=()):
+    return recipes.Schedule(iterations=iterations, eval_every=every, batch=1, input_size=(64, 64),
+                            lr_per_image=LR, warmup_iters=2, warmup_factor=0.5, lr_steps=tuple(steps), gamma=0.1,
+                            weight_decay=1e-4, flip=True, depth=18, precision="fp32", seed=0, workers=0)
+
+
+@pytest.fixture(scope="module")
+def python():
+    need_env("mmdetection")
+    return envs.python_for(FRAMEWORKS["mmdetection"].env)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mmacc")
+    (ann, images), (val_ann, val_images) = learnable.make_learnable(root, images=4, val_images=2, size=(64, 64))
+    return (str(ann), str(images)), (str(val_ann), str(val_images)), root
+
+
+def weights(root, model):
+    path = root / ("%s-r18.pt" % model)
+    if not path.exists():
+        subprocess.run([sys.executable, "-m", "harness.cli", "weights", "make", model, "--out", str(path),
+                        "--depth", "18", "--seed", "0"], cwd=str(ROOT), check=True, capture_output=True, timeout=300)
+    return str(path)
+
+
+def train(python, model, s, data, folder, resume=None):
+    (train_split, _, root) = data
+    argv = recipes.train_argv("mmdetection", model, s, train_split, weights(root, model), str(folder),
+                              resume=resume, python=python)
+    proc = subprocess.run(argv, cwd=str(ROOT), capture_output=True, text=True, timeout=600,
+                          env=dict(__import__("os").environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    lines = proc.stdout.splitlines() + proc.stderr.splitlines()
+    return lines
+
+
+def lrs(lines):
+    """iteration -> the learning rate mmengine logged for it."""
+    out = {}
+    for line in lines:
+        m = re.search(r"Iter\(train\) \[\s*(\d+)/\d+\]\s+(?:base_lr: \S+\s+)?lr: (\S+)", line)
+        if m:
+            out[int(m.group(1))] = float(m.group(2))
+    return out
+
+
+def test_checkpoints_the_schedule_and_a_resume_that_trains_only_what_is_left(python, data, tmp_path):
+    s = schedule(4, 2, steps=[3])
+    lines = train(python, "retinanet", s, data, tmp_path / "a")
+    losses = [recipes.loss_of_line(line) for line in lines]
+    losses = [p for p in losses if p is not None]
+    assert [i for i, _ in losses] == [1, 2, 3, 4], "\n".join(lines[-40:])
+    assert all(0 < loss < 100 for _, loss in losses)
+    checkpoints = [recipes.checkpoint_of_line(line) for line in lines]
+    assert [c for c in checkpoints if c] == [(2, str(tmp_path / "a" / "iter_2.pth")),
+                                              (4, str(tmp_path / "a" / "iter_4.pth"))]
+    assert sum("loaded weights" in line for line in lines) == 1
+    rates = lrs(lines)
+    # linear warmup from half the rate over 2 iterations, full rate at 3, x0.1 after iteration 3
+    assert rates[1] == pytest.approx(LR * 0.5, rel=1e-3) and rates[3] == pytest.approx(LR, rel=1e-3)
+    assert rates[4] == pytest.approx(LR * 0.1, rel=1e-3)
+
+    resumed = train(python, "retinanet", s, data, tmp_path / "b", resume=str(tmp_path / "a" / "iter_2.pth"))
+    points = [p for p in map(recipes.loss_of_line, resumed) if p is not None]
+    assert [i for i, _ in points] == [3, 4], "\n".join(resumed[-40:])
+    assert not any("loaded weights" in line for line in resumed)    # the checkpoint's weights, not the file's
+    assert [c for c in map(recipes.checkpoint_of_line, resumed) if c] == [(4, str(tmp_path / "b" / "iter_4.pth"))]
+    assert lrs(resumed)[4] == pytest.approx(LR * 0.1, rel=1e-3)     # the schedulers resumed too
+
+
+@pytest.mark.parametrize("model", ["retinanet", "mask_rcnn"])
+def test_the_dump_is_scored_by_the_shared_cocoeval(python, data, tmp_path, model):
+    pytest.importorskip("pycocotools")
+    s = schedule(2, 2)
+    train(python, model, s, data, tmp_path / "ck")
+    _, (val_ann, val_images), _ = data
+    out = tmp_path / "dets.json"
+    argv = recipes.dump_argv("mmdetection", model, s, str(tmp_path / "ck" / "iter_2.pth"), (val_ann, val_images),
+                             str(out), python=python)
+    # two iterations from the file leave every score near its prior, under the shared 0.05: take them all
+    dump = subprocess.run(argv + ["--score-threshold", "0"], cwd=str(ROOT), capture_output=True, text=True,
+                          timeout=600)
+    assert dump.returncode == 0, (dump.stdout + dump.stderr)[-3000:]
+    said = json.loads(dump.stdout.splitlines()[-1])
+    dets = json.loads(out.read_text())
+    assert said["images"] == 2 and said["detections"] == len(dets)
+    doc = json.loads(open(val_ann).read())
+    cats, ids = {c["id"] for c in doc["categories"]}, {im["id"] for im in doc["images"]}
+    assert dets and {d["image_id"] for d in dets} == ids
+    assert all(d["category_id"] in cats and len(d["bbox"]) == 4 for d in dets)
+    assert len(dets) <= 2 * recipes_dets_per_image()
+    assert all(("segmentation" in d) == (model == "mask_rcnn") for d in dets)
+    score = subprocess.run(recipes.score_argv(model, val_ann, str(out)), cwd=str(ROOT), capture_output=True,
+                           text=True, timeout=300)
+    assert score.returncode == 0, score.stderr[-2000:]
+    figures = json.loads([x for x in score.stdout.splitlines() if x.startswith("{")][-1])
+    assert 0 <= figures["bbox"]["AP50"] <= 1
+    assert ("segm" in figures) == (model == "mask_rcnn")
+
+
+def test_a_file_that_is_not_a_checkpoint_is_refused_in_one_line(python, data, tmp_path):
+    _, (val_ann, val_images), _ = data
+    bad = tmp_path / "iter_2.pth"
+    bad.write_text("not a checkpoint")
+    proc = subprocess.run(recipes.dump_argv("mmdetection", "retinanet", schedule(2, 2), str(bad),
+                                            (val_ann, val_images), str(tmp_path / "d.json"), python=python),
+                          cwd=str(ROOT), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert [line for line in proc.stderr.splitlines() if line.strip()][-1].startswith("error: ")
