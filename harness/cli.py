@@ -167,6 +167,11 @@ def accuracy_report(results_dir, run_id, fmt, out_path):
 @user_errors
 def accuracy_compare(baseline_run, candidate_run, results_dir, threshold):
     """Judge a candidate accuracy run against a baseline one: time to target and final AP; exit 1 on a regression."""
+    _judge_accuracy(results_dir, baseline_run, candidate_run, threshold)
+
+
+def _judge_accuracy(results_dir, baseline_run, candidate_run, threshold):
+    """Print one verdict line per cell of two accuracy runs and exit 1 on a regression."""
     from harness.report import build as report_build
     from harness.results import compare as compare_mod
 
@@ -488,13 +493,23 @@ def baseline_save(run_id, results_dir, out_path):
 @user_errors
 def compare(baseline_ref, candidate_ref, results_dir, threshold, alpha, estimator, metric, ignore_settings,
             strict, junit_path, markdown_path, sequential_max):
-    """Judge a candidate run against a baseline: exit 1 when a cell regressed."""
+    """Judge a candidate run against a baseline: exit 1 when a cell regressed.
+
+    Two accuracy runs of the store are judged on time to target and final AP (as `detbench
+    accuracy compare`, --threshold the relative slowdown in time to target)."""
     from pathlib import Path
 
     from harness.results import baseline as baseline_mod
     from harness.report import compare_render
     from harness.results import compare as compare_mod
 
+    accuracy_runs = [baseline_mod.accuracy_run(ref, results_dir) for ref in (baseline_ref, candidate_ref)]
+    if any(accuracy_runs):
+        if not all(accuracy_runs):
+            which, other = ((baseline_ref, candidate_ref) if accuracy_runs[0] else (candidate_ref, baseline_ref))
+            raise UserError("%s is an accuracy run and %s is not: an accuracy run is judged against another "
+                            "accuracy run (time to target, final AP)" % (which, other))
+        _judge_accuracy(results_dir, accuracy_runs[0], accuracy_runs[1], threshold)
     rule = compare_mod.Rule(threshold, alpha, estimator, tuple(ignore_settings), strict, metric)
     rule.check()
     if sequential_max:

@@ -25,7 +25,7 @@ import re
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Union
 
 from harness.results.records import StoredCell, StoredScenario, StoredTrial
 
@@ -226,6 +226,24 @@ def _check_cell(path: Path, key: str, cell: object) -> None:
 
 
 # ------------------------------------------------------------------ either kind of side
+
+
+def accuracy_run(ref: str, results_dir: Union[str, Path]) -> Optional[str]:
+    """The id of the accuracy run (`detbench accuracy run`) that `ref` names in the store at
+    `results_dir`, or None: a file, a speed run, no such run or no store (resolve() says which)."""
+    from harness.errors import UserError
+    from harness.results.store import DB_NAME, Store
+
+    if Path(ref).is_file() or ref.endswith(".json") or os.sep in ref or not (Path(results_dir) / DB_NAME).exists():
+        return None
+    store = Store(results_dir, create=False)
+    try:
+        run_id = store.read_run(ref).id
+        return run_id if store.accuracy().trials(run_id) else None
+    except UserError:
+        return None
+    finally:
+        store.close()
 
 
 def resolve(ref: str, results_dir: Union[str, Path]) -> Side:

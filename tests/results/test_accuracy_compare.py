@@ -42,3 +42,51 @@ def test_one_seed_gives_at_most_a_possible_regression_and_faster_is_an_improveme
     assert judge(run((10, 0.8)), run((20, 0.7))).verdict == POSSIBLE
     assert judge(run((20, 0.8)), run((10, 0.8))).verdict == IMPROVEMENT
     assert compare_accuracy({"c": run((10, 0.8))}, {}, "bbox_AP50", 0.5)[0].verdict == MISSING_CANDIDATE
+
+
+# --- through `detbench compare`: two accuracy runs of a store -----------------------------------
+
+def store_run(results, run_id, seconds_per_100, speed_run=False):
+    """An accuracy run of the bundled trainer's RetinaNet (3 seeds) whose curve crosses AP50 0.5
+    at 1.5 x seconds_per_100; with speed_run, a speed run with no accuracy trials instead."""
+    import json
+
+    from harness.results.accuracy_store import trial_key
+    from harness.results.store import Store
+
+    store = Store(results)
+    scenario = {"name": "tta", "input_size": [128, 128], "batch_per_gpu": 4, "matrix": {"precision": ["fp32"]},
+                "accuracy": {"depth": 18, "iterations": 200, "data": "/learnable", "seeds": [0, 1, 2],
+                             "targets": {"retinanet": {"metric": "bbox_AP50", "value": 0.5}}}}
+    store.create_run(run_id, "tta", "s.yaml", json.dumps(scenario), "local", {"cpu": {"model": "x"}}, [], [])
+    if speed_run:
+        return
+    cell = "detbench-trainer/retinanet/fp32/local/1/1"
+    tables = store.accuracy()
+    tables.add_trials(run_id, [dict(trial_key=trial_key(cell, s), cell_key=cell, seed=s, folder="f", argv=[])
+                               for s in (0, 1, 2)])
+    for s in (0, 1, 2):
+        key = trial_key(cell, s)
+        for point in run((seconds_per_100 + s, 0.8))[0]:
+            tables.add_checkpoint(run_id, key, point.iteration, point.train_seconds, "ck")
+            tables.add_score(run_id, key, point)
+        tables.set_status(run_id, key, "done")
+
+
+def test_detbench_compare_judges_two_accuracy_runs_and_refuses_a_speed_run_beside_one(tmp_path):
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    store_run(tmp_path, "fast", 10)
+    store_run(tmp_path, "slow", 20)
+    store_run(tmp_path, "speed", 0, speed_run=True)
+    cli = CliRunner()
+    same = cli.invoke(main, ["compare", "--baseline", "fast", "--candidate", "fast", "--results", str(tmp_path)])
+    assert same.exit_code == 0 and UNCHANGED in same.output, same.output
+    worse = cli.invoke(main, ["compare", "--baseline", "fast", "--candidate", "slow", "--results", str(tmp_path)])
+    assert worse.exit_code == 1, worse.output
+    assert REGRESSION in worse.output and "time to target" in worse.output
+    mixed = cli.invoke(main, ["compare", "--baseline", "speed", "--candidate", "slow", "--results", str(tmp_path)])
+    assert mixed.exit_code == 2
+    assert "slow is an accuracy run and speed is not" in mixed.output
