@@ -242,9 +242,15 @@ def write_detections(path, detections, images):
     print(json.dumps({"images": images, "detections": len(detections), "out": path}), flush=True)
 
 
+# the test-time settings every accuracy dump shares (torchvision's defaults; the others set to them)
+DUMP_SCORE_THRESHOLD, DUMP_NMS_THRESHOLD, DUMP_DETECTIONS = 0.05, 0.5, 100
+
+
 def dump_parser(description, models, depths):
     """The flags every accuracy dump takes (its framework's models and ResNet depths)."""
     p = argparse.ArgumentParser(description=description)
+    p.add_argument("--score-threshold", type=float, default=DUMP_SCORE_THRESHOLD,
+                   help="the shared 0.05 unless told (the tests take every candidate)")
     p.add_argument("--model", choices=sorted(models), required=True)
     p.add_argument("--depth", type=int, choices=sorted(depths), default=50)
     p.add_argument("--checkpoint", required=True)
@@ -254,3 +260,50 @@ def dump_parser(description, models, depths):
     p.add_argument("--out", required=True)
     p.add_argument("--batch-size", type=int, default=8)
     return p
+
+
+# --- accuracy: the flags every training driver takes for an accuracy run ------------------------
+
+def add_accuracy_flags(p, weight_decay=1e-4):
+    """The LR steps and their factor, the weight decay, a checkpoint every N iterations (and at the
+    end) and its folder, and a checkpoint of the run to go on from."""
+    p.add_argument("--lr-steps", default="", help="comma-separated iterations after which the lr is multiplied "
+                   "by --gamma")
+    p.add_argument("--gamma", type=float, default=0.1)
+    p.add_argument("--weight-decay", type=float, default=weight_decay)
+    p.add_argument("--checkpoint-every", type=int, default=0, help="write a checkpoint every N iterations and at "
+                   "the end (0: none)")
+    p.add_argument("--checkpoint-dir", help="folder of the checkpoints")
+    p.add_argument("--resume", metavar="FILE", help="a checkpoint of this run to go on from")
+
+
+def checked_accuracy_flags(p, args):
+    """`args` with --lr-steps as a tuple of whole iterations; argparse's error for a bad value or
+    --checkpoint-every without --checkpoint-dir."""
+    if args.checkpoint_every and not args.checkpoint_dir:
+        p.error("--checkpoint-every needs --checkpoint-dir")
+    try:
+        args.lr_steps = tuple(int(v) for v in args.lr_steps.split(",") if v.strip())
+    except ValueError:
+        p.error("--lr-steps takes whole iterations separated by commas, not %r" % args.lr_steps)
+    return args
+
+
+def read_dump_inputs(args, is_own, weights_only=True):
+    """(checkpoint state, val-split annotation document) of a dump's flags, or None after one
+    `error:` line on stderr. `is_own(state)` says whether a loaded state is the driver's checkpoint."""
+    import pickle
+
+    import torch
+    try:
+        state = torch.load(args.checkpoint, map_location="cpu", weights_only=weights_only)
+        with open(args.data, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError, RuntimeError, EOFError, pickle.UnpicklingError) as exc:
+        print("error: %s" % str(exc).splitlines()[0], file=sys.stderr, flush=True)
+        return None
+    if not is_own(state):
+        print("error: %s is not a checkpoint this framework's accuracy run wrote" % args.checkpoint,
+              file=sys.stderr, flush=True)
+        return None
+    return state, doc

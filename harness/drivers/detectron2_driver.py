@@ -16,6 +16,14 @@ P6/P7 from P5 (a backbone registered here: detectron2's FPN and LastLevelP6P7 fe
 of res5). No weights are downloaded (MODEL.WEIGHTS is empty; ``--weights FILE`` loads a file of
 `detbench weights make`, mapped by weights_map.py), nothing is evaluated, nothing is saved.
 
+For time to accuracy (`detbench accuracy`): ``--depth 18`` (detectron2's ResNet-18: basic blocks,
+res2 at 64 channels), ``--freeze-at 0`` (nothing frozen; BN stays FrozenBN), the weight decay
+(biases and norms too), ``--lr-steps``/``--gamma`` (SOLVER.STEPS and GAMMA of detectron2's own
+scheduler), and ``--checkpoint-every N --checkpoint-dir DIR``: the model, optimizer and scheduler
+after every N-th iteration and the last, as ``iter_N.pth``, each announced by one ``checkpoint
+PATH`` line. ``--resume FILE`` goes on after a checkpoint's iteration with the draws the whole run
+would have made (the same images, flips and RNG state).
+
 Each iteration prints one ``DETBENCH_ITER`` line, its time from the end of the previous iteration
 to the end of this one and its data time the wait for the batch (exact per iteration), and one
 ``DETBENCH_WORK`` line (proposals the RPN kept, RoIs sampled, positive RoIs, mask RoIs; RetinaNet:
@@ -23,6 +31,7 @@ positive anchors, summed over the batch). Before the first, one ``DETBENCH_SETTI
 the settings read from the built cfg, model, optimizer and loader.
 """
 import argparse
+import math
 import os
 import sys
 import time
@@ -70,7 +79,12 @@ def parse_args(argv=None):
     p.add_argument("--weights", metavar="FILE",
                    help="initial weights made by `detbench weights make` (torchvision's layout, mapped)")
     p.add_argument("--device", default="cpu")
-    return p.parse_args(argv)
+    p.add_argument("--depth", type=int, choices=[18, 50], default=50, help="ResNet depth")
+    p.add_argument("--freeze-at", type=int, choices=[0, 1, 2, 3, 4, 5], default=2,
+                   help="BACKBONE.FREEZE_AT: 0 freezes nothing, 2 the stem and res2")
+    common.add_accuracy_flags(p)       # the weight decay: SOLVER.WEIGHT_DECAY and its _NORM
+    args = common.checked_accuracy_flags(p, p.parse_args(argv))
+    return args
 
 
 def register_backbone():
@@ -104,9 +118,12 @@ def build_cfg(args, height, width):
     m.PIXEL_MEAN, m.PIXEL_STD = list(PIXEL_MEAN), list(PIXEL_STD)
     cfg.INPUT.FORMAT = "RGB"
     cfg.INPUT.MIN_SIZE_TRAIN, cfg.INPUT.MAX_SIZE_TRAIN = (min(height, width),), max(height, width)
-    m.BACKBONE.FREEZE_AT = 2
+    m.BACKBONE.FREEZE_AT = args.freeze_at
     m.RESNETS.NORM = "FrozenBN"
     m.RESNETS.STRIDE_IN_1X1 = False
+    m.RESNETS.DEPTH = args.depth
+    if args.depth < 50:
+        m.RESNETS.RES2_OUT_CHANNELS = 64     # basic blocks: res2 is as wide as the stem
     if args.model == "retinanet":
         register_backbone()
         m.BACKBONE.NAME = RETINANET_BACKBONE
@@ -126,7 +143,10 @@ def build_cfg(args, height, width):
     cfg.SOLVER.IMS_PER_BATCH = args.batch_size
     cfg.SOLVER.BASE_LR = args.lr
     cfg.SOLVER.MAX_ITER = max(args.iterations, 1)
-    cfg.SOLVER.STEPS = ()
+    cfg.SOLVER.STEPS = tuple(args.lr_steps)
+    cfg.SOLVER.GAMMA = args.gamma
+    cfg.SOLVER.WEIGHT_DECAY = cfg.SOLVER.WEIGHT_DECAY_NORM = args.weight_decay
+    cfg.SOLVER.WEIGHT_DECAY_BIAS = None          # biases decay as the weights do
     cfg.SOLVER.WARMUP_ITERS = args.warmup_iters
     cfg.SOLVER.WARMUP_FACTOR = args.warmup_factor if args.warmup_iters > 0 else 1.0
     cfg.SOLVER.WARMUP_METHOD = "linear"
@@ -218,7 +238,7 @@ def as_run(args, cfg, model, optimizer, loader, amp_dtype):
     }
     settings.update(asrun.normalized.schedule(
         cfg.SOLVER.BASE_LR, cfg.SOLVER.WARMUP_ITERS, cfg.SOLVER.WARMUP_FACTOR,
-        isinstance(loader.sampler, torch.utils.data.RandomSampler)))
+        isinstance(loader.sampler, (torch.utils.data.RandomSampler, torchvision_driver.ResumedDraws))))
     implementation = {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer)}
     anchors = model.anchor_generator if hasattr(model, "anchor_generator") else \
         model.proposal_generator.anchor_generator
@@ -256,7 +276,9 @@ def as_run(args, cfg, model, optimizer, loader, amp_dtype):
     return settings, implementation
 
 
-def make_loader(args, height, width):
+def make_loader(args, height, width, skip=0):
+    """The run's batches, less the first `skip` iterations' (a resumed run: the same draws as the whole
+    run's from there on)."""
     masks = args.model == "mask_rcnn"
     n = args.iterations * args.batch_size
     if args.data == "synthetic":
@@ -270,9 +292,32 @@ def make_loader(args, height, width):
                                                  generator=torch.Generator().manual_seed(args.seed))
     else:   # the file's order, cycled: the same images at the same iteration as the other frameworks
         sampler = [k % len(dataset) for k in range(n)]
+    if skip:
+        rest = list(sampler)[skip * args.batch_size:]
+        sampler = torchvision_driver.ResumedDraws(rest) if args.shuffle else rest
     return torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, sampler=sampler,
                                        num_workers=args.workers, collate_fn=torchvision_driver.collate,
                                        drop_last=True)
+
+
+# training state a detectron2 model keeps outside its state_dict: RetinaNet's running mean of the
+# foreground anchors its losses are divided by (detectron2's own checkpoints leave it out, so its
+# resume starts that mean again; these checkpoints keep it, so a resumed run goes on as the whole
+# run did)
+STATE_ATTRIBUTES = ("loss_normalizer",)
+
+
+def save_checkpoint(folder, iteration, model, optimizer, scheduler):
+    """Write the state after `iteration` iterations atomically; its path."""
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "iter_%d.pth" % iteration)
+    tmp = path + ".tmp"
+    torch.save({"format": "detbench-detectron2-checkpoint", "iteration": iteration, "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                "rng": torch.get_rng_state(), "attributes": {name: getattr(model, name) for name in STATE_ATTRIBUTES
+                                                             if hasattr(model, name)}}, tmp)
+    os.replace(tmp, path)
+    return path
 
 
 def main(argv=None):
@@ -284,7 +329,7 @@ def main(argv=None):
     from detectron2.utils.events import EventStorage
     cfg = build_cfg(args, height, width)
     model = build_model(cfg)
-    if args.weights:
+    if args.weights and not args.resume:      # a resumed run's weights come from its checkpoint
         try:
             print("loaded weights %s: %d tensors" % (
                 args.weights, weights_map.load(model, args.weights, args.model, "detectron2")), flush=True)
@@ -292,9 +337,21 @@ def main(argv=None):
             print("error: %s" % exc, file=sys.stderr, flush=True)
             return 2
     model.train()
-    loader = make_loader(args, height, width)
+    first, state = 0, None
+    if args.resume:
+        state = torch.load(args.resume, map_location="cpu", weights_only=False)
+        first = int(state["iteration"])
+        model.load_state_dict(state["model"])
+        for name, value in state.get("attributes", {}).items():
+            setattr(model, name, value)
+    loader = make_loader(args, height, width, skip=first)
     optimizer = build_optimizer(cfg, model)
     scheduler = build_lr_scheduler(cfg, optimizer)
+    if state is not None:
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["rng"])
+        print("resuming %s after iteration %d" % (args.resume, first), flush=True)
     amp_dtype = torch.bfloat16 if args.precision == "bf16" else None
     device = torch.device(args.device)
     print("detectron2 %s torch %s config %s device %s images/iter %d input %dx%d threads %d rpn_pre_nms_train %d "
@@ -307,8 +364,8 @@ def main(argv=None):
     cuda = device.type == "cuda"
     end = time.perf_counter()       # the first iteration's time starts here, with the loader
     batches = iter(loader)
-    with EventStorage(0) as storage:
-        for i in range(len(loader)):
+    with EventStorage(first) as storage:
+        for i in range(first, first + len(loader)):
             storage.iter = i
             fetch = time.perf_counter()
             images, targets = next(batches)
@@ -322,6 +379,10 @@ def main(argv=None):
             optimizer.step()
             scheduler.step()
             values = {k: float(v.detach()) for k, v in loss_dict.items()}
+            if not math.isfinite(sum(values.values())):
+                # as detectron2's trainers do (FloatingPointError): a diverged run stops
+                print("Loss became infinite or NaN at iteration=%d!\nloss_dict = %s" % (i, values), flush=True)
+                return 1
             if cuda:
                 torch.cuda.synchronize()
             now = time.perf_counter()
@@ -329,6 +390,9 @@ def main(argv=None):
             print(common.jsonlog.iter_line(i + 1, iter_time, data_time, args.batch_size,
                                            loss=sum(values.values()), losses=values, lr=lr), flush=True)
             print(work.line(i + 1), flush=True)
+            if args.checkpoint_every and ((i + 1) % args.checkpoint_every == 0 or i + 1 == args.iterations):
+                print("checkpoint %s" % save_checkpoint(args.checkpoint_dir, i + 1, model, optimizer, scheduler),
+                      flush=True)
     return 0
 
 

@@ -36,24 +36,33 @@ def parse_args(argv=None):
     return common.parse_inference(common.inference_parser(__doc__.splitlines()[0], sorted(MODELS)), argv)
 
 
+def test_time(cfg, model, score_threshold, nms_threshold, detections):
+    """A frozen copy of a training cfg set to the post-processing given and the shared test-time
+    settings (RPN 1000 per level before NMS at 0.7, 1000 kept; RetinaNet's best 1000 per level)."""
+    cfg = cfg.clone()
+    cfg.defrost()
+    m = cfg.MODEL
+    if model == "retinanet":
+        m.RETINANET.SCORE_THRESH_TEST, m.RETINANET.NMS_THRESH_TEST = score_threshold, nms_threshold
+        m.RETINANET.TOPK_CANDIDATES_TEST = CANDIDATES
+    else:
+        m.ROI_HEADS.SCORE_THRESH_TEST, m.ROI_HEADS.NMS_THRESH_TEST = score_threshold, nms_threshold
+        m.RPN.PRE_NMS_TOPK_TEST, m.RPN.POST_NMS_TOPK_TEST = RPN_PRE_NMS_TEST, RPN_POST_NMS_TEST
+        m.RPN.NMS_THRESH = RPN_NMS
+    cfg.TEST.DETECTIONS_PER_IMAGE = detections
+    cfg.freeze()
+    return cfg
+
+
 def build(args):
     """detectron2's model in eval mode, its test-time cfg set to the scenario's post-processing."""
     torch.manual_seed(args.seed)
     train = argparse.Namespace(model=args.model, config=None, iterations=1, batch_size=args.batch_size,
                                rpn_pre_nms_train=2000, rpn_post_nms_train=2000, lr=0.0, warmup_iters=0,
-                               warmup_factor=1.0, workers=0, seed=args.seed, device=args.device)
-    cfg = detectron2_driver.build_cfg(train, *args.size).clone()
-    cfg.defrost()
-    m = cfg.MODEL
-    if args.model == "retinanet":
-        m.RETINANET.SCORE_THRESH_TEST, m.RETINANET.NMS_THRESH_TEST = args.score_threshold, args.nms_threshold
-        m.RETINANET.TOPK_CANDIDATES_TEST = CANDIDATES
-    else:
-        m.ROI_HEADS.SCORE_THRESH_TEST, m.ROI_HEADS.NMS_THRESH_TEST = args.score_threshold, args.nms_threshold
-        m.RPN.PRE_NMS_TOPK_TEST, m.RPN.POST_NMS_TOPK_TEST = RPN_PRE_NMS_TEST, RPN_POST_NMS_TEST
-        m.RPN.NMS_THRESH = RPN_NMS
-    cfg.TEST.DETECTIONS_PER_IMAGE = args.detections
-    cfg.freeze()
+                               warmup_factor=1.0, workers=0, seed=args.seed, device=args.device, depth=50,
+                               freeze_at=2, weight_decay=1e-4, lr_steps=(), gamma=0.1)
+    cfg = test_time(detectron2_driver.build_cfg(train, *args.size), args.model, args.score_threshold,
+                    args.nms_threshold, args.detections)
     model = detectron2_driver.build_model(cfg)
     if args.weights:
         try:

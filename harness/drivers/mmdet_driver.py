@@ -35,9 +35,10 @@ import sys
 import tempfile
 
 try:
-    from harness.drivers import mmdet_hooks, weights_map      # imported from the harness (tests)
+    from harness.drivers import common, mmdet_hooks, weights_map      # imported from the harness (tests)
 except ImportError:
-    import mmdet_hooks                          # run as a script in the framework's pinned env
+    import common                               # run as a script in the framework's pinned env
+    import mmdet_hooks
     import weights_map
 
 BASES = {
@@ -133,19 +134,8 @@ def parse_args(argv=None):
     p.add_argument("--depth", type=int, choices=sorted(STAGE_CHANNELS), default=50, help="ResNet depth")
     p.add_argument("--frozen-stages", type=int, default=1, choices=[-1, 0, 1, 2, 3, 4],
                    help="ResNet stages kept frozen (mmdet's frozen_stages; -1: none, 0: the stem)")
-    p.add_argument("--weight-decay", type=float, default=None, help="SGD weight decay (default: the config's)")
-    p.add_argument("--lr-steps", default="", help="comma-separated iterations after which the rate is x gamma")
-    p.add_argument("--gamma", type=float, default=0.1)
-    p.add_argument("--checkpoint-every", type=int, default=0, help="a checkpoint every N iterations and at the end")
-    p.add_argument("--checkpoint-dir", help="where they go (the work directory; kept)")
-    p.add_argument("--resume", metavar="FILE", help="a checkpoint of --checkpoint-every to train on from")
-    args = p.parse_args(argv)
-    if args.checkpoint_every and not args.checkpoint_dir:
-        p.error("--checkpoint-every needs --checkpoint-dir")
-    try:
-        args.lr_steps = [int(v) for v in args.lr_steps.split(",") if v.strip()]
-    except ValueError:
-        p.error("--lr-steps takes whole iterations separated by commas, not %r" % args.lr_steps)
+    common.add_accuracy_flags(p, weight_decay=None)     # None: the config's
+    args = common.checked_accuracy_flags(p, p.parse_args(argv))
     return args
 
 
@@ -165,7 +155,7 @@ def write_config(args, path):
         neck.append("in_channels=%r" % STAGE_CHANNELS[args.depth])
     neck = ", neck=dict(%s)" % ", ".join(neck) if neck else ""
     steps = (",\n    dict(type='MultiStepLR', by_epoch=False, begin=0, end=%d, milestones=%r, gamma=%r)"
-             % (args.iterations, args.lr_steps, args.gamma) if args.lr_steps else "")
+             % (args.iterations, list(args.lr_steps), args.gamma) if args.lr_steps else "")
     text = TEMPLATE.format(
         base=BASES[args.model], heads=heads, neck=neck, frozen=args.frozen_stages,
         depth=", depth=%d" % args.depth if args.depth != 50 else "", steps=steps,

@@ -16,9 +16,7 @@ mmdetection's CocoDataset maps them in training. Masks are written as COCO's com
 Scoring is not done here: every framework's file goes through the one COCOeval
 (harness/trainer/cocometrics.py). Exit codes: 0 done, 2 bad input.
 """
-import json
 import os
-import pickle
 import sys
 import tempfile
 from types import SimpleNamespace
@@ -32,14 +30,8 @@ except ImportError:                     # run as a script in the framework's pin
     import mmdet_driver
     import mmdet_infer
 
-SCORE_THRESHOLD, NMS_THRESHOLD, DETECTIONS = 0.05, 0.5, 100
-
-
 def parse_args(argv=None):
-    p = common.dump_parser(__doc__.splitlines()[0], mmdet_driver.BASES, mmdet_driver.STAGE_CHANNELS)
-    p.add_argument("--score-threshold", type=float, default=SCORE_THRESHOLD,
-                   help="the shared 0.05 unless told (the tests take every candidate)")
-    return p.parse_args(argv)
+    return common.dump_parser(__doc__.splitlines()[0], mmdet_driver.BASES, mmdet_driver.STAGE_CHANNELS).parse_args(argv)
 
 
 def build(args):
@@ -55,8 +47,8 @@ def build(args):
         path = os.path.join(work, "detbench_%s_eval.py" % args.model)
         mmdet_driver.write_config(train_args, path)
         cfg = Config.fromfile(path)
-    shared = SimpleNamespace(model=args.model, score_threshold=args.score_threshold, nms_threshold=NMS_THRESHOLD,
-                             detections=DETECTIONS)
+    shared = SimpleNamespace(model=args.model, score_threshold=args.score_threshold,
+                             nms_threshold=common.DUMP_NMS_THRESHOLD, detections=common.DUMP_DETECTIONS)
     cfg.model.test_cfg = mmdet_infer.test_cfg(shared)
     return MODELS.build(cfg.model)
 
@@ -89,17 +81,12 @@ def encode(mask):
 def main(argv=None):
     args = parse_args(argv)
     size = tuple(int(v) for v in args.input_size.lower().split("x"))
-    try:
-        # an mmengine checkpoint holds its log history besides tensors; the file is the trial's own
-        state = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
-        with open(args.data, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError, RuntimeError, EOFError, pickle.UnpicklingError) as exc:
-        print("error: %s" % str(exc).splitlines()[0], file=sys.stderr, flush=True)
+    # an mmengine checkpoint holds its log history besides tensors; the file is the trial's own
+    read = common.read_dump_inputs(args, lambda state: isinstance(state, dict) and "state_dict" in state,
+                                   weights_only=False)
+    if read is None:
         return 2
-    if not isinstance(state, dict) or "state_dict" not in state:
-        print("error: %s is not an mmengine checkpoint (no state_dict)" % args.checkpoint, file=sys.stderr)
-        return 2
+    state, doc = read
     model = build(args)
     model.load_state_dict(state["state_dict"])
     model.eval()

@@ -87,20 +87,13 @@ def parse_args(argv=None):
                    help="take the images in the file's order, cycled (default: random draws)")
     p.add_argument("--no-flip", dest="flip", action="store_false",
                    help="skip the reference's random horizontal flip (p=0.5)")
-    p.add_argument("--lr-steps", default="", help="comma-separated iterations after which the lr is multiplied "
-                   "by --gamma")
-    p.add_argument("--gamma", type=float, default=0.1)
-    p.add_argument("--weight-decay", type=float, default=1e-4)
-    p.add_argument("--checkpoint-every", type=int, default=0, help="write a checkpoint every N iterations and at "
-                   "the end (0: none)")
-    p.add_argument("--checkpoint-dir", help="folder of the checkpoints")
-    p.add_argument("--resume", metavar="FILE", help="a checkpoint of this run to go on from")
+    common.add_accuracy_flags(p)
     p.add_argument("--print-freq", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--weights", metavar="FILE",
                    help="initial weights made by `detbench weights make` (this model's own layout)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    return p.parse_args(argv)
+    return common.checked_accuracy_flags(p, p.parse_args(argv))
 
 
 def retinanet_anchors(kind, corners="whole-pixel"):
@@ -394,7 +387,7 @@ class ResumedDraws(list):
 
 
 def lr_steps(args):
-    return [int(v) for v in args.lr_steps.split(",") if v.strip()]
+    return list(args.lr_steps)
 
 
 def lr_at(iteration, args):
@@ -432,9 +425,6 @@ def loss_text(losses, history):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.checkpoint_every and not args.checkpoint_dir:
-        print("error: --checkpoint-every needs --checkpoint-dir", file=sys.stderr, flush=True)
-        return 2
     height, width = (int(v) for v in args.input_size.lower().split("x"))
     torch.manual_seed(args.seed)
     if args.precision == "tf32":

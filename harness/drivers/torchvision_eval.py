@@ -12,7 +12,6 @@ thresholded at 0.5 and written as uncompressed RLE, which the shared scoring com
 mapped back to the image's own size. Scoring is not done here: every framework's file goes
 through the one COCOeval (harness/trainer/cocometrics.py). Exit codes: 0 done, 2 bad input.
 """
-import json
 import os
 import sys
 
@@ -55,18 +54,18 @@ def load_image(path, height, width):
 def main(argv=None):
     args = parse_args(argv)
     height, width = (int(v) for v in args.input_size.lower().split("x"))
-    try:
-        state = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
-        with open(args.data, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError, RuntimeError) as exc:
-        print("error: %s" % str(exc).splitlines()[0], file=sys.stderr, flush=True)
+    read = common.read_dump_inputs(
+        args, lambda state: isinstance(state, dict) and state.get("format") == "detbench-torchvision-checkpoint")
+    if read is None:
         return 2
+    state, doc = read
     train_args = torchvision_driver.parse_args(["--model", args.model, "--iterations", "1", "--device", "cpu",
                                                 "--depth", str(args.depth), "--trainable-layers", "5"])
     model = torchvision_driver.build_model(train_args, height, width)
     model.load_state_dict(state["model"])
     model.eval()
+    heads = model if args.model == "retinanet" else model.roi_heads
+    heads.score_thresh = args.score_threshold     # torchvision's default is the shared 0.05
     cat_ids = sorted(int(c["id"]) for c in doc["categories"])
     images = sorted(doc["images"], key=lambda im: im["id"])
     out = []

@@ -17,17 +17,20 @@ import sys
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from harness.frameworks import detbench_trainer, mmdetection, torchvision
+from harness.frameworks import detbench_trainer, detectron2, mmdetection, torchvision
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TV_EVAL = os.path.join(ROOT, "harness", "drivers", "torchvision_eval.py")
-MMDET_EVAL = os.path.join(ROOT, "harness", "drivers", "mmdet_eval.py")
+# the rivals' dump drivers: one flag set (drivers/common.py's dump_parser)
+RIVAL_DUMPS = {name: os.path.join(ROOT, "harness", "drivers", "%s_eval.py" % stem)
+               for name, stem in (("torchvision", "torchvision"), ("mmdetection", "mmdet"),
+                                  ("detectron2", "detectron2"))}
 # framework -> (models it trains to a target, precisions)
 RECIPES = {
     "detbench-trainer": (("retinanet", "faster_rcnn", "mask_rcnn"), ("fp32", "bf16")),
     "torchvision": (("retinanet", "faster_rcnn", "mask_rcnn"), ("fp32", "bf16")),
     # mmdetection's CPU runs are fp32 only (its drivers' --amp is CUDA fp16)
     "mmdetection": (("retinanet", "faster_rcnn", "mask_rcnn"), ("fp32",)),
+    "detectron2": (("retinanet", "faster_rcnn", "mask_rcnn"), ("fp32", "bf16")),
 }
 TRAINER_MODELS = {"retinanet": "retina", "faster_rcnn": "faster", "mask_rcnn": "mask"}
 BLOCKS = {18: ("basic", "2,2,2,2"), 50: ("bottleneck", "3,4,6,3")}
@@ -99,38 +102,36 @@ def train_argv(framework: str, model: str, s: Schedule, data: Tuple[str, str], w
             argv += ["--set", "%s=%s" % (key, value)]
         argv += ["--weights", weights] if weights else []     # a resumed run names its start too (checked)
         return argv + (["--resume", resume] if resume else [])
-    if framework == "torchvision":
-        argv = [python, torchvision.DRIVER, "--model", model, "--depth", str(s.depth),
-                "--iterations", str(s.iterations), "--batch-size", str(s.batch), "--input-size", size,
-                "--precision", s.precision, "--workers", str(s.workers), "--norm", "frozen_bn",
-                "--trainable-layers", "5", "--lr", repr(s.lr), "--warmup-iters", str(s.warmup_iters),
-                "--warmup-factor", repr(s.warmup_factor), "--weight-decay", repr(s.weight_decay),
-                "--gamma", repr(s.gamma), "--seed", str(s.seed), "--print-freq", "1",
-                "--data", ann, "--images", images, "--checkpoint-every", str(s.eval_every),
-                "--checkpoint-dir", folder]
-        if s.lr_steps:
-            argv += ["--lr-steps", ",".join(map(str, s.lr_steps))]
-        if not s.flip:
-            argv.append("--no-flip")
-        argv += ["--weights", weights] if weights else []     # not loaded again on a resume
-        return argv + (["--resume", resume] if resume else [])
-    if framework == "mmdetection":
-        # every stage trainable (frozen_stages -1), BN frozen as everywhere; mmengine's SGD decays
-        # biases and norms too; a resumed run takes its weights from the checkpoint (the driver
-        # does not load the file again)
-        argv = [python, mmdetection.DRIVER, "--model", model, "--depth", str(s.depth),
-                "--iterations", str(s.iterations), "--batch-size", str(s.batch), "--input-size", size,
-                "--workers", str(s.workers), "--ann", ann, "--images", images, "--frozen-stages", "-1",
-                "--lr", repr(s.lr), "--warmup-iters", str(s.warmup_iters), "--warmup-factor", repr(s.warmup_factor),
-                "--weight-decay", repr(s.weight_decay), "--gamma", repr(s.gamma), "--seed", str(s.seed),
-                "--checkpoint-every", str(s.eval_every), "--checkpoint-dir", folder]
-        if s.lr_steps:
-            argv += ["--lr-steps", ",".join(map(str, s.lr_steps))]
-        if not s.flip:
-            argv.append("--no-flip")
-        argv += ["--weights", weights] if weights else []
-        return argv + (["--resume", resume] if resume else [])
-    raise ValueError(why_not(framework))
+    if framework not in RIVAL_DRIVERS:
+        raise ValueError(why_not(framework))
+    driver, own = RIVAL_DRIVERS[framework]
+    argv = [python, driver, "--model", model, "--depth", str(s.depth), "--iterations", str(s.iterations),
+            "--batch-size", str(s.batch), "--input-size", size, "--workers", str(s.workers)]
+    argv += own(s, ann, images)
+    argv += ["--lr", repr(s.lr), "--warmup-iters", str(s.warmup_iters), "--warmup-factor", repr(s.warmup_factor),
+             "--weight-decay", repr(s.weight_decay), "--gamma", repr(s.gamma), "--seed", str(s.seed),
+             "--checkpoint-every", str(s.eval_every), "--checkpoint-dir", folder]
+    if s.lr_steps:
+        argv += ["--lr-steps", ",".join(map(str, s.lr_steps))]
+    if not s.flip:
+        argv.append("--no-flip")
+    argv += ["--weights", weights] if weights else []     # each driver loads it only when not resuming
+    return argv + (["--resume", resume] if resume else [])
+
+
+# Each rival driver takes the schedule's flags the same way; what differs is how it is told the data
+# and that every stage trains with BN frozen: torchvision's trainable_layers 5, mmdetection's
+# frozen_stages -1 (its SGD decays biases and norms too), detectron2's FREEZE_AT 0 (its solver's
+# SOLVER.STEPS and GAMMA; the weight decay on biases and norms too).
+RIVAL_DRIVERS = {
+    "torchvision": (torchvision.DRIVER, lambda s, ann, images: [
+        "--precision", s.precision, "--norm", "frozen_bn", "--trainable-layers", "5", "--print-freq", "1",
+        "--data", ann, "--images", images]),
+    "mmdetection": (mmdetection.DRIVER, lambda s, ann, images: [
+        "--ann", ann, "--images", images, "--frozen-stages", "-1"]),
+    "detectron2": (detectron2.DRIVER, lambda s, ann, images: [
+        "--precision", s.precision, "--data", ann, "--images", images, "--freeze-at", "0"]),
+}
 
 
 def dump_argv(framework: str, model: str, s: Schedule, checkpoint: str, val: Tuple[str, str], out: str,
@@ -143,12 +144,9 @@ def dump_argv(framework: str, model: str, s: Schedule, checkpoint: str, val: Tup
                 os.path.join(detbench_trainer.CONFIG_DIR, detbench_trainer.CONFIGS[model]),
                 "--weights", checkpoint, "--data", ann, images, "--set", "data.input_size=%s" % size,
                 "--dump-only", "--detections-out", out]
-    if framework == "torchvision":
-        return [python, TV_EVAL, "--model", model, "--depth", str(s.depth), "--checkpoint", checkpoint,
-                "--data", ann, "--images", images, "--input-size", size, "--out", out]
-    if framework == "mmdetection":
-        return [python, MMDET_EVAL, "--model", model, "--depth", str(s.depth), "--checkpoint", checkpoint,
-                "--data", ann, "--images", images, "--input-size", size, "--out", out]
+    if framework in RIVAL_DUMPS:
+        return [python, RIVAL_DUMPS[framework], "--model", model, "--depth", str(s.depth), "--checkpoint",
+                checkpoint, "--data", ann, "--images", images, "--input-size", size, "--out", out]
     raise ValueError(why_not(framework))
 
 

@@ -1,11 +1,12 @@
-"""mmdetection's accuracy recipe run for real in its pinned env: the schedule the recipe gives
-(ResNet-18, warmup, an LR step, a checkpoint every N iterations and at the end, each announced
-by one `checkpoint PATH` line), the shared weights file loaded once and not again on a resume,
-a resume that trains only the iterations left, and a val-split dump in COCO's result format
-that the shared COCOeval scores (boxes, and masks for Mask R-CNN).
+"""The rivals' accuracy recipes run for real in their pinned envs (mmdetection, detectron2): the
+schedule the recipe gives (ResNet-18, warmup, an LR step, a checkpoint every N iterations and at
+the end, each announced by one `checkpoint PATH` line), the shared weights file loaded once and not
+again on a resume, a resume that trains only the iterations left (detectron2's with the very draws
+of the whole run), and a val-split dump in COCO's result format that the shared COCOeval scores
+(boxes, and masks for Mask R-CNN).
 
-Needs the mmdetection env (`detbench env build mmdetection`): skipped with a reason without it,
-failed under DETBENCH_REQUIRE_SERVICES=1."""
+Needs each framework's env (`detbench env build NAME`): skipped with a reason without it, failed
+under DETBENCH_REQUIRE_SERVICES=1 (detectron2 skips where its source cannot be had)."""
 import json
 import re
 import subprocess
@@ -25,9 +26,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 LR = 0.004
 
 
-def recipes_dets_per_image():
-    from harness.drivers import mmdet_eval
-    return mmdet_eval.DETECTIONS
+RIVALS = ["mmdetection", "detectron2"]
+DETECTIONS_PER_IMAGE = 100          # the shared test-time setting every dump applies
 
 
 def schedule(iterations, every, steps=()):
@@ -36,10 +36,9 @@ def schedule(iterations, every, steps=()):
                             weight_decay=1e-4, flip=True, depth=18, precision="fp32", seed=0, workers=0)
 
 
-@pytest.fixture(scope="module")
-def python():
-    need_env("mmdetection")
-    return envs.python_for(FRAMEWORKS["mmdetection"].env)
+def python_of(framework):
+    need_env(framework)
+    return envs.python_for(FRAMEWORKS[framework].env)
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +56,10 @@ def weights(root, model):
     return str(path)
 
 
-def train(python, model, s, data, folder, resume=None):
+def train(framework, model, s, data, folder, resume=None):
     (train_split, _, root) = data
-    argv = recipes.train_argv("mmdetection", model, s, train_split, weights(root, model), str(folder),
-                              resume=resume, python=python)
+    argv = recipes.train_argv(framework, model, s, train_split, weights(root, model), str(folder),
+                              resume=resume, python=python_of(framework))
     proc = subprocess.run(argv, cwd=str(ROOT), capture_output=True, text=True, timeout=600,
                           env=dict(__import__("os").environ, OMP_NUM_THREADS="1"))
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
@@ -69,18 +68,22 @@ def train(python, model, s, data, folder, resume=None):
 
 
 def lrs(lines):
-    """iteration -> the learning rate mmengine logged for it."""
+    """iteration -> the learning rate the framework logged for it (mmengine's line; DETBENCH_ITER)."""
     out = {}
     for line in lines:
         m = re.search(r"Iter\(train\) \[\s*(\d+)/\d+\]\s+(?:base_lr: \S+\s+)?lr: (\S+)", line)
         if m:
             out[int(m.group(1))] = float(m.group(2))
+        elif line.startswith("DETBENCH_ITER "):
+            record = json.loads(line[len("DETBENCH_ITER "):])
+            out[int(record["iteration"])] = float(record["lr"])
     return out
 
 
-def test_checkpoints_the_schedule_and_a_resume_that_trains_only_what_is_left(python, data, tmp_path):
+@pytest.mark.parametrize("framework", RIVALS)
+def test_checkpoints_the_schedule_and_a_resume_that_trains_only_what_is_left(framework, data, tmp_path):
     s = schedule(4, 2, steps=[3])
-    lines = train(python, "retinanet", s, data, tmp_path / "a")
+    lines = train(framework, "retinanet", s, data, tmp_path / "a")
     losses = [recipes.loss_of_line(line) for line in lines]
     losses = [p for p in losses if p is not None]
     assert [i for i, _ in losses] == [1, 2, 3, 4], "\n".join(lines[-40:])
@@ -94,23 +97,26 @@ def test_checkpoints_the_schedule_and_a_resume_that_trains_only_what_is_left(pyt
     assert rates[1] == pytest.approx(LR * 0.5, rel=1e-3) and rates[3] == pytest.approx(LR, rel=1e-3)
     assert rates[4] == pytest.approx(LR * 0.1, rel=1e-3)
 
-    resumed = train(python, "retinanet", s, data, tmp_path / "b", resume=str(tmp_path / "a" / "iter_2.pth"))
+    resumed = train(framework, "retinanet", s, data, tmp_path / "b", resume=str(tmp_path / "a" / "iter_2.pth"))
     points = [p for p in map(recipes.loss_of_line, resumed) if p is not None]
     assert [i for i, _ in points] == [3, 4], "\n".join(resumed[-40:])
     assert not any("loaded weights" in line for line in resumed)    # the checkpoint's weights, not the file's
     assert [c for c in map(recipes.checkpoint_of_line, resumed) if c] == [(4, str(tmp_path / "b" / "iter_4.pth"))]
     assert lrs(resumed)[4] == pytest.approx(LR * 0.1, rel=1e-3)     # the schedulers resumed too
+    if framework == "detectron2":       # the draws of the whole run, so the very same losses
+        assert [loss for _, loss in points] == [loss for _, loss in losses[2:]]
 
 
+@pytest.mark.parametrize("framework", RIVALS)
 @pytest.mark.parametrize("model", ["retinanet", "mask_rcnn"])
-def test_the_dump_is_scored_by_the_shared_cocoeval(python, data, tmp_path, model):
+def test_the_dump_is_scored_by_the_shared_cocoeval(framework, data, tmp_path, model):
     pytest.importorskip("pycocotools")
     s = schedule(2, 2)
-    train(python, model, s, data, tmp_path / "ck")
+    train(framework, model, s, data, tmp_path / "ck")
     _, (val_ann, val_images), _ = data
     out = tmp_path / "dets.json"
-    argv = recipes.dump_argv("mmdetection", model, s, str(tmp_path / "ck" / "iter_2.pth"), (val_ann, val_images),
-                             str(out), python=python)
+    argv = recipes.dump_argv(framework, model, s, str(tmp_path / "ck" / "iter_2.pth"), (val_ann, val_images),
+                             str(out), python=python_of(framework))
     # two iterations from the file leave every score near its prior, under the shared 0.05: take them all
     dump = subprocess.run(argv + ["--score-threshold", "0"], cwd=str(ROOT), capture_output=True, text=True,
                           timeout=600)
@@ -122,7 +128,7 @@ def test_the_dump_is_scored_by_the_shared_cocoeval(python, data, tmp_path, model
     cats, ids = {c["id"] for c in doc["categories"]}, {im["id"] for im in doc["images"]}
     assert dets and {d["image_id"] for d in dets} == ids
     assert all(d["category_id"] in cats and len(d["bbox"]) == 4 for d in dets)
-    assert len(dets) <= 2 * recipes_dets_per_image()
+    assert len(dets) <= 2 * DETECTIONS_PER_IMAGE
     assert all(("segmentation" in d) == (model == "mask_rcnn") for d in dets)
     score = subprocess.run(recipes.score_argv(model, val_ann, str(out)), cwd=str(ROOT), capture_output=True,
                            text=True, timeout=300)
@@ -132,12 +138,14 @@ def test_the_dump_is_scored_by_the_shared_cocoeval(python, data, tmp_path, model
     assert ("segm" in figures) == (model == "mask_rcnn")
 
 
-def test_a_file_that_is_not_a_checkpoint_is_refused_in_one_line(python, data, tmp_path):
+@pytest.mark.parametrize("framework", RIVALS)
+def test_a_file_that_is_not_a_checkpoint_is_refused_in_one_line(framework, data, tmp_path):
     _, (val_ann, val_images), _ = data
     bad = tmp_path / "iter_2.pth"
     bad.write_text("not a checkpoint")
-    proc = subprocess.run(recipes.dump_argv("mmdetection", "retinanet", schedule(2, 2), str(bad),
-                                            (val_ann, val_images), str(tmp_path / "d.json"), python=python),
+    proc = subprocess.run(recipes.dump_argv(framework, "retinanet", schedule(2, 2), str(bad),
+                                            (val_ann, val_images), str(tmp_path / "d.json"),
+                                            python=python_of(framework)),
                           cwd=str(ROOT), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
     assert [line for line in proc.stderr.splitlines() if line.strip()][-1].startswith("error: ")
