@@ -1,4 +1,4 @@
-"""Time to accuracy: the bundled trainer against torchvision (and mmdetection where it has a recipe).
+"""Time to accuracy: the bundled trainer against torchvision, mmdetection and detectron2 (where their envs are built).
 
 Every framework trains the same ResNet-18 FPN detector from one `detbench weights make --depth 18`
 file on the train split of a generated learnable set, with one schedule, and each checkpoint's
@@ -52,7 +52,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m benchmarks.time_to_accuracy", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="one model, one seed, a few hundred iterations")
     p.add_argument("--models", help="comma-separated (default: retinanet,faster_rcnn; --quick: retinanet)")
-    p.add_argument("--frameworks", default="detbench-trainer,torchvision,mmdetection")
+    p.add_argument("--frameworks", default="detbench-trainer,torchvision,mmdetection,detectron2")
     p.add_argument("--iterations", type=int)
     p.add_argument("--seeds", type=int, help="how many seeds (0, 1, ...)")
     p.add_argument("--size", type=int, default=128, help="input side (square), also the images' size")

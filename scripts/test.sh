@@ -5,11 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-# DETBENCH_TEST_WORKERS=N runs the suite on N pytest-xdist workers: each test file is one unit,
-# and the files that use the shared Docker engine or Slurm cluster run in turn on one worker
+# The suite runs on DETBENCH_TEST_WORKERS pytest-xdist workers (default: 2 where there are 2 or
+# more cores; 0: one process): each test file is one unit, and the files that use the shared Docker
+# engine or Slurm cluster are one unit, handed out first and run in turn on one worker
 # (tests/conftest.py). The tests marked `timing` (figures that hold only on an otherwise idle
 # CPU, such as the calibration workload's 1% truths) run afterwards, alone, one at a time.
-workers=${DETBENCH_TEST_WORKERS:-0}
+cores=$(nproc 2>/dev/null || echo 1)
+workers=${DETBENCH_TEST_WORKERS:-$([ "$cores" -ge 2 ] && echo 2 || echo 0)}
 if [ "$workers" = 0 ]; then
     exec python -m pytest -q -ra "$@"
 fi

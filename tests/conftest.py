@@ -53,3 +53,7 @@ def pytest_collection_modifyitems(config, items):
         path = str(item.path)
         group = "shared-services" if uses_shared_services(path) else os.path.relpath(path, ROOT)
         item.add_marker(pytest.mark.xdist_group(group))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # the shared-services unit is the longest (a quarter of the suite, in turn on one worker):
+        # handed out first, it runs beside everything else instead of after it
+        items.sort(key=lambda item: not uses_shared_services(str(item.path)))
