@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -27,19 +28,30 @@ PARTITION = "twonode"
 pytestmark = pytest.mark.e2e
 
 
+SETTLE_S = 60   # a node restarted by the test before, or still finishing its job, is back within this
+
+
 def twonode_nodes():
-    """The names of the two-node partition's nodes when at least two are up, else None."""
+    """The names of the two-node partition's nodes when at least two are up, else None. A partition
+    that has two nodes, not both usable yet, is given SETTLE_S to settle."""
     if not slurm.available() or not shutil.which("sinfo"):
         return None
-    states = slurm.node_states(PARTITION)
-    up = sorted(n for n, s in states.items() if slurm.usable(s))
-    return up if len(up) >= 2 else None
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        states = slurm.node_states(PARTITION)
+        up = sorted(n for n, s in states.items() if slurm.usable(s))
+        if len(up) >= 2:
+            return up
+        if len(states) < 2 or time.monotonic() > deadline:
+            return None
+        time.sleep(1)
 
 
 def need_twonode():
     need_service(twonode_nodes() is not None,
-                 "no Slurm partition %r with two nodes up (sbatch/sinfo missing, or the cluster has "
-                 "one node): run .ci/provision-slurm.sh as root" % PARTITION)
+                 "no Slurm partition %r with two nodes up within %d s (sbatch/sinfo missing, or the cluster "
+                 "has one node; sinfo: %s): run .ci/provision-slurm.sh as root"
+                 % (PARTITION, SETTLE_S, slurm.node_states(PARTITION) if shutil.which("sinfo") else "none"))
 
 
 @pytest.fixture
