@@ -120,6 +120,9 @@ def build_wheel(build: SourceBuild, python: str, log) -> Path:
         return _compile_wheel(build, python, log, out)
 
 
+NO_DEBUG_INFO = "-g0"
+
+
 def _compile_wheel(build: SourceBuild, python: str, log, out: Path) -> Path:
     work = Path(tempfile.mkdtemp(prefix="detbench-%s-" % build.name))
     try:
@@ -135,6 +138,9 @@ def _compile_wheel(build: SourceBuild, python: str, log, out: Path) -> Path:
             log.write("raised %d C++ standard flags to %s\n" % (changed, build.cxx_std))
         env = {k: v for k, v in os.environ.items() if k not in build.unset_env}
         env.update(MAX_JOBS=str(os.cpu_count() or 1), **dict(build.env))
+        # Python's own build flags carry -g: every object would get debug information, which changes no
+        # instruction of the built code and takes about half the compile time; -g0 after it turns it off
+        env["CFLAGS"] = (env.get("CFLAGS", "") + " " + NO_DEBUG_INFO).strip()
         _run(pip + ["wheel", "--no-deps", "--no-build-isolation", "-w", str(work / "wheel"), str(src)],
              log, env=env)
         wheel = next((work / "wheel").glob("*.whl"))
