@@ -8,7 +8,7 @@
 # DETBENCH_DETECTRON2_SOURCE (a tarball of the commit or a git clone holding it) where set, else from
 # GitHub's archive of the commit (curl; the one download outside the package index). Needs detbench
 # installed (pip install -e .) and the package index pip is set up for.
-# Cold: ~10-15 min of which mmcv's compile is most, plus detectron2's env and compile (2 cores);
+# Cold, on 2 cores: mmdetection's env about 11 min (mmcv's compile most of it), torchvision's and effdet's 1-2 min each, plus detectron2's env and compile where its source is at hand;
 # warm: seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
