@@ -83,8 +83,7 @@ def parse_args(argv=None):
     p.add_argument("--freeze-at", type=int, choices=[0, 1, 2, 3, 4, 5], default=2,
                    help="BACKBONE.FREEZE_AT: 0 freezes nothing, 2 the stem and res2")
     common.add_accuracy_flags(p)       # the weight decay: SOLVER.WEIGHT_DECAY and its _NORM
-    args = common.checked_accuracy_flags(p, p.parse_args(argv))
-    return args
+    return common.checked_accuracy_flags(p, p.parse_args(argv))
 
 
 def register_backbone():

@@ -135,8 +135,7 @@ def parse_args(argv=None):
     p.add_argument("--frozen-stages", type=int, default=1, choices=[-1, 0, 1, 2, 3, 4],
                    help="ResNet stages kept frozen (mmdet's frozen_stages; -1: none, 0: the stem)")
     common.add_accuracy_flags(p, weight_decay=None)     # None: the config's
-    args = common.checked_accuracy_flags(p, p.parse_args(argv))
-    return args
+    return common.checked_accuracy_flags(p, p.parse_args(argv))
 
 
 def write_config(args, path):
