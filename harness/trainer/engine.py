@@ -35,7 +35,24 @@ def make_optimizer(model, cfg, world):
     groups = [{"params": decay, "weight_decay": t.weight_decay},
               {"params": no_decay, "weight_decay": 0.0}]
     fused = {"fused": True} if t.fused_sgd else {}
-    return torch.optim.SGD(groups, lr=base_lr, momentum=t.momentum, **fused), base_lr
+    optimizer = torch.optim.SGD(groups, lr=base_lr, momentum=t.momentum, **fused)
+    if t.fused_sgd and t.momentum:
+        start_momentum_at_zero(optimizer)
+    return optimizer, base_lr
+
+
+def start_momentum_at_zero(optimizer):
+    """Give every parameter a zero momentum buffer before the first step.
+
+    torch's fused SGD makes its buffers uninitialised (`empty_like`) on the first step and
+    fills them in its kernel; when the loss scaler finds an overflow there (fp16 usually
+    overflows on its first steps), the kernel skips the step and the buffers keep whatever
+    memory they were given, which later steps then treat as momentum. A zero buffer gives
+    the first real step the same update, momentum * 0 + gradient, and a skipped step leaves
+    it zero."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            optimizer.state[p]["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
 
 
 def lr_at(iteration, base_lr, t, steps=None):

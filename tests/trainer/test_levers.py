@@ -7,6 +7,8 @@ the same seeded model and batches, trains to the same losses within rounding.
   train.fused_sgd                 torch's fused SGD kernel
   model.roi_align=sparse          RoIAlign as sparse matrix products (auto: on the CPU)
 """
+import dataclasses
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="the trainer needs torch (pip install torch torchvision)")
@@ -84,6 +86,42 @@ def test_each_lever_key_reaches_the_part_it_switches(on):
     assert bool(optimizer.defaults.get("fused")) is on
 
 
+def fused_sgd_kinds():
+    from harness.trainer.train import fused_sgd_devices
+    kinds = [k for k in ("cpu", "cuda") if k in fused_sgd_devices(torch)]
+    return [pytest.param(k, marks=pytest.mark.skipif(k == "cuda" and not torch.cuda.is_available(),
+                                                     reason="no CUDA device here")) for k in kinds]
+
+
+@pytest.mark.parametrize("kind", fused_sgd_kinds())
+def test_a_first_step_the_loss_scaler_skips_leaves_fused_sgd_where_plain_sgd_is(kind):
+    # fp16 training overflows on its first steps as the scaler finds its scale: the skipped
+    # step must not leave the fused kernel's momentum uninitialised (torch makes it with
+    # empty_like and fills it in the step the scaler skips). CPU autocast has no fp16 scaling
+    # in the trainer, but torch's CPU scaler drives the same fused-kernel path.
+    _, cfg = built("retina_tiny", "train.fused_sgd=true", "train.momentum=0.9")
+    params = {}
+    for fused in (False, True):
+        model = torch.nn.Linear(3, 2).to(kind)
+        torch.nn.init.constant_(model.weight, 1.0)
+        torch.nn.init.constant_(model.bias, 0.5)
+        optimizer, _ = engine.make_optimizer(model, dataclasses.replace(
+            cfg, train=dataclasses.replace(cfg.train, fused_sgd=fused)), 1)
+        scaler = torch.amp.GradScaler(kind, init_scale=2.0 ** 4)
+        x = torch.ones(4, 3, device=kind)
+        for overflow in (True, False, False):
+            optimizer.zero_grad()
+            loss = model(x).sum() * (float("inf") if overflow else 1.0)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        params[fused] = [p.detach().cpu().clone() for p in model.parameters()]
+        buffers = [optimizer.state[p]["momentum_buffer"] for p in model.parameters()]
+        assert all(torch.isfinite(b).all() for b in buffers)
+    for plain, fused in zip(params[False], params[True]):
+        assert torch.allclose(plain, fused, rtol=1e-6, atol=1e-6), (plain, fused)
+
+
 def assert_same_losses(plain, lever, rel=1e-4):
     assert len(plain) == len(lever) > 0
     for it, (a, b) in enumerate(zip(plain, lever)):
@@ -123,10 +161,12 @@ def test_sparse_roi_align_and_its_gradient_are_torchvision_s(aligned, ratio):
         weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(2))
         results.append((out.detach(), torch.autograd.grad((out * weight).sum(), feats)))
     (plain, plain_grads), (sparse, sparse_grads) = results
-    # the same samples and weights, summed in another order: float32 rounding apart
-    torch.testing.assert_close(sparse, plain, rtol=0, atol=5e-6)
+    # the same samples and weights, summed in another order: float32 rounding apart, which
+    # grows with the gradient's size (a feature pixel gathers many samples; how torch orders
+    # those sums differs between CPUs and builds: 6.7e-6 at a gradient of 11.4 was seen)
+    torch.testing.assert_close(sparse, plain, rtol=2e-6, atol=5e-6)
     for a, b in zip(sparse_grads, plain_grads):
-        torch.testing.assert_close(a, b, rtol=0, atol=5e-6)
+        torch.testing.assert_close(a, b, rtol=2e-6, atol=5e-6)
 
 
 def autocast_cases():
