@@ -174,8 +174,14 @@ REASONS = (
 )
 
 
+# "PATH: " in front of a refusal (the library's), or "error: PATH: " (the command line's)
+LOG_PATH = re.compile(r"^(error: )?[^\s:]*/[^\s:]*: ")
+
+
 def classify(message):
-    text = message.lower()
+    """The class of a refusal's reason, read without the log's path in front: a temporary
+    folder's random letters ("mix", "span", "half") must not decide it."""
+    text = LOG_PATH.sub("", message).lower()
     for name, pattern in REASONS:
         if pattern.search(text):
             return name

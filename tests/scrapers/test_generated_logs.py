@@ -120,6 +120,15 @@ def test_a_window_figure_is_within_its_bound_or_refused_for_a_true_reason(fmt, d
     assert all(v.ok for _, _, v in results), explain(log, results)
 
 
+@pytest.mark.parametrize("prefix", ["/tmp/tmpmixq1z2/train.log: ", "error: /tmp/tmpspan_01/train.log: ", ""])
+def test_a_refusal_is_judged_by_its_reason_not_by_the_letters_of_its_log_s_path(prefix):
+    # a temporary folder's name once held "mix": the judge read a coverage refusal as one about
+    # mixing runs and called it false, and the example passed when replayed in another folder
+    reason = "no record of the log lies inside the window 25967..25969 (in run 3 of the log's 3)"
+    assert judge.classify(prefix + reason) == "coverage"
+    assert judge.classify(prefix + "a figure never mixes runs: pick one with --run N") == "mixes-runs"
+
+
 @pytest.mark.parametrize("fmt", ["detectron2", "maskrcnn-benchmark", "detectron", "mmdet-v2"])
 @settings(PROFILE, max_examples=3)
 @given(data=st.data())
