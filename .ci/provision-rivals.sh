@@ -10,15 +10,22 @@
 # installed (pip install -e .) and the package index pip is set up for.
 # Cold, on 2 cores: mmdetection's env about 11 min (mmcv's compile most of it), torchvision's and effdet's 1-2 min each, plus detectron2's env and compile where its source is at hand;
 # warm: seconds.
+# Usage: provision-rivals.sh [envs|images]: the envs alone, the images alone (after the envs and
+# provision-docker.sh), or both in turn (no argument).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+stage=${1:-all}
+case $stage in
+    envs|images|all) ;;
+    *) echo "provision-rivals: unknown stage $stage (envs, images, or none for both)" >&2; exit 2 ;;
+esac
 export DETBENCH_CACHE="${DETBENCH_CACHE:-/var/cache/detbench}"
 mkdir -p "$DETBENCH_CACHE/logs"
 
 # detectron2's source: the pinned commit's archive, fetched once into the cache when nothing names one
 d2_commit=$(python -c "from harness.frameworks.detectron2 import COMMIT; print(COMMIT)")
 d2_archive="$DETBENCH_CACHE/sources/detectron2-$d2_commit.tar"
-if [ -z "${DETBENCH_DETECTRON2_SOURCE:-}" ] && [ ! -f "$d2_archive" ]; then
+if [ "$stage" != images ] && [ -z "${DETBENCH_DETECTRON2_SOURCE:-}" ] && [ ! -f "$d2_archive" ]; then
     mkdir -p "$DETBENCH_CACHE/sources"
     d2_download="$DETBENCH_CACHE/sources/detectron2-$d2_commit.download.tar.gz"
     if curl -fsSL --retry 3 -o "$d2_download" \
@@ -43,6 +50,7 @@ if [ -n "$d2_missing" ]; then
     images="mmdetection"
 fi
 
+[ "$stage" = images ] && frameworks=""
 for fw in $frameworks; do
     start=$(date +%s)
     if ! detbench env build "$fw" > "$DETBENCH_CACHE/logs/env-$fw.log" 2>&1; then
@@ -66,6 +74,9 @@ rm -f "$DETBENCH_CACHE/sources/detectron2-$d2_commit.download.tar.gz"   # kept c
 
 # mmdetection's and detectron2's images install the wheels their envs just compiled (mmcv, detectron2;
 # served from the wheel cache), on the torchvision image .ci/provision-docker.sh built
+if [ "$stage" = envs ]; then
+    exit 0
+fi
 if docker info >/dev/null 2>&1; then
     for image in $images; do
         start=$(date +%s)

@@ -5,6 +5,8 @@
 #   run     scenarios/gpu-throughput.yaml shortened (10 + 30 iterations, 2 repeats) and its report;
 #   graph   Mask R-CNN R50-FPN at 800x1333, batch 8, sync-free, 12 iterations: the captured step in
 #           fp16, bf16 and fp32 beside the uncaptured fp16 step, each iteration's losses;
+#   profile where a step's time goes (python -m harness.trainer.profile), the trainer and torchvision
+#           side by side, RetinaNet and Mask R-CNN at 800x1333, batch 8, fp16, sync-free;
 #   bench   benchmarks/trainer_vs_torchvision.py on the GPU at 800x1333, fp32 and fp16.
 # Usage: scripts/gpu-checks.sh OUT_DIR [STAGE...]   (default stages: tests run bench)
 # DETBENCH_GPU_TEST_WORKERS=N runs the tests stage in N pytest-xdist processes where it is installed;
@@ -53,6 +55,14 @@ for stage in $stages; do
             [ "${PIPESTATUS[0]}" = 0 ] || rc=1
         done
         grep -h '^==\|^iter\|error' "$out/graph.log" ;;
+    profile)
+        rc=0
+        for config in retina_r50v1_fpn_1x mask_r50v1_fpn_1x; do
+            timeout 300 "$python" -m harness.trainer.profile "harness/trainer/configs/$config.py" --set train.device=cuda \
+                --set train.precision=fp16 --set model.sync_free=true --set data.images_per_device=8 \
+                --set data.input_size=800x1333 --steps 5 --warmup 3 > "$out/profile-$config.log" 2>&1 || rc=1
+            echo "== $config"; cat "$out/profile-$config.log"
+        done ;;
     bench)
         rc=0
         for precision in fp32 fp16; do
@@ -61,7 +71,7 @@ for stage in $stages; do
             grep -v "^  both\|differs" "$out/bench-$precision.log"
         done ;;
     *)
-        echo "unknown stage $stage (tests, run, graph, bench)" >&2; exit 2 ;;
+        echo "unknown stage $stage (tests, run, graph, profile, bench)" >&2; exit 2 ;;
     esac
     [ "$rc" = 0 ] || status=1
 done

@@ -16,7 +16,8 @@ if [ "$workers" = 0 ]; then
     exec python -m pytest -q -ra "$@"
 fi
 parallel=0
-python -m pytest -q -ra -n "$workers" --dist loadgroup -m "not timing" "$@" || parallel=$?
+# the slowest tests are listed at the end: what to look at when the suite grows too long
+python -m pytest -q -ra -n "$workers" --dist loadgroup -m "not timing" --durations=25 "$@" || parallel=$?
 alone=0
 python -m pytest -q -ra -m timing "$@" || alone=$?
 [ "$alone" = 5 ] && alone=0      # 5: the selection held no timing test

@@ -3,7 +3,10 @@
 Trains the bundled model and torchvision's same detector (built as the torchvision driver
 builds it, loaded with the same weights: `detbench weights make` layout, made here from
 --seed) on the same synthetic batch, and times each phase of every step with forward hooks
-on the modules that make it up (the device synchronised at each border):
+on the modules that make it up (the device synchronised at each border). Both run on the
+trainer's device (`train.device`: auto takes a GPU where there is one) in its precision
+(`train.precision`: the forward under autocast, fp16 with loss scaling), and the trainer's
+side is prepared as a training run prepares it:
 
   data        building the batch (the same synthetic batch source for both)
   transform   torchvision only: its in-model normalisation and batching (the trainer
@@ -17,7 +20,8 @@ on the modules that make it up (the device synchronised at each border):
   roi heads   two-stage: the box head (and mask head) on the pooled features
   roi rest    two-stage: RoI sampling, target building and the second-stage losses
   backward    loss.backward()
-  optimizer   SGD step and zero_grad (the trainer's: fused when train.fused_sgd; torchvision's: plain)
+  optimizer   SGD step and zero_grad (the trainer's: fused when train.fused_sgd; torchvision's: plain;
+              with fp16, the loss scaler's check and update too)
 
 It prints a table of the median milliseconds per phase over the measured steps, side by side.
 The steps are not the benchmark's figure (hooks and syncs add a little); they say where the
@@ -100,12 +104,17 @@ def torchvision_parts(model):
     return parts + [("head", model.head)], None
 
 
-def profile(model, parts, rest, step_batch, forward, steps, warmup, sync, lr=0.001, fused=False):
+def profile(model, parts, rest, step_batch, forward, steps, warmup, sync, lr=0.001, fused=False, scaler=None):
     """{phase: median ms per step} over `steps` measured steps of SGD on `model` (`fused`:
-    torch's fused SGD kernel, as the trainer's train.fused_sgd)."""
+    torch's fused SGD kernel, as the trainer's train.fused_sgd; `scaler`: a loss scaler for
+    fp16, or None)."""
     import torch
+
+    from .engine import start_momentum_at_zero
     optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=lr, momentum=0.9,
                                 **({"fused": True} if fused else {}))
+    if fused:
+        start_momentum_at_zero(optimizer)
     per_step = []
     for i in range(warmup + steps):
         clock = Clock(sync)
@@ -121,9 +130,13 @@ def profile(model, parts, rest, step_batch, forward, steps, warmup, sync, lr=0.0
                 losses = forward(model, batch)
             total = sum(losses.values())
             with clock.phase("backward"):
-                total.backward()
+                (total if scaler is None else scaler.scale(total)).backward()
             with clock.phase("optimizer"):
-                optimizer.step()
+                if scaler is None:
+                    optimizer.step()
+                else:
+                    scaler.step(optimizer)
+                    scaler.update()
                 optimizer.zero_grad(set_to_none=True)
         finally:
             for h in hooks:
@@ -162,20 +175,42 @@ def run(args):
 
     from . import weights
     from .data import SyntheticBatches
+    from .engine import autocast_for, prepare_model
     from .masks import per_image_targets
+    from .train import resolve_device
     module = load_config_module(args.config)
-    cfg = resolve_for_device(apply_overrides(module.CONFIG, args.overrides), "cpu")   # as the trainer runs here
+    cfg = apply_overrides(module.CONFIG, args.overrides)
+    kind = resolve_device(cfg)          # refuses, in one line, what this hardware cannot run
+    cfg = resolve_for_device(cfg, kind)
     model_name = TRAINER_MODELS.get(cfg.model.name)
     if model_name is None:
         raise ConfigError("no profile for model %r" % cfg.model.name)
+    device = torch.device(kind)
+    if kind == "cuda":
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = cfg.train.tf32
     torch.manual_seed(cfg.train.seed)
 
     def sync():
-        return None
+        if kind == "cuda":
+            torch.cuda.synchronize(device)
 
+    precision = cfg.train.precision
+
+    def in_precision(m, b):
+        with autocast_for(precision, device):
+            return m(*b)
+
+    def scaler():
+        return torch.amp.GradScaler("cuda") if precision == "fp16" else None
+
+    height, width = cfg.data.input_size
+    scope = "%s, %s, %dx%d, batch %d: median of %d steps after %d warm-up" % (
+        torch.cuda.get_device_name(device) if kind == "cuda" else "cpu (%d threads)" % torch.get_num_threads(),
+        precision, height, width, cfg.data.images_per_device, args.steps, args.warmup)
     masks = model_name == "mask_rcnn"
     data = dataclasses.replace(cfg.data, images_per_device=cfg.data.images_per_device)
-    source = SyntheticBatches(data, cfg.model.num_classes, masks, torch.device("cpu"), 0, 1, cfg.train.seed)
+    source = SyntheticBatches(data, cfg.model.num_classes, masks, device, 0, 1, cfg.train.seed)
     trainer = module.build_detector(cfg)
     standard = cfg.model.num_classes == 80 and cfg.model.block == "bottleneck"
     results = {}
@@ -184,37 +219,36 @@ def run(args):
         if standard:
             weights.save(path, model_name, args.seed, weights.make(model_name, args.seed))
             weights.load_into(trainer, path, model_name, "detbench-trainer")
-        trainer.train()
+        trainer = prepare_model(trainer, cfg, device, 1)
         parts, rest = trainer_parts(trainer)
-        results["detbench-trainer"] = profile(trainer, parts, rest, source.batch,
-                                              lambda m, b: m(*b), args.steps, args.warmup, sync,
-                                              fused=cfg.train.fused_sgd)
+        results["detbench-trainer"] = profile(trainer, parts, rest, source.batch, in_precision, args.steps,
+                                              args.warmup, sync, fused=cfg.train.fused_sgd, scaler=scaler())
         if args.trainer_only or not standard:
-            return results, standard
+            return results, standard, scope
         tv = weights.reference_model(model_name)
-        height, width = cfg.data.input_size
         tv.transform.min_size, tv.transform.max_size = (min(height, width),), max(height, width)
         weights.load_into(tv, path, model_name, "torchvision")
-        tv.train()
-        mean = torch.tensor(tv.transform.image_mean).view(3, 1, 1)
-        std = torch.tensor(tv.transform.image_std).view(3, 1, 1)
+        tv.to(device).train()
+        mean = torch.tensor(tv.transform.image_mean, device=device).view(3, 1, 1)
+        std = torch.tensor(tv.transform.image_std, device=device).view(3, 1, 1)
 
         def tv_batch(i):
             images, targets = source.batch(i)
             return [im * std + mean for im in images], per_image_targets(images, targets)
         parts, rest = torchvision_parts(tv)
-        results["torchvision"] = profile(tv, parts, rest, tv_batch, lambda m, b: m(*b), args.steps,
-                                         args.warmup, sync)
-    return results, standard
+        results["torchvision"] = profile(tv, parts, rest, tv_batch, in_precision, args.steps, args.warmup, sync,
+                                         scaler=scaler())
+    return results, standard, scope
 
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        results, standard = run(args)
+        results, standard, scope = run(args)
     except ConfigError as exc:
         print("error: %s" % exc, file=sys.stderr)
         return 2
+    print(scope)
     print(table(results))
     if not standard and not args.trainer_only:
         print("\n(torchvision builds only the standard R50-FPN with 80 classes: the trainer's side alone)")

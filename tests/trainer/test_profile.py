@@ -59,3 +59,29 @@ def test_the_trainer_side_steps_with_the_trainer_s_optimizer(monkeypatch, capsys
     argv = [config_path("retina_tiny"), "--set", "train.fused_sgd=%s" % str(fused).lower(), "--trainer-only"]
     assert profile.main(argv + SMALL[2:]) == 0
     assert seen == [fused]
+
+
+def test_the_profile_runs_in_the_trainer_s_precision_and_says_its_scope(capsys):
+    # bf16 autocast on any CPU (emulated where it has no kernels: tiny shapes keep it cheap)
+    sets = ["--set", "train.device=cpu", "--set", "train.precision=bf16", "--set", "train.allow_emulated_bf16=true"]
+    assert profile.main([config_path("retina_tiny"), "--set", "data.input_size=64x64"] + sets + SMALL[2:]) == 0
+    out = capsys.readouterr().out
+    scope = out.splitlines()[0]
+    assert scope.startswith("cpu (") and scope.endswith(", bf16, 64x64, batch 1: median of 1 steps after 0 warm-up")
+    assert float(rows_of(out)["**step**"][0].strip("*")) > 0
+
+
+def test_a_precision_this_hardware_cannot_run_is_refused_in_one_line(capsys):
+    assert profile.main([config_path("retina_tiny"), "--set", "train.device=cpu", "--set", "train.precision=fp16"]
+                        + SMALL[2:]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: train.precision=fp16 needs a CUDA device")
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="no CUDA device here")
+def test_on_a_gpu_both_sides_profile_in_fp16_with_loss_scaling(capsys):
+    sets = ["--set", "train.device=cuda", "--set", "train.precision=fp16", "--set", "model.sync_free=true"]
+    assert profile.main([config_path("mask_r50v1_fpn_1x")] + sets + SMALL) == 0
+    out = capsys.readouterr().out
+    assert ", fp16, 96x128, batch 1" in out.splitlines()[0]
+    assert all(float(v.strip("*")) > 0 for v in rows_of(out)["**step**"])
