@@ -8,7 +8,8 @@
 # DETBENCH_DETECTRON2_SOURCE (a tarball of the commit or a git clone holding it) where set, else from
 # GitHub's archive of the commit (curl; the one download outside the package index). Needs detbench
 # installed (pip install -e .) and the package index pip is set up for.
-# Cold, on 2 cores: mmdetection's env about 11 min (mmcv's compile most of it), torchvision's and effdet's 1-2 min each, plus detectron2's env and compile where its source is at hand;
+# Cold, on 2 cores: mmdetection's env about 11 min (mmcv's compile most of it), torchvision's and effdet's 1-2 min each
+# (built beside mmdetection's), plus detectron2's env and compile where its source is at hand;
 # warm: seconds.
 # Usage: provision-rivals.sh [envs|images]: the envs alone, the images alone (after the envs and
 # provision-docker.sh), or both in turn (no argument).
@@ -50,13 +51,13 @@ if [ -n "$d2_missing" ]; then
     images="mmdetection"
 fi
 
-[ "$stage" = images ] && frameworks=""
-for fw in $frameworks; do
+build_env() {
+    local fw=$1 start said ready old
     start=$(date +%s)
     if ! detbench env build "$fw" > "$DETBENCH_CACHE/logs/env-$fw.log" 2>&1; then
         tail -n 40 "$DETBENCH_CACHE/logs/env-$fw.log" >&2
         echo "provision-rivals: building the $fw env failed (log: $DETBENCH_CACHE/logs/env-$fw.log)" >&2
-        exit 1
+        return 1
     fi
     said=$(tail -n 1 "$DETBENCH_CACHE/logs/env-$fw.log")
     echo "provision-rivals: $fw env ready in $(( $(date +%s) - start )) s: $said"
@@ -68,7 +69,29 @@ for fw in $frameworks; do
             rm -rf "$old"
         fi
     done
+}
+
+[ "$stage" = images ] && frameworks=""
+# mmdetection's env is the long one (mmcv's compile keeps both cores busy for minutes); the others
+# mostly wait on downloads and unpacking, so they build beside it
+mm_job=""
+rest=""
+for fw in $frameworks; do
+    if [ "$fw" = mmdetection ]; then
+        build_env mmdetection &
+        mm_job=$!
+    else
+        rest="$rest $fw"
+    fi
 done
+failed=0
+for fw in $rest; do
+    build_env "$fw" || failed=1
+done
+if [ -n "$mm_job" ]; then
+    wait "$mm_job" || failed=1
+fi
+[ "$failed" = 0 ] || exit 1
 
 rm -f "$DETBENCH_CACHE/sources/detectron2-$d2_commit.download.tar.gz"   # kept checked as $d2_archive
 
