@@ -34,15 +34,11 @@ def make_optimizer(model, cfg, world):
             (no_decay if p.ndim <= 1 and not t.decay_norm_bias else decay).append(p)
     groups = [{"params": decay, "weight_decay": t.weight_decay},
               {"params": no_decay, "weight_decay": 0.0}]
-    fused = {"fused": True} if t.fused_sgd else {}
-    optimizer = torch.optim.SGD(groups, lr=base_lr, momentum=t.momentum, **fused)
-    if t.fused_sgd and t.momentum:
-        start_momentum_at_zero(optimizer)
-    return optimizer, base_lr
+    return sgd(groups, base_lr, t.momentum, t.fused_sgd), base_lr
 
 
-def start_momentum_at_zero(optimizer):
-    """Give every parameter a zero momentum buffer before the first step.
+def sgd(params, lr, momentum, fused):
+    """torch's SGD (`fused`: its fused kernel), momentum buffers made as zeros when fused.
 
     torch's fused SGD makes its buffers uninitialised (`empty_like`) on the first step and
     fills them in its kernel; when the loss scaler finds an overflow there (fp16 usually
@@ -50,9 +46,12 @@ def start_momentum_at_zero(optimizer):
     memory they were given, which later steps then treat as momentum. A zero buffer gives
     the first real step the same update, momentum * 0 + gradient, and a skipped step leaves
     it zero."""
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            optimizer.state[p]["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+    optimizer = torch.optim.SGD(params, lr=lr, momentum=momentum, **({"fused": True} if fused else {}))
+    if fused and momentum:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                optimizer.state[p]["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+    return optimizer
 
 
 def lr_at(iteration, base_lr, t, steps=None):

@@ -108,13 +108,8 @@ def profile(model, parts, rest, step_batch, forward, steps, warmup, sync, lr=0.0
     """{phase: median ms per step} over `steps` measured steps of SGD on `model` (`fused`:
     torch's fused SGD kernel, as the trainer's train.fused_sgd; `scaler`: a loss scaler for
     fp16, or None)."""
-    import torch
-
-    from .engine import start_momentum_at_zero
-    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=lr, momentum=0.9,
-                                **({"fused": True} if fused else {}))
-    if fused:
-        start_momentum_at_zero(optimizer)
+    from .engine import sgd
+    optimizer = sgd([p for p in model.parameters() if p.requires_grad], lr, 0.9, fused)
     per_step = []
     for i in range(warmup + steps):
         clock = Clock(sync)
