@@ -8,8 +8,9 @@
 # DETBENCH_DETECTRON2_SOURCE (a tarball of the commit or a git clone holding it) where set, else from
 # GitHub's archive of the commit (curl; the one download outside the package index). Needs detbench
 # installed (pip install -e .) and the package index pip is set up for.
-# Cold, on 2 cores: mmdetection's env about 11 min (mmcv's compile most of it), torchvision's and effdet's 1-2 min each
-# (built beside mmdetection's), plus detectron2's env and compile where its source is at hand;
+# Cold, on 2 cores: mmdetection's env about 11 min (mmcv's compile nearly all of it); torchvision's and
+# effdet's about 10 s each, their files hardlinked from the uv cache scripts/env.sh filled
+# (harness/launch/installer.py); plus detectron2's env and compile where its source is at hand;
 # warm: seconds.
 # Usage: provision-rivals.sh [envs|images]: the envs alone, the images alone (after the envs and
 # provision-docker.sh), or both in turn (no argument).
@@ -73,7 +74,7 @@ build_env() {
 
 [ "$stage" = images ] && frameworks=""
 # mmdetection's env is the long one (mmcv's compile keeps both cores busy for minutes); the others
-# mostly wait on downloads and unpacking, so they build beside it
+# take seconds, so they build beside it
 mm_job=""
 rest=""
 for fw in $frameworks; do

@@ -18,8 +18,12 @@ _detbench_env() {
         echo "detbench: creating the Python environment $venv (first time only)" >&2
         rm -rf "$venv" && mkdir -p "$cache/venvs" || return 1
         "$python" -m venv "$venv" || return 1
-        "$venv/bin/python" -m pip install -q --upgrade pip "setuptools>=77" wheel || return 1
-        "$venv/bin/python" -m pip install -q -e "$here[$extras]" || return 1
+        # uv first (pinned in pyproject.toml): it fills the venv and keeps the unpacked wheels in
+        # $cache/uv, from which the rival envs are then hardlinked (harness/launch/installer.py)
+        uv_pin=$(grep -o '"uv==[^"]*"' "$here/pyproject.toml" | tr -d '"')
+        "$venv/bin/python" -m pip install -q --upgrade pip "setuptools>=77" wheel $uv_pin || return 1
+        "$venv/bin/python" "$here/harness/launch/installer.py" --python "$venv/bin/python" --cache "$cache" \
+            -- -e "$here[$extras]" || return 1
         touch "$venv/.complete"
     else
         # same pins: only point the editable install at this clone

@@ -26,9 +26,11 @@ def write_scenario(tmp_path):
     return write
 
 
-# With pytest-xdist (DETBENCH_TEST_WORKERS=N scripts/test.sh), every test file is one unit of
-# work, so its module fixtures are made once; the files that drive the shared Docker engine or Slurm cluster
-# (and may stop and restart them: DETBENCH_DISRUPTIVE_TESTS) are one unit together, run in turn.
+# With pytest-xdist (DETBENCH_TEST_WORKERS=N scripts/test.sh), the files that drive the shared
+# Docker engine or Slurm cluster (and may stop and restart them: DETBENCH_DISRUPTIVE_TESTS) are one
+# unit of work, run in turn on one worker; every other test is a unit of its own, so the two
+# workers end together (a module fixture may then be made once per worker: about 1.5 minutes
+# of the suite's 45 worker-minutes are fixtures).
 SHARED_SERVICES = re.compile(
     r"need_docker|need_image|engine\.(connect|available)|slurmjobs|DISRUPTIVE|scontrol|sbatch ")
 _uses_services = {}
@@ -48,11 +50,13 @@ def pytest_configure(config):
         "scripts/test.sh runs these after the others, one at a time")
 
 
+# tryfirst: pytest-xdist's worker reads the xdist_group marks in this same hook, so they must be
+# there before it runs
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        path = str(item.path)
-        group = "shared-services" if uses_shared_services(path) else os.path.relpath(path, ROOT)
-        item.add_marker(pytest.mark.xdist_group(group))
+        if uses_shared_services(str(item.path)):
+            item.add_marker(pytest.mark.xdist_group("shared-services"))
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # the shared-services unit is the longest (a quarter of the suite, in turn on one worker):
         # handed out first, it runs beside everything else instead of after it

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Optional
 
 from harness.errors import UserError
+from harness.launch import installer
 from harness.vocab.pins import EnvSpec, SourceBuild
 
 MARKER = "detbench-env.json"
@@ -88,6 +89,12 @@ def _run(argv, log, env=None, cwd=None):
     if proc.returncode != 0:
         raise UserError("command failed (exit %d): %s; see %s" % (
             proc.returncode, " ".join(argv[:6]), getattr(log, "name", "the build log")))
+
+
+def _install(python: str, args, log):
+    """Install ``args`` into ``python``'s env (uv from the shared cache, or pip: installer.py)."""
+    command, env = installer.install_command(python, list(args), cache_root())
+    _run(command, log, env=env)
 
 
 def _raise_cxx_std(setup_py: Path, std: str) -> int:
@@ -261,10 +268,10 @@ def build(spec: EnvSpec, log=None, force=False) -> Path:
     py = str(tmp / "bin" / "python")
     pin_args = ["%s==%s" % kv for kv in sorted(spec.pins.items())]
     tool_args = ["%s==%s" % kv for kv in sorted(spec.tools.items())]
-    _run([py, "-m", "pip", "install", "--quiet"] + tool_args + pin_args, log)
+    _install(py, tool_args + pin_args, log)
     for sb in spec.source_builds:
         wheel = build_wheel(sb, py, log)
-        _run([py, "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)], log)
+        _install(py, ["--no-deps", str(wheel)], log)
     _run([py, "-m", "pip", "check"], log)
     freeze = subprocess.run([py, "-m", "pip", "freeze"], capture_output=True, text=True).stdout
     if target.exists():
