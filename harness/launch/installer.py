@@ -1,8 +1,8 @@
 """How packages get into a Python environment: uv where it is installed, pip otherwise.
 
 uv keeps one cache of unpacked wheels and hardlinks their files into each env, so a second env
-holding torch's closure (5 GB of CUDA libraries) takes seconds where pip unpacks and
-byte-compiles it again for a minute or more. Both follow pip's own configuration
+holding torch's closure (5 GB of CUDA libraries) is filled in seconds where pip unpacks it again
+for a minute or more; both byte-compile what they install. Both follow pip's own configuration
 (``pip config list``: its files and the PIP_* variables): uv does not read it, so the indexes,
 find-links, constraints, trusted hosts and certificate found there are handed to uv as options.
 ``DETBENCH_INSTALLER=pip`` makes every install use pip.
@@ -102,7 +102,9 @@ def install_command(python: str, args: List[str], cache: Path) -> Tuple[List[str
     options, extra = uv_options(pip_config(python))
     env.update(extra)
     env.setdefault("UV_CACHE_DIR", str(cache / "uv"))   # beside the envs: one filesystem, hardlinks
-    return [uv, "pip", "install", "--quiet", "--python", python] + options + args, env
+    # --compile-bytecode: as pip does; where PYTHONDONTWRITEBYTECODE is set, nothing else ever
+    # writes the .pyc files and every process would compile torch's modules again on import
+    return [uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", python] + options + args, env
 
 
 def main(argv=None) -> int:

@@ -76,3 +76,5 @@ def test_uv_installs_under_pips_constraint_and_links_from_its_cache(monkeypatch,
         assert out[0] == "1.16.0", out          # the newest six is 1.17.0: the constraint held
     files = [next((e / "lib").glob("python*/site-packages/six.py")) for e in envs]
     assert files[0].stat().st_ino == files[1].stat().st_ino   # one file on disk, linked into both
+    # compiled at install, as pip does: with PYTHONDONTWRITEBYTECODE nothing would write them later
+    assert all(list(f.parent.glob("__pycache__/six.*.pyc")) for f in files)
