@@ -6,12 +6,15 @@ local trial. When Slurm ends a job badly (TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, CAN
 FAILED, ...) the launcher records Slurm's reason in trial.json's "error", which is the
 failure reason ingest reports. Slurm commands run as argv lists, never through a shell.
 """
+import contextlib
 import getpass
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -96,10 +99,11 @@ def available():
     return all(shutil.which(c) for c in ("sbatch", "squeue", "scancel", "scontrol"))
 
 
-def _slurm(args, check=True):
+def _slurm(args, check=True, own_session=False):
     try:
         proc = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+                              stderr=subprocess.PIPE, universal_newlines=True, timeout=60,
+                              start_new_session=own_session)
     except (OSError, subprocess.TimeoutExpired) as exc:
         if check:
             raise UserError("%s: %s" % (args[0], exc)) from None
@@ -111,9 +115,30 @@ def _slurm(args, check=True):
 
 
 def submit(script_path):
-    """sbatch the script; return the job id."""
-    proc = _slurm(["sbatch", "--parsable", str(script_path)])
+    """sbatch the script; return the job id. sbatch runs in its own session, so a Ctrl-C at the
+    terminal does not cut it short (see interrupts_held)."""
+    proc = _slurm(["sbatch", "--parsable", str(script_path)], own_session=True)
     return proc.stdout.strip().split(";")[0]
+
+
+@contextlib.contextmanager
+def interrupts_held():
+    """SIGINT and SIGTERM received inside the block act only once it has ended, as they would
+    have. An sbatch killed mid-submission can leave a job that slurmctld queues after the
+    launcher last looked for it; held, the submission ends and its job id is known to cleanup."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = []
+    previous = {s: signal.signal(s, lambda signum, _frame: held.append(signum))
+                for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if held:
+            signal.raise_signal(held[0])
 
 
 def queue_state(job_id):
@@ -366,14 +391,15 @@ class SlurmLauncher:
         script = trial_dir / SCRIPT
         script.write_text(script_for(scenario, cell, trial_dir, argv), encoding="utf-8")
         self.submitting = sbatch.job_name(trial_dir.name)
-        try:
-            job_id = submit(script)
-        except UserError as exc:
+        with interrupts_held():   # an interrupt acts once the job id is in `active`
+            try:
+                job_id = submit(script)
+            except UserError as exc:
+                self.submitting = None
+                record_end(trial_dir, "", "NOT_SUBMITTED", "", str(exc))
+                return 1
+            self.active.add(job_id)
             self.submitting = None
-            record_end(trial_dir, "", "NOT_SUBMITTED", "", str(exc))
-            return 1
-        self.active.add(job_id)
-        self.submitting = None
         try:
             self._follow(job_id, trial_dir, scenario)
         except BaseException:
