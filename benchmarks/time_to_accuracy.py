@@ -32,6 +32,7 @@ from harness.results.store import Store, new_run_id  # noqa: E402
 from harness.frameworks import accuracy as recipes  # noqa: E402
 from harness.launch import envs, hostcpu  # noqa: E402
 from harness import frameworks  # noqa: E402
+from harness.errors import UserError  # noqa: E402
 from harness.measure import accuracy as acc  # noqa: E402
 from harness.plan import learnable, weights  # noqa: E402
 from harness.report import accuracy as report  # noqa: E402
@@ -117,6 +118,15 @@ def verdicts(block, out):
         out.write("%s: the bundled trainer has no result\n" % block.model)
         return False
     finals = {s.framework: s.finals() for s in block.series if s.precision == "fp32"}
+    if mine.time_to_target is None:
+        series = next(s for s in block.series if s.framework == TRAINER and s.precision == "fp32")
+        best = [max(p.metric(block.metric) for p in curve) for curve in series.curves.values() if curve]
+        out.write("%s: the bundled trainer did not reach %s %.3g in %d of %d seeds (best per seed: %s): FAIL\n"
+                  % (block.model, block.metric, block.target, mine.seeds - mine.reached, mine.seeds,
+                     ", ".join("%.3f" % b for b in best) or "none scored"))
+        ok = False
+    if len(rows) == 1:
+        out.write("%s: no rival ran: the trainer is compared with nobody\n" % block.model)
     for name, theirs in rows.items():
         if name == TRAINER:
             continue
@@ -173,6 +183,9 @@ def main(argv=None):
     if args.iterations:
         settings["iterations"] = args.iterations
         settings["eval_every"] = max(1, args.iterations // 4)
+        # a shorter schedule keeps its shape: warmup at most half of it, steps inside it
+        settings["warmup_iters"] = min(settings["warmup_iters"], args.iterations // 2)
+        settings["lr_steps"] = [s for s in settings["lr_steps"] if s < args.iterations]
     if args.seeds:
         settings["seeds"] = list(range(args.seeds))
     models = [m.strip() for m in args.models.split(",")] if args.models else settings["models"]
@@ -194,7 +207,12 @@ def main(argv=None):
         write_scenario(scenario, names, models, settings, args, data, files, QUICK_TARGET if args.quick else None,
                        bf16=bf16)
         results = os.path.join(work, "results")
-        run_id = accuracy_run.start(scenario, Store(results), new_run_id(), out=out)
+        try:
+            run_id = accuracy_run.start(scenario, Store(results), new_run_id(), out=out)
+        except UserError as exc:
+            out.flush()
+            sys.stderr.write("time_to_accuracy: %s\n" % exc)
+            return 2
         rep = report_build.accuracy(results, run_id)
         out.write("\n" + report.render_markdown(rep) + "\n")
         status = 0

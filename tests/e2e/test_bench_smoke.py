@@ -3,6 +3,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -24,3 +26,18 @@ def test_scrape_speed_benchmark_counts_every_record():
     assert len(rows) == 2, proc.stdout
     for _name, lines, records, errors, *_ in rows:
         assert int(errors) == 0 and int(records) == int(lines) - int(lines) // 20, proc.stdout
+
+
+def test_time_to_accuracy_on_a_short_schedule_reports_the_target_not_reached():
+    """8 iterations (the default warmup is 50: the schedule shrinks to fit), the trainer alone:
+    the table, the bf16 line for this CPU, and a target no checkpoint reaches named as such."""
+    pytest.importorskip("torchvision")
+    pytest.importorskip("pycocotools")
+    proc = bench("-m", "benchmarks.time_to_accuracy", "--quick", "--frameworks", "detbench-trainer",
+                 "--iterations", "8", "--size", "64", "--batch", "2")
+    out = proc.stdout
+    assert proc.returncode == 1, out
+    assert "| detbench-trainer | fp32 | 2 |" in out and "not reached (0 of 1 seeds)" in out
+    assert "retinanet: the bundled trainer did not reach bbox_AP50 0.05 in 1 of 1 seeds (best per seed: 0.0" in out
+    assert "retinanet: no rival ran: the trainer is compared with nobody" in out
+    assert ("bf16 vs fp32" in out) and out.rstrip().endswith("time to accuracy: FAIL (quick)")
