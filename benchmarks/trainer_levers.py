@@ -48,6 +48,7 @@ sys.path.insert(0, ROOT)
 from benchmarks.convergence import model_list  # noqa: E402
 from benchmarks.trainer_vs_rivals import ratio_ci  # noqa: E402
 from harness import jsonlog  # noqa: E402
+from harness.launch import hostcpu  # noqa: E402
 from harness.frameworks.detbench_trainer import CONFIG_DIR, CONFIGS  # noqa: E402
 
 ALL = frozenset(CONFIGS)
@@ -97,7 +98,8 @@ def run_once(model, sets, args, data, weights):
               "train.warmup_iters=0", "train.lr=0.000008", "data.images_per_device=2",
               "data.input_size=%s" % args.size, "data.source=coco",
               "data.coco_json=%s" % os.path.join(data, "annotations", "instances_train.json"),
-              "data.coco_images=%s" % os.path.join(data, "images"), "data.workers=0", "data.shuffle=false"]
+              "data.coco_images=%s" % os.path.join(data, "images"), "data.workers=0", "data.shuffle=false",
+              "train.precision=%s" % args.precision]
     for s in common + list(sets):
         argv += ["--set", s]
     argv += ["--weights", weights]
@@ -231,6 +233,8 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--measure", type=int, default=8)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
+                   help="train.precision of every variant (bf16: only where the CPU has bf16 kernels)")
     p.add_argument("--images", type=int, default=64)
     p.add_argument("--work", help="folder for the data and weights (default: a temporary one)")
     p.add_argument("--quick", action="store_true", help="128x128, 1 round of 1+2 iterations")
@@ -243,6 +247,9 @@ def main(argv=None):
     if args.quick:
         args.size, args.rounds, args.warmup, args.measure, args.images = "128x128", 1, 1, 2, 8
     models = model_list(p, args.models, CONFIGS)
+    if args.precision == "bf16" and not hostcpu.has_bf16_kernels(hostcpu.cpu()[1]):
+        p.error("--precision bf16: this CPU has no bf16 kernels (torch would emulate it; an emulation is "
+                "never timed)")
     chosen = [x for x in args.levers.split(",") if x]
     for name in chosen:
         if name not in LEVERS:
@@ -268,8 +275,8 @@ def main(argv=None):
             times[key].append(run_once(key[0], sets, args, data, weights))
             print("round %d/%d  %-12s %-18s %7.1f ms" % (r + 1, args.rounds, key[0], key[1], 1000 * times[key][-1]),
                   file=sys.stderr, flush=True)
-    print("%s, batch 2, fp32, OMP_NUM_THREADS=%d, %d rounds of %d measured iterations (after %d)"
-          % (args.size, args.threads, args.rounds, args.measure, args.warmup))
+    print("%s, batch 2, %s, OMP_NUM_THREADS=%d, %d rounds of %d measured iterations (after %d)"
+          % (args.size, args.precision, args.threads, args.rounds, args.measure, args.warmup))
     print("%-12s %-18s %10s %19s  %s" % ("model", "variant", "median ms", "range", "plain/variant [95% CI]"))
     for model in models:
         base = times[(model, "plain")]

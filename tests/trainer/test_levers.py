@@ -336,3 +336,12 @@ def test_the_lever_benchmark_s_plain_trainer_has_every_lever_off():
     assert "train.channels_last=false" in retina["together"]
     mask = bench.variants("mask_rcnn", ["mask_class_only", "channels_last"])
     assert set(mask) == {"plain", "mask_class_only", "channels_last"}     # one lever: no "together"
+
+
+def test_the_lever_benchmark_refuses_bf16_where_the_cpu_would_emulate_it(monkeypatch, capsys):
+    import benchmarks.trainer_levers as bench
+    monkeypatch.setattr(bench.hostcpu, "has_bf16_kernels", lambda flags: False)
+    with pytest.raises(SystemExit) as stopped:
+        bench.main(["--precision", "bf16", "--quick", "--models", "retinanet"])
+    assert stopped.value.code == 2
+    assert "this CPU has no bf16 kernels" in capsys.readouterr().err
