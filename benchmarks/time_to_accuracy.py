@@ -160,7 +160,15 @@ def verdicts(block, out):
 
 def bf16_verdict(block, out):
     """The trainer's bf16 final metric within the seeds' spread of its fp32 one; True when not failed."""
-    finals = {s.precision: s.finals() for s in block.series if s.framework == TRAINER}
+    series = {s.precision: s for s in block.series if s.framework == TRAINER}
+    failed = ["%s seed %d" % (precision, seed) for precision, s in sorted(series.items())
+              for seed in sorted(s.failed)]
+    if failed:   # a seed that diverged leaves a spread that says nothing of the other precision
+        out.write("%s: bf16 vs fp32: not judged: %s failed (%s)\n" % (
+            block.model, ", ".join(failed), "; ".join(sorted({s.failed[k].split(" | ")[-1][:120]
+                                                              for s in series.values() for k in s.failed}))))
+        return True
+    finals = {precision: s.finals() for precision, s in series.items()}
     a = acc.spread([p.metric(block.metric) for p in finals.get("fp32", {}).values()])
     b = acc.spread([p.metric(block.metric) for p in finals.get("bf16", {}).values()])
     if a is None or b is None:

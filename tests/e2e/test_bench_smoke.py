@@ -41,3 +41,31 @@ def test_time_to_accuracy_on_a_short_schedule_reports_the_target_not_reached():
     assert "retinanet: the bundled trainer did not reach bbox_AP50 0.05 in 1 of 1 seeds (best per seed: 0.0" in out
     assert "retinanet: no rival ran: the trainer is compared with nobody" in out
     assert ("bf16 vs fp32" in out) and out.rstrip().endswith("time to accuracy: FAIL (quick)")
+
+
+def _block(failed_seed=None):
+    from harness.measure.accuracy import AccuracyPoint
+    from harness.report.accuracy import ModelBlock, Series
+
+    def series(precision, finals):
+        s = Series("detbench-trainer", precision, 4)
+        for seed, ap50 in enumerate(finals):
+            if seed == failed_seed and precision == "bf16":
+                s.failed[seed] = "training exited with 3: ... | error: loss is nan (not finite) at iteration 188"
+            else:
+                s.curves[seed] = [AccuracyPoint(1500, 400.0, ap50 / 2, ap50)]
+        return s
+    return ModelBlock("retinanet", "bbox_AP50", 0.5, "detbench-trainer",
+                      [series("fp32", [0.70, 0.10, 0.65]), series("bf16", [0.66, 0.68, 0.69])], [0, 1, 2])
+
+
+def test_the_bf16_check_judges_within_the_fp32_seed_spread_and_not_over_failed_seeds():
+    import io
+    from benchmarks import time_to_accuracy as tta
+    out = io.StringIO()
+    assert tta.bf16_verdict(_block(), out) is True        # 0.677 vs 0.483 +- 0.333: inside the spread
+    assert "bf16 vs fp32 final bbox_AP50 0.677 vs 0.483 +- 0.333: PASS" in out.getvalue()
+    out = io.StringIO()
+    assert tta.bf16_verdict(_block(failed_seed=1), out) is True
+    assert out.getvalue().startswith("retinanet: bf16 vs fp32: not judged: bf16 seed 1 failed (error: loss is nan")
+    assert "PASS" not in out.getvalue()
