@@ -111,3 +111,21 @@ def settings_line(settings, implementation):
                          % (", ".join(unknown), ", ".join(IMPLEMENTATION_PARTS)))
     return SETTINGS_PREFIX + json.dumps({SETTINGS: settings, IMPLEMENTATION: implementation},
                                         sort_keys=True, separators=(",", ":"))
+
+
+def parse_settings_line(line):
+    """(settings, implementation) of a well-formed SETTINGS line (the prefix at its start, JSON
+    objects under both keys, known implementation parts); None for any other line."""
+    line = line.strip()
+    if not line.startswith(SETTINGS_PREFIX):
+        return None
+    try:
+        obj = json.loads(line[len(SETTINGS_PREFIX):])
+    except (ValueError, RecursionError):
+        return None
+    settings = obj.get(SETTINGS) if isinstance(obj, dict) else None
+    implementation = obj.get(IMPLEMENTATION, {}) if isinstance(obj, dict) else None
+    if not isinstance(settings, dict) or not isinstance(implementation, dict) or \
+            not all(k in IMPLEMENTATION_PARTS and isinstance(v, str) for k, v in implementation.items()):
+        return None
+    return settings, implementation

@@ -217,6 +217,8 @@ def trainer(cfg, model, world, opt, threads):
     }
     settings.update(normalized.schedule(t.lr * images / t.lr_reference_batch, t.warmup_iters,
                                         t.warmup_factor, d.shuffle if coco else False))
+    if t.clip_grad_norm:
+        settings["clip_grad_norm"] = float(t.clip_grad_norm)
     if m.weights:
         settings["init"] = "file:" + os.path.basename(m.weights)
     elif m.backbone_weights:

@@ -265,12 +265,14 @@ def dump_parser(description, models, depths):
 # --- accuracy: the flags every training driver takes for an accuracy run ------------------------
 
 def add_accuracy_flags(p, weight_decay=1e-4):
-    """The LR steps and their factor, the weight decay, a checkpoint every N iterations (and at the
+    """The LR steps and their factor, the weight decay, the gradient clip, a checkpoint every N iterations (and at the
     end) and its folder, and a checkpoint of the run to go on from."""
     p.add_argument("--lr-steps", default="", help="comma-separated iterations after which the lr is multiplied "
                    "by --gamma")
     p.add_argument("--gamma", type=float, default=0.1)
     p.add_argument("--weight-decay", type=float, default=weight_decay)
+    p.add_argument("--clip-grad-norm", type=float, default=0.0, help="clip the gradients' total L2 norm to this "
+                   "before each step (0: no clipping)")
     p.add_argument("--checkpoint-every", type=int, default=0, help="write a checkpoint every N iterations and at "
                    "the end (0: none)")
     p.add_argument("--checkpoint-dir", help="folder of the checkpoints")
@@ -282,6 +284,8 @@ def checked_accuracy_flags(p, args):
     --checkpoint-every without --checkpoint-dir."""
     if args.checkpoint_every and not args.checkpoint_dir:
         p.error("--checkpoint-every needs --checkpoint-dir")
+    if not args.clip_grad_norm >= 0:
+        p.error("--clip-grad-norm must be >= 0 (0: no clipping), not %r" % args.clip_grad_norm)
     try:
         args.lr_steps = tuple(int(v) for v in args.lr_steps.split(",") if v.strip())
     except ValueError:

@@ -238,6 +238,8 @@ def as_run(args, cfg, model, optimizer, loader, amp_dtype):
     settings.update(asrun.normalized.schedule(
         cfg.SOLVER.BASE_LR, cfg.SOLVER.WARMUP_ITERS, cfg.SOLVER.WARMUP_FACTOR,
         isinstance(loader.sampler, (torch.utils.data.RandomSampler, torchvision_driver.ResumedDraws))))
+    if getattr(type(optimizer), "clip_grad_norm", 0):
+        settings["clip_grad_norm"] = float(type(optimizer).clip_grad_norm)
     implementation = {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer)}
     anchors = model.anchor_generator if hasattr(model, "anchor_generator") else \
         model.proposal_generator.anchor_generator
@@ -319,6 +321,20 @@ def save_checkpoint(folder, iteration, model, optimizer, scheduler):
     return path
 
 
+def with_global_clip(optimizer, max_norm):
+    """`optimizer`, clipping the total L2 norm of all its parameters' gradients to `max_norm`
+    before each step (0: as it is). detectron2's SOLVER.CLIP_GRADIENTS clips each parameter on
+    its own; its optimizer-class factory also takes one clipper over all parameters, used here."""
+    if not max_norm:
+        return optimizer
+    from detectron2.solver.build import _generate_optimizer_class_with_gradient_clipping
+    clipped = _generate_optimizer_class_with_gradient_clipping(
+        type(optimizer), global_clipper=lambda params: torch.nn.utils.clip_grad_norm_(list(params), max_norm))
+    clipped.clip_grad_norm = max_norm
+    optimizer.__class__ = clipped
+    return optimizer
+
+
 def main(argv=None):
     args = parse_args(argv)
     height, width = (int(v) for v in args.input_size.lower().split("x"))
@@ -344,7 +360,7 @@ def main(argv=None):
         for name, value in state.get("attributes", {}).items():
             setattr(model, name, value)
     loader = make_loader(args, height, width, skip=first)
-    optimizer = build_optimizer(cfg, model)
+    optimizer = with_global_clip(build_optimizer(cfg, model), args.clip_grad_norm)
     scheduler = build_lr_scheduler(cfg, optimizer)
     if state is not None:
         optimizer.load_state_dict(state["optimizer"])

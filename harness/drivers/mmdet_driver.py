@@ -171,8 +171,11 @@ def write_config(args, path):
         optimizer["lr"] = args.lr
     if args.weight_decay is not None:
         optimizer["weight_decay"] = args.weight_decay
-    if optimizer:
-        text += "optim_wrapper = dict(optimizer=%r)\n" % optimizer
+    wrapper = {"optimizer": optimizer} if optimizer else {}
+    if getattr(args, "clip_grad_norm", 0):     # mmengine's OptimWrapper clips the total L2 norm before each step
+        wrapper["clip_grad"] = {"max_norm": args.clip_grad_norm, "norm_type": 2}
+    if wrapper:
+        text += "optim_wrapper = %r\n" % wrapper
     hooks = [dict(type=mmdet_hooks.WORK_HOOK)]
     if args.checkpoint_every:
         hooks.append(dict(type=CHECKPOINT_HOOK, every=args.checkpoint_every))

@@ -178,6 +178,9 @@ def as_run(cfg, net, optim_wrapper, world_size, threads):
     }
     settings.update(asrun.normalized.schedule(_get(cfg, "optim_wrapper", "optimizer", "lr"), iters, factor,
                                               _get(loader, "sampler", "shuffle", default=True)))
+    clip = getattr(optim_wrapper, "clip_grad_kwargs", None) or {}
+    if clip.get("max_norm"):    # the wrapper's own clip: its total-norm clipper and its bound
+        settings["clip_grad_norm"] = float(clip["max_norm"])
     implementation = {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer)}
     if not hasattr(net, "roi_head"):      # RetinaNet: one head
         head = _get(model, "bbox_head")

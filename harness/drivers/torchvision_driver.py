@@ -349,6 +349,8 @@ def as_run(args, model, optimizer, loader, amp_dtype, device):
         isinstance(loader.sampler, (torch.utils.data.RandomSampler, ResumedDraws))))
     if args.lr_steps:
         settings["lr_steps"] = lr_steps(args)
+    if args.clip_grad_norm:
+        settings["clip_grad_norm"] = args.clip_grad_norm
     implementation = {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer)}
     if isinstance(model, RetinaNet):
         extra = model.backbone.fpn.extra_blocks
@@ -500,10 +502,15 @@ def main(argv=None):
         optimizer.zero_grad()
         if scaler is not None:
             scaler.scale(loss).backward()
+            if args.clip_grad_norm:     # as torchvision's classification reference clips: unscaled first
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(params, args.clip_grad_norm)
             scaler.step(optimizer)
             scaler.update()
         else:
             loss.backward()
+            if args.clip_grad_norm:
+                torch.nn.utils.clip_grad_norm_(params, args.clip_grad_norm)
             optimizer.step()
         values = {k: float(v.detach()) for k, v in loss_dict.items()}
         if not math.isfinite(sum(values.values())):

@@ -3,7 +3,8 @@
 Every framework of an accuracy cell gets the same `Schedule`: iterations, images per
 iteration, input size, learning rate per image (times the batch), linear warmup, the
 iterations after which the rate is multiplied by `gamma`, weight decay (biases and norms
-too, as torchvision's and mmdetection's SGD do), horizontal flips, the ResNet depth of the
+too, as torchvision's and mmdetection's SGD do), optionally a clip of the gradients'
+total L2 norm (each framework's own clipping where it has one), horizontal flips, the ResNet depth of the
 FPN backbone with every stage trainable, and a checkpoint every `eval_every` iterations and
 at the end. Three commands per framework: `train_argv` (from the shared weights file, or
 `resume` after a checkpoint), `dump_argv` (one checkpoint's val-split detections in COCO's
@@ -53,6 +54,7 @@ class Schedule:
     precision: str
     seed: int
     workers: int = 1
+    clip_grad_norm: float = 0.0     # > 0: the gradients' total L2 norm is clipped to it before each step
 
     @property
     def lr(self) -> float:
@@ -92,6 +94,8 @@ def train_argv(framework: str, model: str, s: Schedule, data: Tuple[str, str], w
             "train.decay_norm_bias": "true", "train.schedule": "step", "train.gamma": repr(s.gamma),
             "train.checkpoint_every": s.eval_every, "train.checkpoint_dir": folder,
         }
+        if s.clip_grad_norm:
+            sets["train.clip_grad_norm"] = repr(s.clip_grad_norm)
         if s.lr_steps:
             sets["train.steps"] = ",".join(map(str, s.lr_steps))
         else:
@@ -113,6 +117,8 @@ def train_argv(framework: str, model: str, s: Schedule, data: Tuple[str, str], w
              "--checkpoint-every", str(s.eval_every), "--checkpoint-dir", folder]
     if s.lr_steps:
         argv += ["--lr-steps", ",".join(map(str, s.lr_steps))]
+    if s.clip_grad_norm:
+        argv += ["--clip-grad-norm", repr(s.clip_grad_norm)]
     if not s.flip:
         argv.append("--no-flip")
     argv += ["--weights", weights] if weights else []     # each driver loads it only when not resuming

@@ -23,7 +23,7 @@ import sys
 import time
 from typing import Dict, List
 
-from harness import frameworks
+from harness import frameworks, jsonlog
 from harness.errors import UserError
 from harness.frameworks import accuracy as recipes
 from harness.frameworks.accuracy import trial_key
@@ -168,6 +168,10 @@ def _train(tables, run_id, key, argv, folder, offset, env) -> None:
             point = recipes.loss_of_line(line)
             if point is not None:
                 losses.append(point)
+                continue
+            said = jsonlog.parse_settings_line(line)
+            if said is not None:       # stored once per trial: a resume's line does not replace the first
+                tables.add_settings(run_id, key, *said)
                 continue
             ck = recipes.checkpoint_of_line(line)
             if ck is not None:

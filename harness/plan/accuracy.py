@@ -44,6 +44,7 @@ class AccuracyOptions(Strict):
     lr_steps: List[int] = []
     gamma: float = Field(default=0.1, gt=0, le=1)
     weight_decay: float = Field(default=1e-4, ge=0, lt=1)
+    clip_grad_norm: float = Field(default=0, ge=0)  # > 0: every framework clips the gradients' total L2 norm
     flip: bool = True
     depth: Literal[18, 50] = 18
     seeds: List[int] = Field(default=[0], min_length=1, max_length=MAX_SEEDS)
@@ -166,6 +167,7 @@ def schedule(scenario: Any, cell: Any, seed: int) -> recipes.Schedule:
         lr_steps=tuple(a.lr_steps),
         gamma=a.gamma,
         weight_decay=a.weight_decay,
+        clip_grad_norm=a.clip_grad_norm,
         flip=a.flip,
         depth=a.depth,
         precision=cell.precision,

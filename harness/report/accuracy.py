@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from harness.measure import accuracy as acc
+from harness.report import measured
 from harness.vocab import catalog
 
 
@@ -32,6 +33,9 @@ class Series:
     curves: Dict[int, List[acc.AccuracyPoint]] = field(default_factory=dict)
     losses: Dict[int, List[acc.LossPoint]] = field(default_factory=dict)
     failed: Dict[int, str] = field(default_factory=dict)
+    # per seed: the settings and implementation its training program logged (DETBENCH_SETTINGS)
+    settings: Dict[int, Dict[str, Any]] = field(default_factory=dict)
+    implementation: Dict[int, Dict[str, str]] = field(default_factory=dict)
 
     def finals(self) -> Dict[int, acc.AccuracyPoint]:
         out = {}
@@ -67,16 +71,27 @@ def scope_of(host: Dict[str, Any], sc: Dict[str, Any]) -> str:
     size = "x".join(str(v) for v in sc.get("input_size") or [])
     a = sc.get("accuracy") or {}
     precision = ", ".join((sc.get("matrix") or {}).get("precision") or ["fp32"])
-    return "%s (%s), input %s, precision %s, batch %s, threads %s, ResNet-%s FPN, %s iterations, val split of %s" % (
-        cpu,
-        " ".join(isa) or "no ISA facts",
-        size,
-        precision,
-        sc.get("batch_per_gpu"),
-        threads,
-        a.get("depth"),
-        a.get("iterations"),
-        os.path.basename(str(a.get("data") or "").rstrip("/")),
+    schedule = "lr %s per image, warmup %s, steps %s" % (
+        a.get("lr_per_image"),
+        a.get("warmup_iters", 0),
+        ",".join(map(str, a.get("lr_steps") or [])) or "none",
+    )
+    if a.get("clip_grad_norm"):
+        schedule += ", gradient norm clipped at %g" % a["clip_grad_norm"]
+    return (
+        "%s (%s), input %s, precision %s, batch %s, threads %s, ResNet-%s FPN, %s iterations (%s), val split of %s"
+        % (
+            cpu,
+            " ".join(isa) or "no ISA facts",
+            size,
+            precision,
+            sc.get("batch_per_gpu"),
+            threads,
+            a.get("depth"),
+            a.get("iterations"),
+            schedule,
+            os.path.basename(str(a.get("data") or "").rstrip("/")),
+        )
     )
 
 
@@ -85,6 +100,7 @@ def from_records(
     trials: List[Dict[str, Any]],
     curves: Dict[str, List[acc.AccuracyPoint]],
     losses: Dict[str, List[acc.LossPoint]],
+    settings: Optional[Dict[str, Tuple[Dict[str, Any], Dict[str, str]]]] = None,
 ) -> AccuracyReport:
     """The report of one accuracy run from what harness.report.build.accuracy read of the store:
     the StoredRun, its accuracy trials, and each trial's checkpoint curve and loss curve by trial key."""
@@ -112,6 +128,8 @@ def from_records(
             s.failed[seed] = str(trial["reason"] or "failed")
         s.curves[seed] = curves.get(key, [])
         s.losses[seed] = acc.thin(losses.get(key, []))
+        if settings and key in settings:
+            s.settings[seed], s.implementation[seed] = settings[key]
     return AccuracyReport(run.id, str(run.scenario_name), scope_of(host, sc), [blocks[m] for m in sorted(blocks)])
 
 
@@ -226,6 +244,47 @@ def notes(block: ModelBlock) -> List[str]:
     for s in block.series:
         for seed, why in sorted(s.failed.items()):
             out.append("%s %s seed %d failed: %s" % (s.framework, s.precision, seed, why))
+    return out + settings_notes(block) + implementation_notes(block)
+
+
+def settings_notes(block: ModelBlock) -> List[str]:
+    """Per precision, the settings (as each framework's training program logged them) in which
+    the frameworks differ, or the seeds of one framework differ; a line saying which frameworks
+    logged none, since nothing of theirs could be compared."""
+    out = []
+    for precision in sorted({s.precision for s in block.series}):
+        same = [s for s in block.series if s.precision == precision]
+        per_fw = {s.framework: list(s.settings.values()) for s in same if s.settings}
+        if len(per_fw) > 1 or any(len(v) > 1 for v in per_fw.values()):
+            out += [
+                "Not like for like, %s %s: %s differs (%s)." % (_title(block.model), precision, k, said)
+                for k, said in measured.settings_differences(per_fw)
+            ]
+        silent = sorted(s.framework for s in same if not s.settings)
+        if silent and len(same) > 1:
+            out.append(
+                "%s %s: no settings line from %s: its settings are not compared."
+                % (_title(block.model), precision, ", ".join(silent))
+            )
+    return out
+
+
+def implementation_notes(block: ModelBlock) -> List[str]:
+    """How each framework ran the parts that decide its speed, from its first seed's line."""
+    out = []
+    for s in block.series:
+        impl = next((s.implementation[k] for k in sorted(s.implementation) if s.implementation[k]), None)
+        if impl:
+            out.append(
+                "Implementation, %s %s: %s."
+                % (
+                    s.framework,
+                    s.precision,
+                    "; ".join(
+                        "%s: %s" % (word, impl[part]) for part, word in measured.IMPLEMENTATION_WORDS if part in impl
+                    ),
+                )
+            )
     return out
 
 

@@ -220,7 +220,11 @@ def accuracy(results_dir: Union[str, Path], run_id: str = "latest") -> "accuracy
     trials = list(tables.trials(run_id))
     keys = [str(t["trial_key"]) for t in trials]
     return accuracy_mod.from_records(
-        run, trials, {k: tables.curve(run_id, k) for k in keys}, {k: tables.losses(run_id, k) for k in keys}
+        run,
+        trials,
+        {k: tables.curve(run_id, k) for k in keys},
+        {k: tables.losses(run_id, k) for k in keys},
+        tables.settings(run_id),
     )
 
 

@@ -365,12 +365,38 @@ def imported_note(runs: Mapping[str, StoredRun], cells: RowCells) -> List[str]:
     ]
 
 
+def settings_differences(per_fw: Mapping[str, Sequence[Mapping[str, Any]]]) -> List[Tuple[str, str]]:
+    """[(key, "fw value, fw value / value across repeats, ...")] of the normalized settings in
+    which frameworks differ, or in which the variants of one framework differ (per_fw: framework ->
+    the settings its trials logged). A key is compared where every framework reports it."""
+    if not per_fw:
+        return []
+    keys = sorted(
+        set.intersection(*(set().union(*variants) for variants in per_fw.values())) - set(NOT_SETTINGS)
+    )  # where they came from and how they ran: not settings
+    out = []
+    for k in keys:
+        values = {
+            fw: _distinct(json.dumps(v.get(k), sort_keys=True) for v in variants) for fw, variants in per_fw.items()
+        }
+        if len({v for vs in values.values() for v in vs}) > 1:
+            out.append(
+                (
+                    k,
+                    ", ".join(
+                        "%s %s" % (fw, " / ".join(vs) + (" across repeats" if len(vs) > 1 else ""))
+                        for fw, vs in sorted(values.items())
+                    ),
+                )
+            )
+    return out
+
+
 def differing_settings(cells: RowCells, models: Sequence[str]) -> List[str]:
     """Lines naming, per model row, the normalized settings in which its frameworks differ,
     or in which the repeats of one framework differ.
 
-    Each row is compared on its own: the settings of one model say nothing about another's.
-    A key is compared where every framework of the row reports it."""
+    Each row is compared on its own: the settings of one model say nothing about another's."""
     lines = []
     for model in models:
         per_fw = {
@@ -378,27 +404,10 @@ def differing_settings(cells: RowCells, models: Sequence[str]) -> List[str]:
             for (m, fw), e in sorted(cells.items())
             if m == model and e.detail and e.detail.settings
         }
-        if not per_fw:
-            continue
-        keys = sorted(
-            set.intersection(*(set().union(*variants) for variants in per_fw.values())) - set(NOT_SETTINGS)
-        )  # where they came from and how they ran: not settings
-        for k in keys:
-            values = {
-                fw: _distinct(json.dumps(v.get(k), sort_keys=True) for v in variants) for fw, variants in per_fw.items()
-            }
-            if len({v for vs in values.values() for v in vs}) > 1:
-                lines.append(
-                    "Not like for like, %s: %s differs (%s)."
-                    % (
-                        catalog.model_title(model),
-                        k,
-                        ", ".join(
-                            "%s %s" % (fw, " / ".join(vs) + (" across repeats" if len(vs) > 1 else ""))
-                            for fw, vs in sorted(values.items())
-                        ),
-                    )
-                )
+        lines += [
+            "Not like for like, %s: %s differs (%s)." % (catalog.model_title(model), k, said)
+            for k, said in settings_differences(per_fw)
+        ]
     return lines
 
 

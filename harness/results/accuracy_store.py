@@ -13,7 +13,7 @@ knows how much training time the checkpoint it resumes from stands for.
 
 import json
 import math
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from harness.frameworks.accuracy import trial_key  # noqa: F401  (the key of a trial, re-exported)
 from harness.measure.accuracy import AccuracyPoint, LossPoint
@@ -30,6 +30,9 @@ CREATE TABLE IF NOT EXISTS accuracy_points (
 CREATE TABLE IF NOT EXISTS accuracy_losses (
     run_id TEXT NOT NULL, trial_key TEXT NOT NULL, iteration INTEGER NOT NULL, loss REAL NOT NULL,
     PRIMARY KEY (run_id, trial_key, iteration)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS accuracy_settings (
+    run_id TEXT NOT NULL, trial_key TEXT NOT NULL, settings_json TEXT NOT NULL, implementation_json TEXT NOT NULL,
+    PRIMARY KEY (run_id, trial_key));
 """
 
 
@@ -146,6 +149,22 @@ class AccuracyTables:
             (run_id, key),
         ).fetchall()
         return [LossPoint(int(r[0]), float(r[1])) for r in rows]
+
+    def add_settings(self, run_id: str, key: str, settings: Dict[str, Any], implementation: Dict[str, str]) -> None:
+        """The settings a trial's training program logged (its DETBENCH_SETTINGS line, read from its
+        own objects); the first line of a trial is kept, a resume's is not stored over it."""
+        with self.store.transaction() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO accuracy_settings VALUES (?, ?, ?, ?)",
+                (run_id, key, json.dumps(settings, sort_keys=True), json.dumps(implementation, sort_keys=True)),
+            )
+
+    def settings(self, run_id: str) -> Dict[str, Tuple[Dict[str, Any], Dict[str, str]]]:
+        """trial key -> (settings, implementation) of the trials that logged them."""
+        rows = self.store.db.execute(
+            "SELECT trial_key, settings_json, implementation_json FROM accuracy_settings WHERE run_id=?", (run_id,)
+        ).fetchall()
+        return {str(r[0]): (json.loads(r[1]), json.loads(r[2])) for r in rows}
 
     def runs(self) -> List[str]:
         """The ids of the runs with accuracy trials, oldest first."""

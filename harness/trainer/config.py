@@ -161,6 +161,7 @@ class TrainConfig:
     momentum: float = 0.9
     weight_decay: float = 1e-4
     decay_norm_bias: bool = False       # decay biases and norm weights too (torchvision's and mmdetection's default)
+    clip_grad_norm: float = 0.0         # > 0: scale the gradients so their total L2 norm is at most this; 0: off
     warmup_iters: int = 500
     warmup_factor: float = 1.0 / 3
     channels_last: bool = False
@@ -191,6 +192,8 @@ class TrainConfig:
         _check_min("train", "checkpoint_every", self.checkpoint_every, 0)
         if not self.lr > 0:
             raise ConfigError(f"train.lr={self.lr!r} must be > 0")
+        if not self.clip_grad_norm >= 0:
+            raise ConfigError(f"train.clip_grad_norm={self.clip_grad_norm!r} must be >= 0 (0: no clipping)")
         _check_choice("train", "schedule", self.schedule, SCHEDULES)
         if not self.gamma > 0:
             raise ConfigError(f"train.gamma={self.gamma!r} must be > 0")

@@ -37,6 +37,16 @@ def make_optimizer(model, cfg, world):
     return sgd(groups, base_lr, t.momentum, t.fused_sgd), base_lr
 
 
+def clip_gradients(optimizer, scaler, max_norm):
+    """Scale the gradients of `optimizer`'s parameters so their total L2 norm is at most
+    `max_norm` (torch's clip_grad_norm_, no host sync), after the loss scaler, if any, has
+    unscaled them; the scaler's step then skips an overflowed step as before."""
+    if scaler is not None:
+        scaler.unscale_(optimizer)
+    params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+    torch.nn.utils.clip_grad_norm_(params, max_norm)
+
+
 def sgd(params, lr, momentum, fused):
     """torch's SGD (`fused`: its fused kernel), momentum buffers made as zeros when fused.
 
@@ -164,6 +174,8 @@ def train(model, batches, cfg, device, world, out=None, resume=None, resume_path
             (scaler.scale(total) if scaler is not None else total).backward()
         else:
             losses, total = graphed(images, targets)
+        if t.clip_grad_norm:
+            clip_gradients(optimizer, scaler, t.clip_grad_norm)
         if scaler is not None:
             scaler.step(optimizer)
             scaler.update()

@@ -1,6 +1,7 @@
 """`detbench accuracy run` end to end with the bundled trainer on a tiny learnable set: two
 checkpoints, each scored on the val split by the shared COCOeval, stored with its training time;
 an interrupted run goes on from its last checkpoint with `--resume`; the report reads the store."""
+import json
 import os
 import signal
 import sqlite3
@@ -90,6 +91,10 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(scenario, tmp_path):
                          cwd=str(ROOT), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "| detbench-trainer | fp32 | 1 |" in out.stdout and "interpolated" in out.stdout
+    # the settings the trainer logged, read from its objects, kept once (the resume's line is not stored over it)
+    (settings,), = rows(results, "SELECT settings_json FROM accuracy_settings")
+    assert json.loads(settings)["lr"] == pytest.approx(0.0025)
+    assert "Implementation, detbench-trainer fp32: " in out.stdout
 
 
 def test_speed_scenario_is_refused_by_accuracy_run(tmp_path):

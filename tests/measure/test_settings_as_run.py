@@ -36,6 +36,20 @@ def test_a_settings_line_names_only_known_implementation_parts():
 
 # ------------------------------------------------------------------ ingest
 
+@pytest.mark.parametrize("line", [
+    "DETBENCH_SETTINGS {not json", 'DETBENCH_SETTINGS {"settings": []}', "iter 3/8 loss 1.0",
+    'DETBENCH_SETTINGS {"settings": {}, "implementation": {"warp_drive": "on"}}',
+])
+def test_a_line_that_is_not_a_whole_settings_line_parses_to_nothing(line):
+    assert jsonlog.parse_settings_line(line) is None
+
+
+def test_a_settings_line_parses_back_to_what_was_printed():
+    settings, implementation = {"lr": 0.01, "clip_grad_norm": 35.0}, {"optimizer": "SGD (fused)"}
+    line = jsonlog.settings_line(settings, implementation) + "\n"
+    assert jsonlog.parse_settings_line(line) == (settings, implementation)
+
+
 def test_ingest_takes_the_settings_the_log_printed_over_the_declared_ones(tmp_path):
     lines = ["starting", jsonlog.settings_line(RAN, IMPLEMENTATION)] + iteration_lines(WARMUP + MEASURE)
     result = analyse(trial_folder(tmp_path, lines))

@@ -109,3 +109,49 @@ def test_a_diverged_loss_is_left_out_of_the_loss_curve(tmp_path):
     store.accuracy().add_losses("r1", key, [(301, float("nan")), (302, 1.5)])
     losses = store.accuracy().losses("r1", key)
     assert [p.iteration for p in losses][-2:] == [300, 302]
+
+
+def logged(fw, **changes):
+    """A DETBENCH_SETTINGS pair as a framework's training program would log it."""
+    settings = {"images_per_device": 4, "input_size": [128, 128], "lr": 0.005, "clip_grad_norm": 35.0,
+                "norm": "frozen_bn"}
+    settings.update(changes)
+    return settings, {"batch_norm": "%s's frozen BN" % fw, "optimizer": "SGD (foreach)"}
+
+
+def test_settings_the_frameworks_logged_differently_are_named_and_implementations_listed(tmp_path):
+    store = fill(tmp_path)
+    tables = store.accuracy()
+    for fw, seeds in CURVES.items():
+        for seed in seeds:
+            # torchvision's second seed ran without the clip; the norms differ across frameworks
+            changes = {"norm": "bn"} if fw == "torchvision" else {}
+            if fw == "torchvision" and seed == 1:
+                changes["clip_grad_norm"] = 0.0
+            tables.add_settings("r1", trial_key("%s/retinanet/fp32/local/1/1" % fw, seed), *logged(fw, **changes))
+    notes = report.notes(report_build.accuracy(str(tmp_path), "r1").models[0])
+    differ = [n for n in notes if n.startswith("Not like for like")]
+    assert differ == [
+        'Not like for like, RetinaNet fp32: clip_grad_norm differs (detbench-trainer 35.0, torchvision 35.0 / 0.0 '
+        'across repeats).',
+        'Not like for like, RetinaNet fp32: norm differs (detbench-trainer "frozen_bn", torchvision "bn").']
+    assert "Implementation, torchvision fp32: BN: torchvision's frozen BN; optimizer: SGD (foreach)." in notes
+
+
+def test_a_framework_that_logged_no_settings_is_said_to_be_uncompared(tmp_path):
+    store = fill(tmp_path)
+    tables = store.accuracy()
+    for seed in CURVES["detbench-trainer"]:
+        tables.add_settings("r1", trial_key("detbench-trainer/retinanet/fp32/local/1/1", seed),
+                            *logged("detbench-trainer"))
+    notes = report.notes(report_build.accuracy(str(tmp_path), "r1").models[0])
+    assert "RetinaNet fp32: no settings line from torchvision: its settings are not compared." in notes
+    assert not [n for n in notes if n.startswith("Not like for like")]
+
+
+def test_the_first_settings_line_of_a_trial_is_kept_over_a_resumes(tmp_path):
+    tables = fill(tmp_path).accuracy()
+    key = trial_key("torchvision/retinanet/fp32/local/1/1", 0)
+    tables.add_settings("r1", key, *logged("torchvision"))
+    tables.add_settings("r1", key, *logged("torchvision", lr=1.0))
+    assert tables.settings("r1")[key][0]["lr"] == 0.005

@@ -122,6 +122,28 @@ def test_a_first_step_the_loss_scaler_skips_leaves_fused_sgd_where_plain_sgd_is(
         assert torch.allclose(plain, fused, rtol=1e-6, atol=1e-6), (plain, fused)
 
 
+@pytest.mark.parametrize("scaled", [False, True])
+def test_the_clip_bounds_the_total_gradient_norm_after_the_scaler_unscales(scaled):
+    # gradients of total norm 10 (the loss scaled by 16 under the scaler) clipped to 2: the step
+    # uses gradients of norm 2 in the same direction, and the scaler does not unscale twice
+    model = torch.nn.Linear(3, 2, bias=False)
+    torch.nn.init.constant_(model.weight, 0.0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    scaler = torch.amp.GradScaler("cpu", init_scale=16.0) if scaled else None
+    x = torch.tensor([[6.0, 0.0, 0.0], [0.0, 8.0, 0.0]])
+    loss = model(x).sum() / 2 ** 0.5     # each of W's rows gets (6, 8, 0) / sqrt(2): total norm 10
+    (scaler.scale(loss) if scaled else loss).backward()
+    engine.clip_gradients(optimizer, scaler, 2.0)
+    assert float(model.weight.grad.norm()) == pytest.approx(2.0, rel=1e-6)
+    if scaled:
+        scaler.step(optimizer)
+    else:
+        optimizer.step()
+    step = -model.weight.detach()
+    assert float(step.norm()) == pytest.approx(2.0, rel=1e-6)
+    assert float(step[0, 1]) == pytest.approx(0.2 * 8 / 2 ** 0.5, rel=1e-6)   # the direction is kept
+
+
 def assert_same_losses(plain, lever, rel=1e-4):
     assert len(plain) == len(lever) > 0
     for it, (a, b) in enumerate(zip(plain, lever)):

@@ -95,6 +95,7 @@ def test_warmup_lr_is_unchanged_bit_for_bit():
     (("train.schedule=cosine", "train.steps=2"), "train.steps"),
     (("train.schedule=linear",), "train.schedule"),
     (("train.gamma=0",), "train.gamma"),
+    (("train.clip_grad_norm=-1",), "train.clip_grad_norm"),
 ])
 def test_bad_schedules_name_the_key(sets, key):
     base = load_config_module(config_path("faster_tiny")).CONFIG
