@@ -73,7 +73,7 @@ def start(scenario_path: str, store, run_id: str, out=None) -> str:
     store.create_run(run_id, sc.name, str(scenario_path), sc.model_dump_json(), "local", host, rows, [])
     tables = store.accuracy()
     trials = []
-    for seed in sc.accuracy.seeds:      # seed by seed: an interrupted run has whole seeds of every cell
+    for seed in sc.accuracy.seeds:
         for cell in runnable:
             key = trial_key(cell.key, seed)
             folder = _folder(results_dir, run_id, key)
@@ -111,7 +111,8 @@ def _train_argv(sc, cell, seed, folder, resume_from):
 
 def execute(store, run_id: str, sc, out) -> None:
     tables = store.accuracy()
-    pending = [t for t in tables.trials(run_id) if t["status"] != "done"]
+    # seed by seed, every cell within a seed: an interrupted run has whole seeds of every cell
+    pending = sorted((t for t in tables.trials(run_id) if t["status"] != "done"), key=lambda t: int(t["seed"]))
     for n, trial in enumerate(pending, 1):
         cell = scenario_mod.Cell.from_key(str(trial["cell_key"]))
         out.write("[%d/%d] %s seed %d\n" % (n, len(pending), cell.key, trial["seed"]))
