@@ -120,15 +120,23 @@ def test_calibration_inference_figures_match_the_truth_within_1_percent(write_sc
     result = CliRunner().invoke(main, ["run", "--scenario", str(write_scenario(INFERENCE)), "--results", str(results)])
     assert result.exit_code == 0, result.output
     truth = nominal(2, 40, 10.0, 10, 20.0)
-    trials = rows(results, "SELECT cell_key, throughput, latency_json FROM trials ORDER BY seq")
+    trials = rows(results, "SELECT id, cell_key, throughput, latency_json FROM trials ORDER BY seq")
     assert len(trials) == 4
-    for key, throughput, latency_json in trials:
+    for trial_id, key, throughput, latency_json in trials:
         batch = scenario_mod.Cell.from_key(key).batch
         fig = json.loads(latency_json)
         assert fig["batches"] == 40
+        # exactly the figures of the batch times the trial logged (batches 3..42)...
+        times = [t for (t,) in rows(results, "SELECT time_s FROM iterations WHERE trial_id = ? AND iteration "
+                                             "BETWEEN 3 AND 42 ORDER BY iteration", trial_id)]
+        assert len(times) == 40
+        for p in (50, 80, 95):
+            assert fig["p%d_s" % p] == pytest.approx(float(np.percentile(times, p)), rel=1e-9), p
+        # ...which are the designed ones: the mean exactly (batches end on absolute deadlines), an
+        # order statistic within the fraction of a millisecond a late wake-up moves one batch by
         assert fig["mean_s"] * 1000 == pytest.approx(np.mean(truth), rel=0.01)
         for p in (50, 80, 95):
-            assert fig["p%d_s" % p] * 1000 == pytest.approx(np.percentile(truth, p), rel=0.01), p
+            assert fig["p%d_s" % p] * 1000 == pytest.approx(np.percentile(truth, p), abs=0.5), p
         assert throughput == pytest.approx(batch * 40 / (sum(truth) / 1000), rel=0.01)
         # the parts end on sleeps, not deadlines: a loaded machine may stretch one a little
         assert fig["pre_s"] * 1000 == pytest.approx(2.0, rel=0.25)
@@ -142,7 +150,7 @@ def test_calibration_inference_figures_match_the_truth_within_1_percent(write_sc
     row = re.search(r"^\| 4 \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|$", text, re.M)
     assert row, text
     thr, avg, p50, p80, p95 = map(float, row.groups())
-    assert avg == pytest.approx(np.mean(truth), rel=0.01) and p95 == pytest.approx(20.0, rel=0.01)
+    assert avg == pytest.approx(np.mean(truth), rel=0.01) and p95 == pytest.approx(20.0, abs=0.5)
     assert thr == pytest.approx(4 * 40 / (sum(truth) / 1000), rel=0.01)
     assert "#### local-FP32 inference, batch 4" in text      # side by side at the largest batch
     exports = {}
@@ -158,7 +166,7 @@ def test_calibration_inference_figures_match_the_truth_within_1_percent(write_sc
     assert sorted(c["batch_per_gpu"] for c in cells) == [1, 4]
     for c in cells:
         assert c["latency_avg_ms"] == pytest.approx(np.mean(truth), rel=0.01)
-        assert c["latency_percentiles_ms"]["95"] == pytest.approx(20.0, rel=0.01)
+        assert c["latency_percentiles_ms"]["95"] == pytest.approx(20.0, abs=0.5)
     assert "latency_p50_ms" in exports["csv"].splitlines()[0].split(",")
 
 

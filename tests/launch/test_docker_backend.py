@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.launch import engine, image_lock, images
@@ -190,10 +191,22 @@ def test_inference_in_containers_gives_the_known_latencies(client, write_scenari
     assert code == 0, out
     [(figures,)] = rows(results, "SELECT latency_json FROM trials")
     fig = json.loads(figures)
-    assert fig["mean_s"] * 1000 == pytest.approx(22.0, rel=0.01)          # 18 x 20 ms and 2 x 40 ms
-    assert fig["p50_s"] * 1000 == pytest.approx(20.0, rel=0.01)
-    assert fig["p80_s"] * 1000 == pytest.approx(20.0, rel=0.01)
-    record = json.loads((next((results / "trials").iterdir()) / "trial.json").read_text())
+    trial = next((results / "trials").iterdir())
+    # the figures are exactly those of the batch times the container logged (batches 3..22)
+    logged = [json.loads(line.split(None, 1)[1]) for line in (trial / "log.txt").read_text().splitlines()
+              if line.startswith("DETBENCH_ITER ")]
+    times = [r["time_s"] for r in logged if 3 <= r["iteration"] <= 22]
+    assert len(times) == 20
+    assert fig["mean_s"] == pytest.approx(np.mean(times), rel=1e-9)
+    for p in (50, 80):
+        assert fig["p%d_s" % p] == pytest.approx(float(np.percentile(times, p)), rel=1e-9), p
+    # and those are the designed ones: 18 x 20 ms and 2 x 40 ms. Batches end on absolute
+    # deadlines, so the mean is exact; one batch the scheduler wakes late (and the next, short
+    # by as much) can move an order statistic by a fraction of a millisecond
+    assert fig["mean_s"] * 1000 == pytest.approx(22.0, rel=0.01)
+    assert fig["p50_s"] * 1000 == pytest.approx(20.0, abs=1.0)
+    assert fig["p80_s"] * 1000 == pytest.approx(20.0, abs=1.0)
+    record = json.loads((trial / "trial.json").read_text())
     assert record["container"]["recipe"] == "calibrate" and record["container"]["exit_code"] == 0
 
 
