@@ -12,6 +12,7 @@ own envs, where the harness is not importable, and print these lines through thi
 same (harness/drivers/common.py loads it by its path), so every prefix is declared here only.
 """
 import json
+from typing import Any, Dict, Tuple
 
 ITER_PREFIX = "DETBENCH_ITER "
 META_PREFIX = "DETBENCH_META "
@@ -113,19 +114,30 @@ def settings_line(settings, implementation):
                                         sort_keys=True, separators=(",", ":"))
 
 
-def parse_settings_line(line):
-    """(settings, implementation) of a well-formed SETTINGS line (the prefix at its start, JSON
-    objects under both keys, known implementation parts); None for any other line."""
-    line = line.strip()
-    if not line.startswith(SETTINGS_PREFIX):
-        return None
+def read_settings(payload: str) -> Tuple[Dict[str, Any], Dict[str, str]]:
+    """(settings, implementation) of the JSON text after a SETTINGS prefix; ValueError, saying
+    what is wrong, unless it is an object with a settings object and an implementation object of
+    known parts, each a string."""
     try:
-        obj = json.loads(line[len(SETTINGS_PREFIX):])
+        obj = json.loads(payload)
     except (ValueError, RecursionError):
-        return None
+        raise ValueError("the %sline is not JSON" % SETTINGS_PREFIX) from None
     settings = obj.get(SETTINGS) if isinstance(obj, dict) else None
     implementation = obj.get(IMPLEMENTATION, {}) if isinstance(obj, dict) else None
     if not isinstance(settings, dict) or not isinstance(implementation, dict) or \
             not all(k in IMPLEMENTATION_PARTS and isinstance(v, str) for k, v in implementation.items()):
-        return None
+        raise ValueError("the %sline is not {%r: {...}, %r: {part: text}}"
+                         % (SETTINGS_PREFIX, SETTINGS, IMPLEMENTATION))
     return settings, implementation
+
+
+def parse_settings_line(line):
+    """(settings, implementation) of a well-formed SETTINGS line (the prefix at its start, then
+    what read_settings accepts); None for any other line."""
+    line = line.strip()
+    if not line.startswith(SETTINGS_PREFIX):
+        return None
+    try:
+        return read_settings(line[len(SETTINGS_PREFIX):])
+    except ValueError:
+        return None

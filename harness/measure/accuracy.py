@@ -88,6 +88,17 @@ def time_to_target(curve: Sequence[AccuracyPoint], metric: str, target: float) -
     return None
 
 
+def time_or_bound(curve: Sequence[AccuracyPoint], metric: str, target: float) -> Optional[Tuple[float, bool]]:
+    """(seconds, reached): the crossing's time where the curve reaches `target`; where it never
+    does, the training time to its last checkpoint, a lower bound on the time it would take
+    (censored, as survival data is). None for an empty curve."""
+    crossing = time_to_target(curve, metric, target)
+    if crossing is not None:
+        return crossing.seconds, True
+    last = final(curve)
+    return None if last is None else (last.train_seconds, False)
+
+
 def final(curve: Sequence[AccuracyPoint]) -> Optional[AccuracyPoint]:
     return max(curve, key=lambda p: p.iteration) if curve else None
 

@@ -5,7 +5,6 @@ a trial can be re-analysed from its folder at any time without running it again.
 """
 
 import collections
-import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -110,24 +109,9 @@ def logged_settings(log_path: str) -> Settings:
 
 def _settings_object(text: str, number: int) -> Settings:
     try:
-        obj = json.loads(text)
-    except (ValueError, RecursionError):
-        return None, None, "log.txt line %d: the %sline is not JSON" % (number, jsonlog.SETTINGS_PREFIX)
-    settings = obj.get(jsonlog.SETTINGS) if isinstance(obj, dict) else None
-    implementation = obj.get(jsonlog.IMPLEMENTATION, {}) if isinstance(obj, dict) else None
-    if (
-        not isinstance(settings, dict)
-        or not isinstance(implementation, dict)
-        or not all(k in jsonlog.IMPLEMENTATION_PARTS and isinstance(v, str) for k, v in implementation.items())
-    ):
-        return (
-            None,
-            None,
-            (
-                "log.txt line %d: the %sline is not {%r: {...}, %r: {part: text}}"
-                % (number, jsonlog.SETTINGS_PREFIX, jsonlog.SETTINGS, jsonlog.IMPLEMENTATION)
-            ),
-        )
+        settings, implementation = jsonlog.read_settings(text)
+    except ValueError as exc:
+        return None, None, "log.txt line %d: %s" % (number, exc)
     if any(k in NOT_SETTINGS for k in settings):
         return (
             None,

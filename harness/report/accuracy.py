@@ -7,8 +7,10 @@ Per model, the table of NVIDIA's EfficientDet training results in our own terms:
 with every figure the mean over the run's seeds: the final checkpoint's bbox AP and AP50 (segm
 for Mask R-CNN beside them), the training wall time to the last checkpoint, the time to the
 model's target (interpolated linearly between the checkpoints around the first crossing;
-"not reached" with the seeds that missed it) and the speedup in time to target against the
-scenario's reference framework. Then the stability table of the target metric over the seeds
+"not reached" with the seeds that missed it, their best figure, and a lower bound on the mean
+that counts a missing seed at its whole training time) and the speedup in time to target
+against the scenario's reference framework (">=" or "<=" where one side is such a bound).
+Then the stability table of the target metric over the seeds
 (`Seed 1..N | Mean | Standard deviation`), and, in HTML, the AP-vs-time and loss-vs-iteration
 curves per framework. Every table and figure carries its scope: CPU kind, input size,
 precision, batch, threads.
@@ -149,14 +151,27 @@ class Row:
     reached: int
     seeds: int
     speedup: Optional[float]
+    # where some seed missed the target: per seed its crossing or, for a miss, its training
+    # time (acc.time_or_bound), whose mean is a lower bound on the mean time to target
+    time_bound: Optional[acc.Spread] = None
+    best_missed: Optional[float] = None  # the best target metric any missing seed reached
+    speedup_bound: str = ""  # ">=" or "<=" where the speedup is a bound, not a figure
 
 
 def rows(block: ModelBlock) -> List[Row]:
     out = []
     for s in block.series:
         finals = s.finals()
-        crossings = [acc.time_to_target(c, block.metric, block.target) for c in s.curves.values() if c]
-        reached = [c.seconds for c in crossings if c is not None]
+        curves = [c for c in s.curves.values() if c]
+        bounds = [acc.time_or_bound(c, block.metric, block.target) for c in curves]
+        reached = [b[0] for b in bounds if b and b[1]]
+        missed = [
+            v
+            for c, b in zip(curves, bounds)
+            if b and not b[1]
+            for v in [max((x for x in (p.metric(block.metric) for p in c) if x is not None), default=None)]
+            if v is not None
+        ]
         out.append(
             Row(
                 s.framework,
@@ -170,15 +185,33 @@ def rows(block: ModelBlock) -> List[Row]:
                 len(reached),
                 len(s.curves),
                 None,
+                acc.spread([b[0] for b in bounds if b]) if len(reached) < len(s.curves) == len(curves) else None,
+                max(missed) if missed else None,
             )
         )
     ref = next((r for r in out if r.framework == block.reference and r.precision == "fp32"), None) or next(
         (r for r in out if r.framework == block.reference), None
     )
     for r in out:
-        if ref is not None and ref.time_to_target and r.time_to_target:
+        if ref is None:
+            continue
+        if ref.time_to_target and r.time_to_target:
             r.speedup = acc.speedup(ref.time_to_target.mean, r.time_to_target.mean)
+        elif ref.time_bound and r.time_to_target:  # the reference's time is at least its bound
+            r.speedup, r.speedup_bound = acc.speedup(ref.time_bound.mean, r.time_to_target.mean), ">="
+        elif ref.time_to_target and r.time_bound:
+            r.speedup, r.speedup_bound = acc.speedup(ref.time_to_target.mean, r.time_bound.mean), "<="
     return out
+
+
+def _missed(r: Row, metric: str) -> str:
+    """The time-to-target cell of a row some seed of which missed the target."""
+    word = "not reached" if r.reached == 0 else "not reached in %d of %d seeds" % (r.seeds - r.reached, r.seeds)
+    if r.best_missed is not None:
+        word += " (best %s %.3f)" % (metric.replace("_", " "), r.best_missed)
+    if r.time_bound is not None:
+        word += ", mean >= %.1f s" % r.time_bound.mean
+    return word
 
 
 def _num(spread: Optional[acc.Spread], fmt: str = "%.3f") -> str:
@@ -208,8 +241,12 @@ def main_table(block: ModelBlock) -> Tuple[List[str], List[List[str]]]:
         ]
         if len(head) == 8:
             cells.append(_num(r.segm))
-        ttt = _seconds(r.time_to_target) if r.time_to_target else "not reached (%d of %d seeds)" % (r.reached, r.seeds)
-        cells += [_seconds(r.time_to_train), ttt, "-" if r.speedup is None else "%.2fx" % r.speedup]
+        ttt = _seconds(r.time_to_target) if r.time_to_target else _missed(r, block.metric)
+        cells += [
+            _seconds(r.time_to_train),
+            ttt,
+            "-" if r.speedup is None else "%s%.2fx" % (r.speedup_bound, r.speedup),
+        ]
         body.append(cells)
     return head, body
 

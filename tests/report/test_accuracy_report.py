@@ -70,14 +70,28 @@ def test_stability_table_lists_every_seed(tmp_path):
     assert body[0] == ["detbench-trainer", "fp32", "0.800", "0.700", "0.750", "0.071"]
 
 
-def test_a_target_not_reached_by_every_seed_has_no_time(tmp_path):
+def test_a_target_not_reached_by_every_seed_has_no_time_but_a_bound(tmp_path):
     store = fill(tmp_path)
     key = trial_key("torchvision/retinanet/fp32/local/1/1", 1)
     store.db.execute("UPDATE accuracy_points SET bbox_ap50 = 0.3 WHERE trial_key = ?", (key,))
     block = report_build.accuracy(str(tmp_path), "r1").models[0]
     rows = {r[0]: r for r in report.main_table(block)[1]}
-    assert rows["torchvision"][5] == "not reached (1 of 2 seeds)"
-    assert rows["detbench-trainer"][6] == "-"       # no reference time: no speedup
+    # seed 0 crosses at 35 s; seed 1 never does, and counts at its whole 60 s: the mean is at least 47.5 s
+    assert rows["torchvision"][5] == "not reached in 1 of 2 seeds (best bbox AP50 0.300), mean >= 47.5 s"
+    assert rows["torchvision"][6] == "-"
+    # so the trainer's speedup over it (17.5 s) is at least 47.5 / 17.5
+    assert rows["detbench-trainer"][6] == ">=%.2fx" % (47.5 / 17.5)
+
+
+def test_a_row_that_misses_the_target_has_at_most_the_bound_s_speedup(tmp_path):
+    store = fill(tmp_path)
+    for seed in (0, 1):
+        store.db.execute("UPDATE accuracy_points SET bbox_ap50 = 0.2 WHERE trial_key = ?",
+                         (trial_key("detbench-trainer/retinanet/fp32/local/1/1", seed),))
+    block = report_build.accuracy(str(tmp_path), "r1").models[0]
+    rows = {r[0]: r for r in report.main_table(block)[1]}
+    assert rows["detbench-trainer"][5] == "not reached (best bbox AP50 0.200), mean >= 30.0 s"
+    assert rows["detbench-trainer"][6] == "<=%.2fx" % (42.5 / 30.0)
 
 
 def test_markdown_carries_scope_and_says_interpolated(tmp_path):

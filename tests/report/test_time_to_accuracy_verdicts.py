@@ -1,0 +1,63 @@
+"""benchmarks/time_to_accuracy.py's verdicts: time to target against each rival (against a lower
+bound where the rival missed the target in a seed), the final AP within one seed sd, with the
+side named when it is not. The runs are written into a store by the tests (test_accuracy_report's
+curves: the trainer crosses AP50 0.5 at 17.5 s on average, torchvision at 42.5 s)."""
+import io
+
+from benchmarks import time_to_accuracy as tta
+from harness.report import build as report_build
+from harness.results.accuracy_store import trial_key
+from tests.report.test_accuracy_report import fill
+
+TV = "torchvision/retinanet/fp32/local/1/1"
+
+
+def verdict(results):
+    out = io.StringIO()
+    ok = tta.verdicts(report_build.accuracy(str(results), "r1").models[0], out)
+    return ok, out.getvalue()
+
+
+def test_time_to_target_passes_when_the_trainer_needs_at_most_1_over_1_2_of_the_time(tmp_path):
+    fill(tmp_path)
+    ok, text = verdict(tmp_path)
+    assert "retinanet vs torchvision: time to target 17.5 s vs 42.5 s (limit 35.4 s, interpolated): PASS" in text
+    # finals 0.75 +- 0.07 against 0.65 +- 0.07: more than one sd apart, and the side is named
+    assert "final bbox_AP50 0.750 vs 0.650 +- 0.071 (one seed sd): FAIL (the trainer's is higher by 1.4 sd)" in text
+    assert not ok
+
+
+def test_a_rival_that_missed_a_seed_is_judged_by_its_lower_bound(tmp_path):
+    store = fill(tmp_path)
+    store.db.execute("UPDATE accuracy_points SET bbox_ap50 = 0.3 WHERE trial_key = ?", (trial_key(TV, 1),))
+    _, text = verdict(tmp_path)
+    # seed 0 at 35 s, seed 1 counted at its 60 s: >= 47.5 s, limit 47.5 / 1.2
+    assert ("retinanet vs torchvision: time to target 17.5 s vs >= 47.5 s (torchvision missed it in 1 of 2 "
+            "seeds, counted at their training time; limit 39.6 s, interpolated): PASS") in text
+
+
+def test_a_bound_the_trainer_does_not_clear_fails(tmp_path):
+    store = fill(tmp_path)
+    # torchvision's seed 1 misses, and every checkpoint of it came after 5 s: bound (35 + 15) / 2 = 25 s
+    store.db.execute("UPDATE accuracy_points SET bbox_ap50 = 0.3, train_seconds = train_seconds / 4 "
+                     "WHERE trial_key = ?", (trial_key(TV, 1),))
+    _, text = verdict(tmp_path)
+    assert "time to target 17.5 s vs >= 25.0 s" in text and "limit 20.8 s, interpolated): PASS" in text
+    store.db.execute("UPDATE accuracy_points SET train_seconds = train_seconds / 2 WHERE trial_key = ?",
+                     (trial_key(TV, 1),))
+    ok, text = verdict(tmp_path)
+    assert "time to target 17.5 s vs >= 21.2 s" in text and "limit 17.7 s, interpolated): PASS" in text
+    store.db.execute("UPDATE accuracy_points SET train_seconds = train_seconds / 2 WHERE trial_key = ?",
+                     (trial_key(TV, 1),))
+    ok, text = verdict(tmp_path)
+    assert "time to target 17.5 s vs >= 19.4 s" in text and "limit 16.1 s, interpolated): FAIL" in text
+    assert not ok
+
+
+def test_the_trainer_missing_the_target_fails_whatever_the_rival_did(tmp_path):
+    store = fill(tmp_path)
+    store.db.execute("UPDATE accuracy_points SET bbox_ap50 = 0.3 WHERE trial_key = ?",
+                     (trial_key("detbench-trainer/retinanet/fp32/local/1/1", 1),))
+    ok, text = verdict(tmp_path)
+    assert "retinanet vs torchvision: time to target: FAIL (the trainer missed it in 1 of 2 seeds)" in text
+    assert not ok
