@@ -17,6 +17,7 @@ precision, batch, threads.
 """
 
 import os
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -368,7 +369,8 @@ def _curves(
             )
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title("%s: %s\n%s" % (_title(block.model), what, scope), fontsize=8)
+    # the scope wrapped to the plot's width: one long line would widen the image past the page
+    ax.set_title("%s: %s\n%s" % (_title(block.model), what, textwrap.fill(scope, 100)), fontsize=8)
     plots._style(ax)
     return fig, ax
 
@@ -410,7 +412,7 @@ _PAGE = """<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>Time to accuracy: {{ r.scenario }}</title>
 <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child{text-align:left}
-.scope{color:#555}</style></head><body>
+.scope{color:#555}img{max-width:100%;height:auto}</style></head><body>
 <h1>Time to accuracy: {{ r.scenario }} (run {{ r.run_id }})</h1>
 <p class="scope">Scope: {{ r.scope }}</p>
 {% for b in blocks %}

@@ -1,4 +1,6 @@
 """The HTML report of a real calibration run, opened in headless Chromium as a person would."""
+import base64
+import io
 import re
 import shutil
 import subprocess
@@ -83,3 +85,41 @@ def test_report_of_a_calibration_run_renders_tables_and_charts(tmp_path):
     near_bar = int((np.abs(pixels - BAR_BLUE).max(axis=1) < 12).sum())
     assert near_bar > 20000                                      # the bar charts were drawn, not broken images
     assert shot.stat().st_size > 50000
+
+
+ORANGE = (221, 132, 82)      # plots.PALETTE[1], the second framework's curves
+
+
+def test_accuracy_report_opens_with_its_tables_and_both_curves(tmp_path, monkeypatch):
+    need_service(chromium() is not None, "chromium is not installed (bash .ci/provision-chromium.sh)")
+    from PIL import Image
+    from tests.report import test_accuracy_report as stored
+
+    # a server CPU's scope: a dozen instruction-set features in every figure's title
+    isa = ["sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512_vnni",
+           "avx512_bf16", "amx_tile", "amx_bf16"]
+    monkeypatch.setattr(stored, "HOST", {"cpu": {"model": "Intel Xeon Platinum 8480+"}, "facts": {"cpu": {"isa": isa}}})
+    stored.fill(tmp_path)
+    page = tmp_path / "accuracy.html"
+    out = CliRunner().invoke(main, ["accuracy", "report", "--results", str(tmp_path), "--format", "html",
+                                    "--out", str(page)])
+    assert out.exit_code == 0, out.output
+    dom = browse(page.as_uri(), tmp_path / "profile", "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    parsed = Page(dom.stdout)
+    # the seed-form table and the stability table, as the browser parsed them
+    assert {"17.5 +- 3.5 s", "42.5 +- 10.6 s", "%.2fx" % (42.5 / 17.5), "0.800", "0.700"} <= set(parsed.cells)
+    alts = [i["alt"] for i in parsed.imgs if i.get("src", "").startswith("data:image/png;base64,")]
+    assert alts == ["bbox_AP50 vs time", "loss vs iteration"]
+    for img in parsed.imgs:     # the scope in each title is wrapped: no figure wider than the window
+        data = base64.b64decode(img["src"].split(",", 1)[1])
+        assert Image.open(io.BytesIO(data)).size[0] < 1280
+
+    shot = tmp_path / "accuracy.png"
+    done = browse(page.as_uri(), tmp_path / "profile", "--screenshot=%s" % shot, "--window-size=1280,1600",
+                  "--hide-scrollbars")
+    assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
+    pixels = np.asarray(Image.open(shot).convert("RGB"), dtype=int).reshape(-1, 3)
+    assert int((pixels.min(axis=1) > 245).sum()) < 0.97 * len(pixels)       # not a blank page
+    for colour in (BAR_BLUE, ORANGE):                                          # both frameworks' curves drawn
+        assert int((np.abs(pixels - colour).max(axis=1) < 12).sum()) > 300, colour
