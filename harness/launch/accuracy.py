@@ -15,9 +15,13 @@ its `create_run` and `accuracy()` tables and imports nothing of the results stag
 `--resume RUN` goes on with the trials of RUN that are not done: a trial with a stored
 checkpoint whose file is still there trains on from it (the bundled trainer's `--resume`, the
 torchvision and mmdetection drivers' `--resume`), one without starts again from the shared weights file.
+An interrupt (SIGINT, even where the run started with it ignored, or SIGTERM) stops the training
+program in flight too and says how to resume: at most that trial's iterations since its last
+checkpoint are lost.
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -34,6 +38,7 @@ from harness.plan import platforms, scenario as scenario_mod
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRIALS_DIR = "accuracy"
 DUMP_TIMEOUT_S = 3600
+STOP_S = 10   # an interrupted run: SIGTERM to the training program, then SIGKILL after this long
 
 
 def _folder(results_dir: str, run_id: str, key: str) -> str:
@@ -109,21 +114,37 @@ def _train_argv(sc, cell, seed, folder, resume_from):
                               resume=resume_from, python=python)
 
 
+def _interrupt(signum, _frame):
+    raise KeyboardInterrupt("signal %d" % signum)
+
+
 def execute(store, run_id: str, sc, out) -> None:
     tables = store.accuracy()
     # seed by seed, every cell within a seed: an interrupted run has whole seeds of every cell
     pending = sorted((t for t in tables.trials(run_id) if t["status"] != "done"), key=lambda t: int(t["seed"]))
-    for n, trial in enumerate(pending, 1):
-        cell = scenario_mod.Cell.from_key(str(trial["cell_key"]))
-        out.write("[%d/%d] %s seed %d\n" % (n, len(pending), cell.key, trial["seed"]))
+    # SIGTERM as an interrupt, and SIGINT even where it started ignored (a script's background
+    # job): either stops the trial in flight, whose checkpoints a resume goes on from
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for n, trial in enumerate(pending, 1):
+            cell = scenario_mod.Cell.from_key(str(trial["cell_key"]))
+            out.write("[%d/%d] %s seed %d\n" % (n, len(pending), cell.key, trial["seed"]))
+            out.flush()
+            try:
+                run_trial(tables, run_id, sc, cell, trial, out)
+            except TrialFailed as exc:
+                tables.set_status(run_id, str(trial["trial_key"]), "failed", str(exc))
+                out.write("  failed: %s\n" % exc)
+                continue
+            tables.set_status(run_id, str(trial["trial_key"]), "done")
+    except KeyboardInterrupt:
+        out.write("\ninterrupted; go on with `detbench accuracy run --resume %s --results %s`\n"
+                  % (run_id, store.root))
         out.flush()
-        try:
-            run_trial(tables, run_id, sc, cell, trial, out)
-        except TrialFailed as exc:
-            tables.set_status(run_id, str(trial["trial_key"]), "failed", str(exc))
-            out.write("  failed: %s\n" % exc)
-            continue
-        tables.set_status(run_id, str(trial["trial_key"]), "done")
+        raise
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 class TrialFailed(Exception):
@@ -162,26 +183,46 @@ def _train(tables, run_id, key, argv, folder, offset, env) -> None:
             subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, errors="replace") as proc:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            now = time.perf_counter()
-            log.write(line)
-            tail = (tail + [line.rstrip()])[-5:]
-            point = recipes.loss_of_line(line)
-            if point is not None:
-                losses.append(point)
-                continue
-            said = jsonlog.parse_settings_line(line)
-            if said is not None:       # stored once per trial: a resume's line does not replace the first
-                tables.add_settings(run_id, key, *said)
-                continue
-            ck = recipes.checkpoint_of_line(line)
-            if ck is not None:
-                tables.add_losses(run_id, key, losses)
-                losses = []
-                tables.add_checkpoint(run_id, key, ck[0], round(offset + now - started, 3), ck[1])
+        try:
+            _follow(tables, run_id, key, proc, log, losses, tail, offset, started)
+        except KeyboardInterrupt:   # the training program goes too: nothing trains on unwatched
+            _stop(proc)
+            tables.add_losses(run_id, key, losses)
+            raise
     tables.add_losses(run_id, key, losses)
     if proc.returncode != 0:
         raise TrialFailed("training exited with %d: %s" % (proc.returncode, " | ".join(t for t in tail if t)[-400:]))
+
+
+def _stop(proc) -> None:
+    proc.terminate()
+    try:
+        proc.wait(STOP_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _follow(tables, run_id, key, proc, log, losses, tail, offset, started) -> None:
+    """Log and store what the training program prints until it exits: losses, its settings line,
+    each checkpoint with the training seconds to it (`losses` and `tail` are filled in place)."""
+    for line in proc.stdout:
+        now = time.perf_counter()
+        log.write(line)
+        tail[:] = (tail + [line.rstrip()])[-5:]
+        point = recipes.loss_of_line(line)
+        if point is not None:
+            losses.append(point)
+            continue
+        said = jsonlog.parse_settings_line(line)
+        if said is not None:       # stored once per trial: a resume's line does not replace the first
+            tables.add_settings(run_id, key, *said)
+            continue
+        ck = recipes.checkpoint_of_line(line)
+        if ck is not None:
+            tables.add_losses(run_id, key, losses)
+            del losses[:]
+            tables.add_checkpoint(run_id, key, ck[0], round(offset + now - started, 3), ck[1])
 
 
 def _run(argv, env, what) -> Dict[str, object]:

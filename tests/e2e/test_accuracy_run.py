@@ -102,3 +102,38 @@ def test_speed_scenario_is_refused_by_accuracy_run(tmp_path):
     path.write_text("name: s\nmatrix:\n  framework: [calibrate]\n  model: [retinanet]\n", encoding="utf-8")
     code, out = finish(detbench("accuracy", "run", "--scenario", path, "--results", tmp_path / "r"))
     assert code == 2 and "mode is train" in out and len(out.strip().splitlines()) == 1
+
+
+def training_processes(results):
+    """Processes whose command line names the run's folder: the training program of a trial."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as fh:
+                if str(results).encode() in fh.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint-ignored-at-start", "sigterm"])
+def test_an_interrupt_stops_the_training_program_too_and_says_how_to_resume(scenario, tmp_path, signum):
+    results = tmp_path / "results"
+    # as a script's background job starts it: SIGINT ignored (Python then never raises KeyboardInterrupt)
+    proc = detbench("accuracy", "run", "--scenario", scenario, "--results", results,
+                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        wait_for(lambda: rows(results, "SELECT iteration FROM accuracy_points WHERE iteration = 4"), 240,
+                 "the checkpoint of iteration 4")
+        assert training_processes(results), "a program of the trial is running"
+        proc.send_signal(signum)            # to the run only, not to its process group
+        code, out = finish(proc, timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert code == 130, out
+    (run_id, status), = rows(results, "SELECT run_id, status FROM accuracy_trials")
+    assert "interrupted; go on with `detbench accuracy run --resume %s --results %s`" % (run_id, results) in out
+    assert status != "done"
+    wait_for(lambda: not training_processes(results), 15, "the training program to be gone")
