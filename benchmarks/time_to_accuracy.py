@@ -54,6 +54,10 @@ QUICK = dict(iterations=200, eval_every=50, warmup_iters=50, lr_steps=[], images
 # spikes of 20-250, and without a clip one seed in three diverged to NaN by iteration 200 in either
 # precision; 35 (mmdetection's usual bound for its detectors) cuts only the spikes
 CLIP_GRAD_NORM = 35.0
+# Faster and Mask R-CNN: the box head's sampled RoIs per image. COCO's 512 on 4 images of 128x128 with a
+# few objects each is almost all negatives, and its box head (about 170 GFLOP an iteration with the
+# backward) made the trainer's step 1.6 s; every framework samples this many with its own sampler
+ROI_BATCH_PER_IMAGE = 128
 QUICK_TARGET = 0.05    # a few hundred iterations from scratch: AP50 clearly above a random detector's 0
 
 
@@ -69,6 +73,8 @@ def parse_args(argv):
     p.add_argument("--lr-per-image", type=float, help="default: 0.0025 (--quick: 0.00125)")
     p.add_argument("--clip-grad-norm", type=float, default=CLIP_GRAD_NORM,
                    help="every framework clips the gradients' total L2 norm to this (0: no clipping)")
+    p.add_argument("--roi-batch-per-image", type=int, default=ROI_BATCH_PER_IMAGE,
+                   help="Faster and Mask R-CNN: the box head's sampled RoIs per image, in every framework")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--no-bf16", action="store_true", help="leave out the trainer's bf16 cells (and the bf16 "
                    "curve check) even where the CPU has bf16 kernels")
@@ -106,7 +112,7 @@ def write_scenario(path, names, models, settings, args, data, weight_files, targ
     lines += ["  %s: %s" % (m, weight_files[m]) for m in models]
     lines += ["accuracy:", "  data: %s" % data, "  iterations: %d" % settings["iterations"],
               "  eval_every: %d" % settings["eval_every"], "  lr_per_image: %r" % settings["lr_per_image"],
-              "  clip_grad_norm: %r" % args.clip_grad_norm,
+              "  clip_grad_norm: %r" % args.clip_grad_norm, "  roi_batch_per_image: %d" % args.roi_batch_per_image,
               "  warmup_iters: %d" % settings["warmup_iters"], "  lr_steps: %s" % settings["lr_steps"],
               "  depth: 18", "  seeds: %s" % settings["seeds"], "  reference: torchvision" if "torchvision" in names
               else "  reference: %s" % names[0], "  targets:"]

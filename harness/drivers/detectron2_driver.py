@@ -70,6 +70,7 @@ def parse_args(argv=None):
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--rpn-pre-nms-train", type=int, default=2000, help="per level and image")
     p.add_argument("--rpn-post-nms-train", type=int, default=2000, help="per image")
+    p.add_argument("--roi-batch-per-image", type=int, default=512, help="the box head's sampled RoIs per image")
     p.add_argument("--lr", type=float, default=0.0025)
     p.add_argument("--warmup-iters", type=int, default=0)
     p.add_argument("--warmup-factor", type=float, default=1.0 / 3)
@@ -134,7 +135,7 @@ def build_cfg(args, height, width):
         m.RPN.PRE_NMS_TOPK_TRAIN = args.rpn_pre_nms_train
         m.RPN.POST_NMS_TOPK_TRAIN = args.rpn_post_nms_train
         m.RPN.BATCH_SIZE_PER_IMAGE, m.RPN.POSITIVE_FRACTION = 256, 0.5
-        m.ROI_HEADS.BATCH_SIZE_PER_IMAGE, m.ROI_HEADS.POSITIVE_FRACTION = 512, 0.25
+        m.ROI_HEADS.BATCH_SIZE_PER_IMAGE, m.ROI_HEADS.POSITIVE_FRACTION = args.roi_batch_per_image, 0.25
         m.RPN.BBOX_REG_LOSS_TYPE = m.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE = "smooth_l1"
         m.RPN.SMOOTH_L1_BETA = m.ROI_BOX_HEAD.SMOOTH_L1_BETA = TWO_STAGE_BETA
         m.ROI_BOX_HEAD.POOLER_TYPE = m.ROI_MASK_HEAD.POOLER_TYPE = "ROIAlign"

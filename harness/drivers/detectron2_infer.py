@@ -58,9 +58,9 @@ def build(args):
     """detectron2's model in eval mode, its test-time cfg set to the scenario's post-processing."""
     torch.manual_seed(args.seed)
     train = argparse.Namespace(model=args.model, config=None, iterations=1, batch_size=args.batch_size,
-                               rpn_pre_nms_train=2000, rpn_post_nms_train=2000, lr=0.0, warmup_iters=0,
-                               warmup_factor=1.0, workers=0, seed=args.seed, device=args.device, depth=50,
-                               freeze_at=2, weight_decay=1e-4, lr_steps=(), gamma=0.1)
+                               rpn_pre_nms_train=2000, rpn_post_nms_train=2000, roi_batch_per_image=512,
+                               lr=0.0, warmup_iters=0, warmup_factor=1.0, workers=0, seed=args.seed,
+                               device=args.device, depth=50, freeze_at=2, weight_decay=1e-4, lr_steps=(), gamma=0.1)
     cfg = test_time(detectron2_driver.build_cfg(train, *args.size), args.model, args.score_threshold,
                     args.nms_threshold, args.detections)
     model = detectron2_driver.build_model(cfg)

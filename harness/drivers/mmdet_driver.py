@@ -94,7 +94,7 @@ TWO_STAGE = """,
     train_cfg=dict(
         rpn=dict(assigner=dict(min_pos_iou=0.0), sampler=dict(num=256, pos_fraction=0.5)),
         rpn_proposal=dict(nms_pre={pre}, max_per_img={post}),
-        rcnn=dict(sampler=dict(num=512, pos_fraction=0.25)))"""
+        rcnn=dict(sampler=dict(num={roi_batch}, pos_fraction=0.25)))"""
 MASK_ROI = """,
         mask_roi_extractor=dict(roi_layer=dict(type='RoIAlign', output_size=14, sampling_ratio={ratio},
                                                aligned={aligned}))"""
@@ -121,6 +121,8 @@ def parse_args(argv=None):
     p.add_argument("--rpn-post-nms-train", type=int, default=2000,
                    help="proposals kept per image in training (rpn_proposal.max_per_img; "
                         "mmdet's config: 1000)")
+    p.add_argument("--roi-batch-per-image", type=int, default=512,
+                   help="the box head's sampled RoIs per image (train_cfg.rcnn.sampler.num)")
     p.add_argument("--lr", type=float, default=None, help="SGD learning rate (default: the model config's)")
     p.add_argument("--warmup-iters", type=int, default=500, help="LinearLR warmup iterations")
     p.add_argument("--warmup-factor", type=float, default=0.001, help="LinearLR start factor")
@@ -144,6 +146,7 @@ def write_config(args, path):
     if args.model != "retinanet":
         roi = dict(ratio=ROI_ALIGN_SAMPLING_RATIO, aligned=ROI_ALIGN_ALIGNED)
         heads = TWO_STAGE.format(pre=args.rpn_pre_nms_train, post=args.rpn_post_nms_train,
+                                 roi_batch=args.roi_batch_per_image,
                                  mask=MASK_ROI.format(**roi) if args.model == "mask_rcnn" else "", **roi)
     # RetinaNet's P6 from the P5 output (not C5) and a ReLU before P7, as torchvision and the
     # bundled trainer build it: the same architecture, so the same weights file fits all three

@@ -79,6 +79,7 @@ def parse_args(argv=None):
     p.add_argument("--trainable-layers", type=int, default=3, choices=range(0, 6))
     p.add_argument("--rpn-pre-nms-train", type=int, default=2000, help="per level and image")
     p.add_argument("--rpn-post-nms-train", type=int, default=2000, help="per image")
+    p.add_argument("--roi-batch-per-image", type=int, default=512, help="the box head's sampled RoIs per image")
     p.add_argument("--lr", type=float, default=0.0025)
     p.add_argument("--warmup-iters", type=int, default=0,
                    help="linear warmup of the learning rate over this many iterations (0: none)")
@@ -140,7 +141,8 @@ def build_model(args, height, width):
         kw = dict(size)
         if args.model != "retinanet":
             kw.update(rpn_pre_nms_top_n_train=args.rpn_pre_nms_train,
-                      rpn_post_nms_top_n_train=args.rpn_post_nms_train)
+                      rpn_post_nms_top_n_train=args.rpn_post_nms_train,
+                      box_batch_size_per_image=args.roi_batch_per_image)
         return fn(weights=None, weights_backbone=None, num_classes=NUM_CLASSES, **kw)
     norm = misc_nn_ops.FrozenBatchNorm2d if args.norm == "frozen_bn" else torch.nn.BatchNorm2d
     body = (torchvision.models.resnet18 if args.depth == 18 else torchvision.models.resnet50)(
@@ -152,7 +154,8 @@ def build_model(args, height, width):
     backbone = _resnet_fpn_extractor(body, args.trainable_layers)
     cls = FasterRCNN if args.model == "faster_rcnn" else MaskRCNN
     return cls(backbone, NUM_CLASSES, rpn_pre_nms_top_n_train=args.rpn_pre_nms_train,
-               rpn_post_nms_top_n_train=args.rpn_post_nms_train, **size)
+               rpn_post_nms_top_n_train=args.rpn_post_nms_train,
+               box_batch_size_per_image=args.roi_batch_per_image, **size)
 
 
 class Synthetic(torch.utils.data.Dataset):

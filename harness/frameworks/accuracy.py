@@ -34,6 +34,7 @@ RECIPES = {
     "detectron2": (("retinanet", "faster_rcnn", "mask_rcnn"), ("fp32", "bf16")),
 }
 TRAINER_MODELS = {"retinanet": "retina", "faster_rcnn": "faster", "mask_rcnn": "mask"}
+TWO_STAGE = ("faster_rcnn", "mask_rcnn")
 BLOCKS = {18: ("basic", "2,2,2,2"), 50: ("bottleneck", "3,4,6,3")}
 
 
@@ -55,6 +56,7 @@ class Schedule:
     seed: int
     workers: int = 1
     clip_grad_norm: float = 0.0     # > 0: the gradients' total L2 norm is clipped to it before each step
+    roi_batch_per_image: int = 512  # Faster and Mask R-CNN: the box head's sampled RoIs per image
 
     @property
     def lr(self) -> float:
@@ -96,6 +98,8 @@ def train_argv(framework: str, model: str, s: Schedule, data: Tuple[str, str], w
         }
         if s.clip_grad_norm:
             sets["train.clip_grad_norm"] = repr(s.clip_grad_norm)
+        if model in TWO_STAGE:
+            sets["model.roi_batch_per_image"] = s.roi_batch_per_image
         if s.lr_steps:
             sets["train.steps"] = ",".join(map(str, s.lr_steps))
         else:
@@ -119,6 +123,8 @@ def train_argv(framework: str, model: str, s: Schedule, data: Tuple[str, str], w
         argv += ["--lr-steps", ",".join(map(str, s.lr_steps))]
     if s.clip_grad_norm:
         argv += ["--clip-grad-norm", repr(s.clip_grad_norm)]
+    if model in TWO_STAGE:
+        argv += ["--roi-batch-per-image", str(s.roi_batch_per_image)]
     if not s.flip:
         argv.append("--no-flip")
     argv += ["--weights", weights] if weights else []     # each driver loads it only when not resuming

@@ -45,6 +45,8 @@ class AccuracyOptions(Strict):
     gamma: float = Field(default=0.1, gt=0, le=1)
     weight_decay: float = Field(default=1e-4, ge=0, lt=1)
     clip_grad_norm: float = Field(default=0, ge=0)  # > 0: every framework clips the gradients' total L2 norm
+    # the box head's sampled RoIs per image (Faster and Mask R-CNN), each framework's own sampler
+    roi_batch_per_image: int = Field(default=512, ge=1, le=4096)
     flip: bool = True
     depth: Literal[18, 50] = 18
     seeds: List[int] = Field(default=[0], min_length=1, max_length=MAX_SEEDS)
@@ -168,6 +170,7 @@ def schedule(scenario: Any, cell: Any, seed: int) -> recipes.Schedule:
         gamma=a.gamma,
         weight_decay=a.weight_decay,
         clip_grad_norm=a.clip_grad_norm,
+        roi_batch_per_image=a.roi_batch_per_image,
         flip=a.flip,
         depth=a.depth,
         precision=cell.precision,

@@ -19,9 +19,9 @@ import pytest
 from harness.frameworks import FRAMEWORKS
 from harness.frameworks import accuracy as recipes
 from harness.launch import envs
-from harness.plan import learnable
 from tests.support.cliproc import ROOT
 from tests.support.services import need_env
+from tests.support.tinyaccuracy import learnable_with_weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -38,12 +38,7 @@ def schedule(clip):
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("clip")
-    (ann, images), _ = learnable.make_learnable(root, images=2, val_images=1, size=(64, 64))
-    weights = root / "retinanet-r18.pt"
-    subprocess.run([sys.executable, "-m", "harness.cli", "weights", "make", "retinanet", "--out", str(weights),
-                    "--depth", "18", "--seed", "0"], cwd=str(ROOT), check=True, capture_output=True, timeout=300)
-    return (str(ann), str(images)), str(weights)
+    return learnable_with_weights(tmp_path_factory.mktemp("clip"), "retinanet")
 
 
 def python_of(framework):

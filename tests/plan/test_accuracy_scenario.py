@@ -65,6 +65,8 @@ CASES = [   # (replace old -> new, line, field, words)
     ({"    retinanet: {": "    faster_rcnn: {"}, 18, "accuracy.targets.faster_rcnn", "not in the matrix"),
     ({"batch_per_gpu: 2": "batch_per_gpu: 2\nwarmup: 5"}, 7, "warmup", "speed-mode key"),
     ({"  data: ": "  data: /nonexistent"}, 9, "accuracy.data", "make-coco --learnable"),
+    ({"  warmup_iters: 10": "  warmup_iters: 10\n  roi_batch_per_image: 0"}, 14, "accuracy.roi_batch_per_image",
+     "greater than or equal to 1"),
 ]
 
 
