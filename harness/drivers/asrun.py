@@ -160,6 +160,23 @@ def _trainable(optimizer):
     return [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
 
 
+MEMORY_NCHW = "NCHW"
+MEMORY_CHANNELS_LAST = "channels-last (NHWC)"
+
+
+def memory_format(modules):
+    """The layout the model's convolutions run in, read from the first spatial convolution's
+    weight: torch runs a convolution (and lays out its output) channels-last when its weight is,
+    so the backbone's stem says how the whole network was prepared."""
+    import torch
+    for m in modules:
+        w = getattr(m, "weight", None)
+        if isinstance(w, torch.Tensor) and w.dim() == 4 and w.shape[1] > 1 and w.shape[2] * w.shape[3] > 1:
+            nhwc = w.is_contiguous(memory_format=torch.channels_last) and not w.is_contiguous()
+            return MEMORY_CHANNELS_LAST if nhwc else MEMORY_NCHW
+    return MEMORY_NCHW
+
+
 def optimizer(opt):
     """'SGD, fused kernel', 'SGD, foreach' or 'SGD, per-parameter loop': the optimizer's class and
     the update path its step takes (torch's default resolved for its parameters)."""
@@ -225,7 +242,8 @@ def trainer(cfg, model, world, opt, threads):
         settings["init"] = "backbone:" + os.path.basename(m.backbone_weights)
     else:
         settings["init"] = "random"
-    implementation = {"batch_norm": norm(net.backbone.modules())[1], "optimizer": optimizer(opt)}
+    implementation = {"batch_norm": norm(net.backbone.modules())[1], "optimizer": optimizer(opt),
+                      "memory_format": memory_format(net.modules())}
     if m.name == "retina":
         settings.update(box_loss="l1", cls_loss=focal(net.alpha, net.gamma),
                         extra_levels_from="p5" if net.neck.extra == "p6p7" else net.neck.extra,

@@ -241,7 +241,8 @@ def as_run(args, cfg, model, optimizer, loader, amp_dtype):
         isinstance(loader.sampler, (torch.utils.data.RandomSampler, torchvision_driver.ResumedDraws))))
     if getattr(type(optimizer), "clip_grad_norm", 0):
         settings["clip_grad_norm"] = float(type(optimizer).clip_grad_norm)
-    implementation = {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer)}
+    implementation = {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer),
+                      "memory_format": asrun.memory_format(model.modules())}
     anchors = model.anchor_generator if hasattr(model, "anchor_generator") else \
         model.proposal_generator.anchor_generator
     sizes = [list(s) for s in cfg.MODEL.ANCHOR_GENERATOR.SIZES]

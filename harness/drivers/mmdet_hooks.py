@@ -181,7 +181,8 @@ def as_run(cfg, net, optim_wrapper, world_size, threads):
     clip = getattr(optim_wrapper, "clip_grad_kwargs", None) or {}
     if clip.get("max_norm"):    # the wrapper's own clip: its total-norm clipper and its bound
         settings["clip_grad_norm"] = float(clip["max_norm"])
-    implementation = {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer)}
+    implementation = {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer),
+                      "memory_format": asrun.memory_format(net.modules())}
     if not hasattr(net, "roi_head"):      # RetinaNet: one head
         head = _get(model, "bbox_head")
         extra = _get(model, "neck", "add_extra_convs", default=False)

@@ -354,7 +354,8 @@ def as_run(args, model, optimizer, loader, amp_dtype, device):
         settings["lr_steps"] = lr_steps(args)
     if args.clip_grad_norm:
         settings["clip_grad_norm"] = args.clip_grad_norm
-    implementation = {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer)}
+    implementation = {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer),
+                      "memory_format": asrun.memory_format(model.modules())}
     if isinstance(model, RetinaNet):
         extra = model.backbone.fpn.extra_blocks
         settings.update(box_loss=model.head.regression_head._loss_type, cls_loss=asrun.focal(*RETINANET_FOCAL),

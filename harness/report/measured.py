@@ -417,6 +417,7 @@ IMPLEMENTATION_WORDS = (
     ("batch_norm", "BN"),
     ("optimizer", "optimizer"),
     ("mask_logits", "mask logits"),
+    ("memory_format", "layout"),
 )
 
 

@@ -26,6 +26,11 @@ CANVASES = ("fixed", "batch")
 MODELS = ("retina", "faster", "mask")
 ROI_ALIGNS = ("torchvision", "sparse", "auto")
 ANCHOR_CORNERS = ("exact", "whole-pixel")
+CHANNELS_LAST = ("true", "false", "auto")
+# torch's CPU kernel level (torch.backends.cpu.get_cpu_capability()) where channels_last=auto turns on
+CHANNELS_LAST_CPU = ("AVX512", "AVX512_BF16", "AMX")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
 
 
 def _check_choice(section, name, value, choices):
@@ -164,7 +169,9 @@ class TrainConfig:
     clip_grad_norm: float = 0.0         # > 0: scale the gradients so their total L2 norm is at most this; 0: off
     warmup_iters: int = 500
     warmup_factor: float = 1.0 / 3
-    channels_last: bool = False
+    # activations and conv weights in NHWC: true | false | auto (resolve_for_device: on where it was
+    # measured faster, a CPU at torch's AVX-512 level; docs/methodology.md, "Speed levers")
+    channels_last: str = "false"
     compile_backbone: bool = False
     fused_sgd: bool = False             # torch's fused SGD kernel (one pass over all parameters)
     cuda_graph: bool = False            # graphs.py: forward and backward captured once, replayed (one GPU)
@@ -183,6 +190,10 @@ class TrainConfig:
     checkpoint_dir: str = ""            # folder of the checkpoints (needed when checkpoint_every > 0)
 
     def __post_init__(self):
+        # true/false in any of the spellings a boolean override takes (and Python's bools)
+        low = str(self.channels_last).strip().lower()
+        object.__setattr__(self, "channels_last", "true" if low in _TRUE else "false" if low in _FALSE else low)
+        _check_choice("train", "channels_last", self.channels_last, CHANNELS_LAST)
         _check_choice("train", "precision", self.precision, PRECISIONS)
         _check_choice("train", "device", self.device, ("auto", "cpu", "cuda"))
         _check_min("train", "max_iter", self.max_iter, 1)
@@ -212,9 +223,6 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
 
-
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
 
 
 def _convert(key, text, hint):
@@ -291,12 +299,19 @@ def load_config_module(path):
     return module
 
 
-def resolve_for_device(cfg, device_kind):
-    """The config with its device-dependent choices made for `device_kind` ("cpu" or "cuda"):
-    model.roi_align=auto becomes sparse on the CPU (with a fixed sampling ratio) and
-    torchvision's kernel elsewhere, so that what ran is what the run's META line says."""
-    m = cfg.model
-    if m.roi_align != "auto":
-        return cfg
-    sparse = device_kind == "cpu" and m.roi_align_sampling_ratio >= 1
-    return dataclasses.replace(cfg, model=dataclasses.replace(m, roi_align="sparse" if sparse else "torchvision"))
+def resolve_for_device(cfg, device_kind, cpu_capability=""):
+    """The config with its device-dependent choices made for `device_kind` ("cpu" or "cuda"), so
+    that what ran is what the run's META line says:
+    - model.roi_align=auto becomes sparse on the CPU (with a fixed sampling ratio) and
+      torchvision's kernel elsewhere;
+    - train.channels_last=auto becomes true on a CPU whose torch kernels run at an AVX-512 level
+      (`cpu_capability`, torch.backends.cpu.get_cpu_capability()), false elsewhere (AVX2, where no
+      gain was measured, and GPUs, where none has been)."""
+    m, t = cfg.model, cfg.train
+    if m.roi_align == "auto":
+        sparse = device_kind == "cpu" and m.roi_align_sampling_ratio >= 1
+        m = dataclasses.replace(m, roi_align="sparse" if sparse else "torchvision")
+    if t.channels_last == "auto":
+        on = device_kind == "cpu" and cpu_capability in CHANNELS_LAST_CPU
+        t = dataclasses.replace(t, channels_last="true" if on else "false")
+    return dataclasses.replace(cfg, model=m, train=t)

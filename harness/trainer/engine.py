@@ -87,7 +87,7 @@ def peak_mem_mb(device):
 
 def prepare_model(model, cfg, device, world):
     model.to(device)
-    if cfg.train.channels_last:
+    if cfg.train.channels_last == "true":
         model.to(memory_format=torch.channels_last)
     if cfg.train.compile_backbone:
         model.backbone = torch.compile(model.backbone)
@@ -161,7 +161,7 @@ def train(model, batches, cfg, device, world, out=None, resume=None, resume_path
         if cuda:
             torch.cuda.synchronize(device)
         data_time = time.perf_counter() - fetch
-        if t.channels_last:
+        if t.channels_last == "true":
             images = images.contiguous(memory_format=torch.channels_last)
         lr = lr_at(it, base_lr, t, steps)
         for group in optimizer.param_groups:

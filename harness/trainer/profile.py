@@ -176,7 +176,7 @@ def run(args):
     module = load_config_module(args.config)
     cfg = apply_overrides(module.CONFIG, args.overrides)
     kind = resolve_device(cfg)          # refuses, in one line, what this hardware cannot run
-    cfg = resolve_for_device(cfg, kind)
+    cfg = resolve_for_device(cfg, kind, torch.backends.cpu.get_cpu_capability())
     model_name = TRAINER_MODELS.get(cfg.model.name)
     if model_name is None:
         raise ConfigError("no profile for model %r" % cfg.model.name)

@@ -39,7 +39,8 @@ def settings(cfg, device, world):
         "workers": d.workers if d.source == "coco" else 0, "data": d.source,
         "shuffle": d.shuffle if d.source == "coco" else False,
         "device": str(device.type), "torch": torch.__version__, "torchvision": torchvision.__version__,
-        "channels_last": t.channels_last, "compile_backbone": t.compile_backbone,
+        "channels_last": t.channels_last == "true", "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "compile_backbone": t.compile_backbone,
         "checkpoint_backbone": t.checkpoint_backbone, "tf32": t.tf32, "seed": t.seed,
         "backbone": f"{m.block}{list(m.layers)}x{m.base_width}", "anchor_corners": m.anchor_corners,
         "python": platform.python_version(),
@@ -189,7 +190,7 @@ def run(argv):
 
     from . import checkpoint, data, dist, engine
     kind = resolve_device(cfg)
-    cfg = resolve_for_device(cfg, kind)
+    cfg = resolve_for_device(cfg, kind, torch.backends.cpu.get_cpu_capability())
     # process-level settings (allocator, threads) come from the environment the scenario gives
     # every framework alike; the trainer adds none of its own
     threads = check_threads(cfg.train.threads, os.environ.get("OMP_NUM_THREADS"))

@@ -110,7 +110,8 @@ def test_torchvision_driver_prints_the_line_before_its_first_iteration(tv, capsy
     assert at < min(i for i, line in enumerate(lines) if line.startswith("Epoch: [0]  ["))
     obj = json.loads(lines[at][len(jsonlog.SETTINGS_PREFIX):])
     assert obj["settings"]["input_size"] == [64, 96] and obj["settings"]["images_per_device"] == 1
-    assert set(obj["implementation"]) == {"batch_norm", "optimizer"}
+    assert obj["implementation"]["memory_format"] == asrun.MEMORY_NCHW      # torchvision as its users run it
+    assert set(obj["implementation"]) == {"batch_norm", "optimizer", "memory_format"}
 
 
 # ------------------------------------------------------------------ mmdetection
@@ -335,7 +336,8 @@ def test_effdet_settings_as_run_equal_the_declared_ones():
     assert settings["anchors"] == ("sizes 32/40.32/50.8, 64/80.63/101.6, 128/161.3/203.2, 256/322.5/406.4, "
                                    "512/645.1/812.7; ratios 0.5, 1, 2")
     # torch's default update path for parameters on the CPU
-    assert implementation == {"batch_norm": "trained BatchNorm2d", "optimizer": "SGD, per-parameter loop"}
+    assert implementation == {"batch_norm": "trained BatchNorm2d", "optimizer": "SGD, per-parameter loop",
+                              "memory_format": asrun.MEMORY_NCHW}
 
 
 def test_effdet_settings_are_read_from_its_config():

@@ -105,7 +105,8 @@ def test_a_baseline_compares_settings_only(tmp_path):
 def logged(fw, **changes):
     impl = {"roi_align": {"detbench-trainer": asrun.ROI_ALIGN_SPARSE, "torchvision": asrun.ROI_ALIGN_TORCHVISION,
                           "mmdetection": asrun.ROI_ALIGN_MMCV}[fw],
-            "optimizer": "SGD, fused kernel" if fw == "detbench-trainer" else "SGD, per-parameter loop"}
+            "optimizer": "SGD, fused kernel" if fw == "detbench-trainer" else "SGD, per-parameter loop",
+            "memory_format": asrun.MEMORY_CHANNELS_LAST if fw == "detbench-trainer" else asrun.MEMORY_NCHW}
     return dict(DECLARED, threads=2, settings_source="logged", implementation=impl, **changes)
 
 
@@ -122,8 +123,9 @@ def test_a_setting_that_ran_differently_is_not_like_for_like_and_each_column_nam
     assert unlike == ["Not like for like, %s: rpn_post_nms_train differs "
                       "(detbench-trainer 2000, mmdetection 1000, torchvision 2000)." % FASTER]
     [impl] = [n for n in table.notes if n.startswith("Implementation")]
-    assert impl == ("Implementation, %s (%s): RoIAlign %s; optimizer SGD, fused kernel | RoIAlign %s; "
-                    "optimizer SGD, per-parameter loop | RoIAlign %s; optimizer SGD, per-parameter loop."
+    assert impl == ("Implementation, %s (%s): RoIAlign %s; optimizer SGD, fused kernel; layout channels-last (NHWC) | "
+                    "RoIAlign %s; optimizer SGD, per-parameter loop; layout NCHW | RoIAlign %s; optimizer SGD, "
+                    "per-parameter loop; layout NCHW."
                     % (FASTER, TITLES, asrun.ROI_ALIGN_SPARSE, asrun.ROI_ALIGN_TORCHVISION, asrun.ROI_ALIGN_MMCV))
     assert not [n for n in table.notes if n.startswith("Settings as declared")]
     report = report_of(two_stage_store(tmp_path / "again", row))

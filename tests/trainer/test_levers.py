@@ -259,6 +259,30 @@ def test_sparse_roi_align_of_no_boxes_is_empty_with_zero_gradients():
     assert all(g is None or not g.any() for g in grads)
 
 
+@pytest.mark.parametrize("model", ["retina_r50v1_fpn_1x", "faster_r50v1_fpn_1x", "mask_r50v1_fpn_1x"])
+def test_channels_last_auto_is_on_for_a_cpu_at_avx512_level_only(model):
+    from harness.trainer.config import apply_overrides, load_config_module, resolve_for_device
+    cfg = load_config_module(config_path(model)).CONFIG
+    assert cfg.train.channels_last == "auto"
+    assert resolve_for_device(cfg, "cpu", "AVX512").train.channels_last == "true"
+    assert resolve_for_device(cfg, "cpu", "AVX512_BF16").train.channels_last == "true"
+    assert resolve_for_device(cfg, "cpu", "AVX2").train.channels_last == "false"     # no gain measured there
+    assert resolve_for_device(cfg, "cuda", "AVX512").train.channels_last == "false"
+    bf16 = apply_overrides(cfg, ["train.precision=bf16"])
+    assert resolve_for_device(bf16, "cpu", "AVX512_BF16").train.channels_last == "true"
+    for said, meant in (("true", "true"), ("on", "true"), ("0", "false")):
+        forced = apply_overrides(cfg, ["train.channels_last=" + said])
+        assert resolve_for_device(forced, "cpu", "AVX2").train.channels_last == meant
+
+
+def test_channels_last_takes_true_false_or_auto_and_names_the_key_otherwise():
+    from harness.trainer.config import ConfigError, TrainConfig
+    assert TrainConfig(channels_last=True).channels_last == "true"
+    assert TrainConfig().channels_last == "false"
+    with pytest.raises(ConfigError, match=r"train.channels_last='nhwc' is not one of true, false, auto"):
+        built("faster_tiny", "train.channels_last=nhwc")
+
+
 def test_roi_align_auto_is_sparse_on_the_cpu_and_torchvision_s_kernel_elsewhere():
     from harness.trainer.config import ConfigError, resolve_for_device
     _, cfg = built("faster_tiny")

@@ -32,14 +32,16 @@ def settings_lines(capsys, config, *sets):
 def test_the_line_follows_what_the_trainer_built_not_its_adapter(capsys):
     obj = settings_lines(capsys, "mask_tiny", "model.rpn_pre_nms_top_n_train=300", "train.weight_decay=0.001",
                          "model.roi_align=torchvision", "train.fused_sgd=false", "model.mask_target_class_only=false",
-                         "model.frozen_stages=2", "data.images_per_device=1", "train.momentum=0.8")
+                         "model.frozen_stages=2", "data.images_per_device=1", "train.momentum=0.8",
+                         "train.channels_last=false")
     s, impl = obj["settings"], obj["implementation"]
     assert s["rpn_pre_nms_train"] == 300 and s["rpn_post_nms_train"] == 100 and s["images_per_device"] == 1
     assert s["frozen_stages"] == 2 and s["momentum"] == 0.8
     assert s["weight_decay"] == "0.001, none on biases and norms"
     assert s["mask_rois_per_image_max"] == 16 and s["mask_head"] == "4 conv 32, 14x14 RoIs to 28x28 masks"
     assert impl == {"roi_align": asrun.ROI_ALIGN_TORCHVISION, "batch_norm": "frozen, folded into the convolutions",
-                    "optimizer": "SGD, per-parameter loop", "mask_logits": "all 5 classes"}
+                    "optimizer": "SGD, per-parameter loop", "mask_logits": "all 5 classes",
+                    "memory_format": asrun.MEMORY_NCHW}
 
 
 def test_the_line_names_the_levers_that_ran(capsys):
@@ -51,6 +53,23 @@ def test_the_line_names_the_levers_that_ran(capsys):
     retina = settings_lines(capsys, "retina_tiny")
     assert retina["settings"]["cls_loss"] == "focal(alpha 0.25, gamma 2)"
     assert "roi_align" not in retina["implementation"]
+
+
+def test_the_line_names_the_layout_the_convolutions_ran_in(capsys):
+    """Read from the built model's weights after the engine prepared it, not from the config."""
+    for model in ("retina_tiny", "faster_tiny"):
+        nhwc = settings_lines(capsys, model, "train.channels_last=true")
+        assert nhwc["implementation"]["memory_format"] == asrun.MEMORY_CHANNELS_LAST
+        assert settings_lines(capsys, model, "train.channels_last=off")["implementation"]["memory_format"] == \
+            asrun.MEMORY_NCHW
+
+
+def test_the_layout_is_read_from_the_first_spatial_convolution():
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 1), torch.nn.Conv2d(8, 8, 3), torch.nn.Conv2d(8, 4, 3))
+    assert asrun.memory_format(net.modules()) == asrun.MEMORY_NCHW
+    net[1].to(memory_format=torch.channels_last)      # the 1x1 before it reads the same either way
+    assert asrun.memory_format(net.modules()) == asrun.MEMORY_CHANNELS_LAST
+    assert asrun.memory_format(torch.nn.Linear(4, 4).modules()) == asrun.MEMORY_NCHW
 
 
 @pytest.mark.parametrize("model", ["retinanet", "faster_rcnn", "mask_rcnn"])

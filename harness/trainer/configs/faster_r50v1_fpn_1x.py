@@ -12,7 +12,8 @@ CONFIG = Config(
                       rpn_pre_nms_top_n_train=2000, rpn_post_nms_top_n_train=2000,
                       roi_batch_per_image=512, roi_positive_fraction=0.25, roi_align="auto"),
     data=DataConfig(images_per_device=2, input_size=(800, 1344)),
-    train=TrainConfig(lr=0.02, lr_reference_batch=16, warmup_iters=500, fused_sgd=True),
+    train=TrainConfig(lr=0.02, lr_reference_batch=16, warmup_iters=500, fused_sgd=True,
+                      channels_last="auto"),
 )
 
 

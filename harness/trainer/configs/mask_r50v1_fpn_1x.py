@@ -13,7 +13,8 @@ CONFIG = Config(
                       roi_batch_per_image=512, roi_positive_fraction=0.25,
                       mask_max_rois_per_image=128, mask_target_class_only=True, roi_align="auto"),
     data=DataConfig(images_per_device=2, input_size=(800, 1344)),
-    train=TrainConfig(lr=0.02, lr_reference_batch=16, warmup_iters=500, fused_sgd=True),
+    train=TrainConfig(lr=0.02, lr_reference_batch=16, warmup_iters=500, fused_sgd=True,
+                      channels_last="auto"),
 )
 
 

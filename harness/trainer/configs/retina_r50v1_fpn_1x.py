@@ -8,7 +8,8 @@ CONFIG = Config(
     model=ModelConfig(name="retina", norm="frozen_bn", frozen_stages=1, retina_num_convs=4,
                       fused_focal_loss=True),
     data=DataConfig(images_per_device=2, input_size=(800, 1344)),
-    train=TrainConfig(lr=0.01, lr_reference_batch=16, warmup_iters=500, fused_sgd=True),
+    train=TrainConfig(lr=0.01, lr_reference_batch=16, warmup_iters=500, fused_sgd=True,
+                      channels_last="auto"),
 )
 
 
