@@ -139,7 +139,7 @@ def verdicts(block, out):
     finals = {s.framework: s.finals() for s in block.series if s.precision == "fp32"}
     if mine.time_to_target is None:
         series = next(s for s in block.series if s.framework == TRAINER and s.precision == "fp32")
-        best = [max(p.metric(block.metric) for p in curve) for curve in series.curves.values() if curve]
+        best = [b for b in (acc.best(c, block.metric) for c in series.curves.values()) if b is not None]
         out.write("%s: the bundled trainer did not reach %s %.3g in %d of %d seeds (best per seed: %s): FAIL\n"
                   % (block.model, block.metric, block.target, mine.seeds - mine.reached, mine.seeds,
                      ", ".join("%.3f" % b for b in best) or "none scored"))

@@ -14,6 +14,8 @@ bootstrap interval.
     python benchmarks/trainer_levers.py --models retinanet --rounds 5
     python benchmarks/trainer_levers.py --quick                       # 128x128, 1 round: does it run
     python benchmarks/trainer_levers.py --parts                       # only the parts, in one process
+    python benchmarks/trainer_levers.py --levers channels_last --on-defaults --size 512x512
+                                                                      # one lever on top of the shipped ones
 
 Whole iterations on a shared machine move by several percent from run to run, more than a
 lever that saves tens of milliseconds. --parts (also printed before the iteration table)
@@ -66,11 +68,14 @@ VALUES = {"model.roi_align": ("torchvision", "sparse")}
 ALL_EXCEPT = ("channels_last",)
 
 
-def variants(model, chosen):
+def variants(model, chosen, on_defaults=False):
     """{variant name: --set items} for one model: plain (every lever that applies switched
     off, whatever the config's defaults), each lever alone, and all of them but channels_last
-    together where two or more apply."""
+    together where two or more apply. `on_defaults`: plain is the config's defaults with only
+    the chosen levers switched off, so each lever is measured on top of the others as they ship."""
     keys = {name: key for name, (key, models) in LEVERS.items() if model in models}
+    if on_defaults:
+        keys = {name: key for name, key in keys.items() if name in chosen}
     plain = {key: VALUES.get(key, ("false", "true"))[0] for key in keys.values()}
 
     def switched(*names):
@@ -239,8 +244,10 @@ def main(argv=None):
     p.add_argument("--work", help="folder for the data and weights (default: a temporary one)")
     p.add_argument("--quick", action="store_true", help="128x128, 1 round of 1+2 iterations")
     p.add_argument("--parts", action="store_true", help="time only the parts the levers replace")
+    p.add_argument("--on-defaults", action="store_true",
+                   help="plain is the R50 config's defaults with only the chosen levers off")
     args = p.parse_args(argv)
-    if args.parts or not args.quick:
+    if args.parts or not (args.quick or args.on_defaults):
         print_parts(args.threads)
     if args.parts:
         return 0
@@ -263,7 +270,7 @@ def main(argv=None):
         weights = os.path.join(work, "weights", model + ".pt")
         if not os.path.exists(weights):
             detbench("weights", "make", model, "--out", weights)
-        for name, sets in variants(model, chosen).items():
+        for name, sets in variants(model, chosen, args.on_defaults).items():
             plan[(model, name)] = (sets, weights)
     times = {key: [] for key in plan}
     rng = random.Random(0)
@@ -275,8 +282,9 @@ def main(argv=None):
             times[key].append(run_once(key[0], sets, args, data, weights))
             print("round %d/%d  %-12s %-18s %7.1f ms" % (r + 1, args.rounds, key[0], key[1], 1000 * times[key][-1]),
                   file=sys.stderr, flush=True)
-    print("%s, batch 2, %s, OMP_NUM_THREADS=%d, %d rounds of %d measured iterations (after %d)"
-          % (args.size, args.precision, args.threads, args.rounds, args.measure, args.warmup))
+    print("%s, batch 2, %s, OMP_NUM_THREADS=%d, %d rounds of %d measured iterations (after %d); plain: %s"
+          % (args.size, args.precision, args.threads, args.rounds, args.measure, args.warmup,
+             "the config's defaults with the chosen levers off" if args.on_defaults else "every lever off"))
     print("%-12s %-18s %10s %19s  %s" % ("model", "variant", "median ms", "range", "plain/variant [95% CI]"))
     for model in models:
         base = times[(model, "plain")]

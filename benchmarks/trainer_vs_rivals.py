@@ -344,13 +344,15 @@ def target_lines(readings, bf16_why=None):
         if said:
             lines.append("RetinaNet fp32 at %s (faster only at >= %.1fx): %s" % (
                 size, RETINANET_FP32, "; ".join("%s %s" % (c.against, _said(c)) for c in said)))
+    has_bf16 = any(cell.precision == "bf16" for r in readings for cell in r.cells)
     for title, against, models in (
             ("bf16 >= %.1fx torchvision bf16 on every model" % BF16_VS_RIVAL, "torchvision", MODELS),
             ("bf16 >= %.1fx its own fp32 on RetinaNet" % BF16_VS_OWN_FP32, "%s fp32" % OURS, ("retinanet",))):
         title = "%s %s" % (OURS, title)
         found_ = [(r.size, c) for r in readings for m in models for c in found(r, m, "bf16", against)]
         if bf16_why or not found_:
-            lines.append("%s: not checked: %s" % (title, bf16_why or "no bf16 cells in these runs"))
+            why = bf16_why or ("no bf16 cells in these runs" if not has_bf16 else "no %s cells in these runs" % against)
+            lines.append("%s: not checked: %s" % (title, why))
             continue
         ok = all(c.verdict == FASTER for _, c in found_)
         said = "; ".join("%s at %s %s" % (c.model, size, _said(c)) for size, c in found_)

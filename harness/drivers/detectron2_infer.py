@@ -16,7 +16,6 @@ bound method, the device synchronised before and after, and taken out of the net
 detector_postprocess, which pastes Mask R-CNN's masks binarised at 0.5). Prints one DETBENCH_ITER
 and one DETBENCH_PHASES line per batch.
 """
-import argparse
 import sys
 
 import torch
@@ -57,10 +56,9 @@ def test_time(cfg, model, score_threshold, nms_threshold, detections):
 def build(args):
     """detectron2's model in eval mode, its test-time cfg set to the scenario's post-processing."""
     torch.manual_seed(args.seed)
-    train = argparse.Namespace(model=args.model, config=None, iterations=1, batch_size=args.batch_size,
-                               rpn_pre_nms_train=2000, rpn_post_nms_train=2000, roi_batch_per_image=512,
-                               lr=0.0, warmup_iters=0, warmup_factor=1.0, workers=0, seed=args.seed,
-                               device=args.device, depth=50, freeze_at=2, weight_decay=1e-4, lr_steps=(), gamma=0.1)
+    # the training driver's own flags and defaults (R50-FPN as its model zoo builds it): one cfg builder
+    train = detectron2_driver.parse_args(["--model", args.model, "--iterations", "1", "--batch-size",
+                                          str(args.batch_size), "--seed", str(args.seed), "--device", args.device])
     cfg = test_time(detectron2_driver.build_cfg(train, *args.size), args.model, args.score_threshold,
                     args.nms_threshold, args.detections)
     model = detectron2_driver.build_model(cfg)

@@ -99,6 +99,11 @@ def time_or_bound(curve: Sequence[AccuracyPoint], metric: str, target: float) ->
     return None if last is None else (last.train_seconds, False)
 
 
+def best(curve: Sequence[AccuracyPoint], metric: str) -> Optional[float]:
+    """The highest `metric` any checkpoint of the curve scored; None where none scored it."""
+    return max((v for v in (p.metric(metric) for p in curve) if v is not None), default=None)
+
+
 def final(curve: Sequence[AccuracyPoint]) -> Optional[AccuracyPoint]:
     return max(curve, key=lambda p: p.iteration) if curve else None
 

@@ -168,13 +168,8 @@ def rows(block: ModelBlock) -> List[Row]:
         curves = [c for c in s.curves.values() if c]
         bounds = [acc.time_or_bound(c, block.metric, block.target) for c in curves]
         reached = [b[0] for b in bounds if b and b[1]]
-        missed = [
-            v
-            for c, b in zip(curves, bounds)
-            if b and not b[1]
-            for v in [max((x for x in (p.metric(block.metric) for p in c) if x is not None), default=None)]
-            if v is not None
-        ]
+        best_of_misses = [acc.best(c, block.metric) for c, b in zip(curves, bounds) if b and not b[1]]
+        missed = [v for v in best_of_misses if v is not None]
         out.append(
             Row(
                 s.framework,

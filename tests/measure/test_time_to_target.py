@@ -5,7 +5,7 @@ import math
 import pytest
 
 from harness.frameworks.accuracy import checkpoint_of_line, loss_of_line
-from harness.measure.accuracy import AccuracyPoint, LossPoint, spread, speedup, thin, time_to_target
+from harness.measure.accuracy import AccuracyPoint, LossPoint, best, spread, speedup, thin, time_to_target
 
 
 def curve(*points):
@@ -33,6 +33,13 @@ def test_the_first_crossing_counts_even_if_the_curve_dips_after():
 def test_a_curve_that_never_reaches_the_target_has_no_time():
     assert time_to_target(curve((100, 10.0, 0.2), (200, 20.0, 0.49)), "bbox_AP50", 0.5) is None
     assert time_to_target([], "bbox_AP50", 0.5) is None
+
+
+def test_the_best_figure_of_a_curve_skips_checkpoints_that_did_not_score_it():
+    c = curve((100, 10.0, 0.2), (200, 20.0, 0.45), (300, 30.0, 0.4))
+    assert best(c, "bbox_AP50") == pytest.approx(0.45)
+    assert best(c, "segm_AP50") is None            # a box model's curve has no mask figure
+    assert best([], "bbox_AP50") is None
 
 
 def test_checkpoints_are_taken_in_iteration_order():

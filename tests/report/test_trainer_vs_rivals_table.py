@@ -282,3 +282,13 @@ def test_the_table_of_a_finished_run_names_what_was_left_out_and_why(tmp_path, c
     if flags and not hostcpu.has_bf16_kernels(flags) and not hostcpu.host_has_gpus():
         assert "bf16 >= 1.2x torchvision bf16 on every model: not checked: %s" % tvr.NO_BF16_KERNELS in out
     assert out.rstrip().splitlines()[-1] == "trainer_vs_rivals: 0 targets met, 0 missed"
+
+
+def test_a_bf16_only_run_says_its_own_fp32_is_what_is_missing(tmp_path):
+    add_run(tmp_path / "r", "run-a", {
+        (OURS, "retinanet", "bf16"): [1.6, 1.7, 1.65], ("torchvision", "retinanet", "bf16"): [1.2, 1.2, 1.2]})
+    left_out = {"mmdetection": None, "detectron2": None}
+    lines, _, _ = tvr.target_lines([reading(tmp_path / "r", "320x320", excluded=left_out)])
+    own = [l for l in lines if "its own fp32" in l]
+    assert own == ["%s bf16 >= 1.5x its own fp32 on RetinaNet: not checked: no %s fp32 cells in these runs"
+                   % (OURS, OURS)]

@@ -384,6 +384,13 @@ def test_the_lever_benchmark_s_plain_trainer_has_every_lever_off():
     assert set(mask) == {"plain", "mask_class_only", "channels_last"}     # one lever: no "together"
 
 
+def test_on_the_defaults_the_lever_benchmark_switches_only_the_chosen_levers():
+    import benchmarks.trainer_levers as bench
+    faster = bench.variants("faster_rcnn", ["channels_last"], on_defaults=True)
+    # sparse RoIAlign and fused SGD stay as the config ships them: not named, so not switched
+    assert faster == {"plain": ["train.channels_last=false"], "channels_last": ["train.channels_last=true"]}
+
+
 def test_the_lever_benchmark_refuses_bf16_where_the_cpu_would_emulate_it(monkeypatch, capsys):
     import benchmarks.trainer_levers as bench
     monkeypatch.setattr(bench.hostcpu, "has_bf16_kernels", lambda flags: False)
