@@ -51,7 +51,7 @@ from harness.vocab import catalog  # noqa: E402
 OURS = "detbench-trainer"
 RIVALS = ("torchvision", "mmdetection", "detectron2")
 SIZES = ("320x320", "512x512")
-TWO_STAGE = ("faster_rcnn", "mask_rcnn")
+TWO_STAGE = catalog.TWO_STAGE
 MODELS = ("retinanet",) + TWO_STAGE
 FP32_TWO_STAGE = 1.3     # Faster and Mask R-CNN fp32, against every rival, at every size
 RETINANET_FP32 = 1.2     # RetinaNet fp32: parity unless this

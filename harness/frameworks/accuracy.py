@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from harness.frameworks import detbench_trainer, detectron2, mmdetection, torchvision
+from harness.vocab.catalog import TWO_STAGE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # the rivals' dump drivers: one flag set (drivers/common.py's dump_parser)
@@ -34,7 +35,6 @@ RECIPES = {
     "detectron2": (("retinanet", "faster_rcnn", "mask_rcnn"), ("fp32", "bf16")),
 }
 TRAINER_MODELS = {"retinanet": "retina", "faster_rcnn": "faster", "mask_rcnn": "mask"}
-TWO_STAGE = ("faster_rcnn", "mask_rcnn")
 BLOCKS = {18: ("basic", "2,2,2,2"), 50: ("bottleneck", "3,4,6,3")}
 
 

@@ -53,11 +53,12 @@ settings() (what the adapter asked for); the store marks which (harness/measure/
 """
 import os
 
+from harness.vocab.catalog import TWO_STAGE
+
 # computed the same way inside a rival's environment, where its driver prints them (asrun.py);
 # schedule is part of this module's settings too
 from harness.drivers.settings import mask_rois_cap, schedule  # noqa: F401
 
-TWO_STAGE = ("faster_rcnn", "mask_rcnn")
 
 # the detection settings of the R50-FPN recipes that the three frameworks running here
 # (bundled trainer, torchvision, mmdetection) are set to alike; each adapter still states

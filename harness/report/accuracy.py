@@ -81,7 +81,7 @@ def scope_of(host: Dict[str, Any], sc: Dict[str, Any]) -> str:
     )
     if a.get("clip_grad_norm"):
         schedule += ", gradient norm clipped at %g" % a["clip_grad_norm"]
-    if set((sc.get("matrix") or {}).get("model") or []) & {"faster_rcnn", "mask_rcnn"}:
+    if set((sc.get("matrix") or {}).get("model") or []) & set(catalog.TWO_STAGE):
         schedule += ", %d sampled RoIs per image" % a.get("roi_batch_per_image", 512)
     return (
         "%s (%s), input %s, precision %s, batch %s, threads %s, ResNet-%s FPN, %s iterations (%s), val split of %s"

@@ -8,6 +8,9 @@ MODELS = {
     "efficientdet_d0": "EfficientDet-D0",
 }
 
+# the models with a second stage: an RPN's proposals, sampled RoIs and a box head (and a mask head)
+TWO_STAGE = ("faster_rcnn", "mask_rcnn")
+
 # scenario name -> table title part
 PRECISIONS = {
     "fp32": "FP32",
