@@ -14,6 +14,8 @@ for that model. Every comparison pairs cells of one run; a pair from two runs is
     python benchmarks/trainer_vs_rivals.py --models retinanet --precisions fp32 --sizes 320x320 --repeats 3
     python benchmarks/trainer_vs_rivals.py --exclude mmdetection="not installed here"
     python benchmarks/trainer_vs_rivals.py --quick             # one cheap cell per framework: does it run
+    python benchmarks/trainer_vs_rivals.py --env GLIBC_TUNABLES=glibc.malloc.mmap_max=0:...
+                                                               # one more process setting, for every framework
     python benchmarks/trainer_vs_rivals.py --table-from DIR/results-320x320 [--run RUN_ID]
 
 It needs the torchvision, mmdetection and detectron2 envs (`detbench env build torchvision`,
@@ -32,6 +34,7 @@ cells of two runs), 1 when a checked target is missed, else 0.
 import argparse
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -117,7 +120,20 @@ def scenario(args, work, frameworks, size):
                    "images": os.path.join(data, "images")}
     doc["weights"] = {m: os.path.join(work, "weights", m + ".pt") for m in args.models}
     doc["options"] = {k: v for k, v in doc["options"].items() if k in frameworks}
+    doc["env"] = dict(doc.get("env") or {}, **getattr(args, "env", {}))
     return doc, data
+
+
+def parse_env(items):
+    """{name: value} of --env NAME=VALUE items: process settings the scenario gives every
+    framework alike (its `env`), so a setting one framework could take is measured for all."""
+    out = {}
+    for item in items or ():
+        name, eq, value = item.partition("=")
+        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise Refusal("--env %r: expected NAME=VALUE, NAME a shell variable name" % item)
+        out[name] = value
+    return out
 
 
 # ------------------------------------------------------------------ the figures
@@ -391,6 +407,9 @@ def read_run(results, run_id="latest", excluded=None):
             "(after %d)" % (run_id, results, cpu, " (%s)" % " ".join(isa) if isa else "",
                             sc.env.get("OMP_NUM_THREADS", "default"), sc.batch_per_gpu or 0,
                             sc.repeats or 0, sc.measure or 0, sc.warmup or 0)
+    others = sorted((k, v) for k, v in sc.env.items() if k != "OMP_NUM_THREADS")
+    if others:
+        scope += "; every framework with %s" % " ".join("%s=%s" % kv for kv in others)
     left_out = [(name, why) for name, why in sorted(excluded.items())]
     return Reading(run_id, size, scope, list(cells.values()), comps, left_out)
 
@@ -452,6 +471,8 @@ def _main(argv):
     p.add_argument("--images", type=int, default=64, help="images in each generated COCO set")
     p.add_argument("--exclude", action="append", metavar="NAME[=REASON]",
                    help="leave a rival out by name, with the reason printed (repeat or comma-separate)")
+    p.add_argument("--env", action="append", metavar="NAME=VALUE",
+                   help="a process setting for every framework's trials (the scenario's env; repeat for more)")
     p.add_argument("--work", help="folder for the data, weights, scenarios and results (default: a temporary one)")
     p.add_argument("--quick", action="store_true", help="RetinaNet fp32 at 128x128, 2 repeats of 2 iterations")
     p.add_argument("--table-from", nargs="+", metavar="RESULTS", help="print the table of finished runs instead")
@@ -459,6 +480,7 @@ def _main(argv):
                    help="with one --table-from folder: the run to read (default: the newest)")
     args = p.parse_args(argv)
     excluded = parse_excluded(args.exclude)
+    args.env = parse_env(args.env)
     args.models = [m for m in args.models.split(",") if m]
     args.precisions = [x for x in args.precisions.split(",") if x]
     if args.table_from:

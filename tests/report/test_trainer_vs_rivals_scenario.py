@@ -30,3 +30,20 @@ def test_the_written_scenario_loads_with_only_the_exclusions_that_still_match(tm
     assert sc.repeats == 5 and list(sc.input_size) == [int(v) for v in size.split("x")]
     kept = [(e["framework"], e.get("precision")) for e in doc["exclude"]]
     assert kept == ([("mmdetection", "bf16")] if "mmdetection" in frameworks and "bf16" in precisions else [])
+
+
+def test_a_process_setting_from_env_reaches_every_framework_of_the_scenario(tmp_path):
+    tunables = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=2147483647"
+    args = argparse.Namespace(models=["faster_rcnn"], precisions=["fp32"], warmup=2, measure=8, repeats=3,
+                              env=trainer_vs_rivals.parse_env(["GLIBC_TUNABLES=" + tunables]))
+    doc, _ = trainer_vs_rivals.scenario(args, str(tmp_path), ("detbench-trainer", "torchvision"), "320x320")
+    # the scenario's env is every trial's, whatever its framework; the thread count stays
+    assert doc["env"]["GLIBC_TUNABLES"] == tunables
+    assert doc["env"]["OMP_NUM_THREADS"] == "2"
+    assert "GLIBC_TUNABLES" not in str(doc["options"])
+
+
+@pytest.mark.parametrize("item", ["GLIBC_TUNABLES", "=x", "1A=2", "A B=1"])
+def test_an_env_item_that_is_not_name_equals_value_is_refused_naming_it(item):
+    with pytest.raises(trainer_vs_rivals.Refusal, match="--env %r" % item):
+        trainer_vs_rivals.parse_env([item])
