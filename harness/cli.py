@@ -147,13 +147,20 @@ def accuracy_run(scenario_path, results_dir, resume_id):
 @click.option("--run", "run_id", default="latest", show_default=True, help="the accuracy run to report")
 @click.option("--format", "fmt", type=click.Choice(["md", "html"]), default="md", show_default=True)
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="write to FILE instead of stdout")
+@click.option("--target", "targets", multiple=True, metavar="MODEL=METRIC:VALUE",
+              help="read the curves against this target instead of the scenario's, e.g. faster_rcnn=bbox_AP:0.5 "
+                   "(the report names the run's own); repeat for more models")
 @user_errors
-def accuracy_report(results_dir, run_id, fmt, out_path):
+def accuracy_report(results_dir, run_id, fmt, out_path, targets):
     """The time-to-accuracy tables (and, as html, the curves) of one accuracy run."""
     from harness.report import accuracy as accuracy_report_mod
     from harness.report import build as report_build
 
-    report = report_build.accuracy(results_dir, run_id)
+    try:
+        given = dict(accuracy_report_mod.parse_target(t) for t in targets)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    report = report_build.accuracy(results_dir, run_id, given)
     text = accuracy_report_mod.render_html(report) if fmt == "html" else accuracy_report_mod.render_markdown(report)
     _emit(text, out_path)
 

@@ -9,7 +9,9 @@ R-CNN) and, per logged iteration, a `LossPoint`.
 `time_to_target` places the moment a curve first reaches a target by linear interpolation
 between the two checkpoints around that crossing (the reports say "interpolated"): the AP
 between checkpoints is not measured, so the figure is the straight line's crossing, and a
-curve that never reaches the target has none. `spread` gives the mean and sample standard
+curve that never reaches the target has none. A curve already past the target at its first
+checkpoint is placed on the line from the start (0 s, AP 0), an assumption the reports name
+(`Crossing.from_start`). `spread` gives the mean and sample standard
 deviation over seeds (the stability table).
 """
 
@@ -57,6 +59,12 @@ class Crossing:
     iteration: float
     before: int
     after: int
+
+    @property
+    def from_start(self) -> bool:
+        """Reached by the first checkpoint: the time lies on the assumed line from the start (0 s,
+        AP 0) to that checkpoint, not between two scored checkpoints."""
+        return self.before == 0
 
 
 def time_to_target(curve: Sequence[AccuracyPoint], metric: str, target: float) -> Optional[Crossing]:

@@ -207,8 +207,11 @@ def failures(data: store_rows.Rows, cells: Sequence[StoredCell]) -> Tuple[Failur
     )
 
 
-def accuracy(results_dir: Union[str, Path], run_id: str = "latest") -> "accuracy_mod.AccuracyReport":
-    """The time-to-accuracy report of one accuracy run of the store (`detbench accuracy report`)."""
+def accuracy(
+    results_dir: Union[str, Path], run_id: str = "latest", targets: Optional[Dict[str, Tuple[str, float]]] = None
+) -> "accuracy_mod.AccuracyReport":
+    """The time-to-accuracy report of one accuracy run of the store (`detbench accuracy report`);
+    `targets` ({model: (metric, value)}) reads its curves against other targets than its scenario's."""
     store = Store(str(results_dir), create=False)
     tables = store.accuracy()
     if run_id == "latest":
@@ -219,12 +222,20 @@ def accuracy(results_dir: Union[str, Path], run_id: str = "latest") -> "accuracy
     run = store.read_run(run_id)
     trials = list(tables.trials(run_id))
     keys = [str(t["trial_key"]) for t in trials]
+    models = sorted({str(t["cell_key"]).split("/")[1] for t in trials})
+    unknown = sorted(set(targets or {}) - set(models))
+    if unknown:
+        raise UserError(
+            "--target %s: accuracy run %s has no such model (its models: %s)"
+            % (unknown[0], run.id, ", ".join(models) or "none")
+        )
     return accuracy_mod.from_records(
         run,
         trials,
         {k: tables.curve(run_id, k) for k in keys},
         {k: tables.losses(run_id, k) for k in keys},
         tables.settings(run_id),
+        targets,
     )
 
 

@@ -94,6 +94,53 @@ def test_a_row_that_misses_the_target_has_at_most_the_bound_s_speedup(tmp_path):
     assert rows["detbench-trainer"][6] == "<=%.2fx" % (42.5 / 30.0)
 
 
+def test_a_target_reached_by_the_first_checkpoint_is_named_as_read_off_the_start_line(tmp_path):
+    store = fill(tmp_path)
+    # the trainer's seed 0 already at 0.6 by its first checkpoint (100 iterations, 10 s)
+    store.db.execute("UPDATE accuracy_points SET bbox_ap50 = 0.6 WHERE trial_key = ? AND iteration = 100",
+                     (trial_key("detbench-trainer/retinanet/fp32/local/1/1", 0),))
+    block = report_build.accuracy(str(tmp_path), "r1").models[0]
+    rows = {r[0]: r for r in report.main_table(block)[1]}
+    # 0.5 / 0.6 of the way from (0 s, AP 0) to 10 s: 8.3 s, with seed 1's 20 s
+    assert rows["detbench-trainer"][5] == "14.2 +- 8.2 s (1 of 2 seeds by the first checkpoint)"
+    assert rows["torchvision"][5] == "42.5 +- 10.6 s"
+    [note] = [n for n in report.notes(block) if n.startswith("Reached by the first checkpoint")]
+    assert "(detbench-trainer fp32 in 1 of 2 seeds)" in note and "accuracy.eval_every" in note
+
+
+def test_a_target_given_at_report_time_reads_the_same_curves_and_names_the_run_s_own(tmp_path):
+    fill(tmp_path)
+    block = report_build.accuracy(str(tmp_path), "r1", {"retinanet": ("bbox_AP", 0.3)}).models[0]
+    assert (block.metric, block.target) == ("bbox_AP", 0.3)
+    rows = {r[0]: r for r in report.main_table(block)[1]}
+    # bbox AP is half of AP50 in these curves: seed 0 crosses 0.3 at 17.5 s, seed 1 at 25 s
+    assert rows["detbench-trainer"][5] == "21.2 +- 5.3 s"
+    assert "The target was given at report time; the run's scenario set bbox_AP50 >= 0.5." in report.notes(block)
+    assert report.stability_table(block)[1][0][2:4] == ["0.400", "0.350"]
+    same = report_build.accuracy(str(tmp_path), "r1", {"retinanet": ("bbox_AP50", 0.5)}).models[0]
+    assert not any("given at report time" in n for n in report.notes(same))
+
+
+def test_a_report_time_target_for_a_model_the_run_lacks_is_refused_naming_it(tmp_path):
+    fill(tmp_path)
+    from harness.errors import UserError
+    with pytest.raises(UserError, match="--target mask_rcnn: accuracy run r1 has no such model .its models: retinanet"):
+        report_build.accuracy(str(tmp_path), "r1", {"mask_rcnn": ("segm_AP", 0.3)})
+
+
+@pytest.mark.parametrize("text, says", [
+    ("faster_rcnn", "expected MODEL=METRIC:VALUE"),
+    ("faster_rcnn=bbox_AP", "expected MODEL=METRIC:VALUE"),
+    ("faster_rcnn=mAP:0.5", "unknown metric 'mAP'"),
+    ("faster_rcnn=bbox_AP:1.5", "an AP in .0, 1.*'1.5'"),
+    ("faster_rcnn=bbox_AP:half", "an AP in .0, 1.*'half'"),
+])
+def test_a_malformed_report_time_target_is_refused_saying_what_is_wrong(text, says):
+    with pytest.raises(ValueError, match=says):
+        report.parse_target(text)
+    assert report.parse_target("faster_rcnn=bbox_AP:0.5") == ("faster_rcnn", ("bbox_AP", 0.5))
+
+
 def test_markdown_carries_scope_and_says_interpolated(tmp_path):
     fill(tmp_path)
     text = report.render_markdown(report_build.accuracy(str(tmp_path), "r1"))
@@ -169,3 +216,19 @@ def test_the_first_settings_line_of_a_trial_is_kept_over_a_resumes(tmp_path):
     tables.add_settings("r1", key, *logged("torchvision"))
     tables.add_settings("r1", key, *logged("torchvision", lr=1.0))
     assert tables.settings("r1")[key][0]["lr"] == 0.005
+
+
+def test_the_report_command_takes_a_target_and_refuses_a_bad_one_in_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from harness.cli import main
+    fill(tmp_path)
+    ok = CliRunner().invoke(main, ["accuracy", "report", "--results", str(tmp_path),
+                                   "--target", "retinanet=bbox_AP:0.3"])
+    assert ok.exit_code == 0, ok.output
+    assert "## RetinaNet: time to bbox_AP 0.3" in ok.output and "given at report time" in ok.output
+    bad = CliRunner().invoke(main, ["accuracy", "report", "--results", str(tmp_path), "--target", "retinanet=AP:0.3"])
+    assert bad.exit_code == 2
+    assert bad.output.strip().splitlines() == [
+        "detbench: error: --target 'retinanet=AP:0.3': unknown metric 'AP' (known: bbox_AP, bbox_AP50, segm_AP, "
+        "segm_AP50)"]

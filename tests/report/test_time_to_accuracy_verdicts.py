@@ -61,3 +61,29 @@ def test_the_trainer_missing_the_target_fails_whatever_the_rival_did(tmp_path):
     ok, text = verdict(tmp_path)
     assert "retinanet vs torchvision: time to target: FAIL (the trainer missed it in 1 of 2 seeds)" in text
     assert not ok
+
+
+def test_a_time_read_off_the_start_line_is_not_judged(tmp_path):
+    store = fill(tmp_path)
+    # the trainer's seed 0 past 0.5 by its first checkpoint: its time there is an assumption
+    store.db.execute("UPDATE accuracy_points SET bbox_ap50 = 0.6 WHERE trial_key = ? AND iteration = 100",
+                     (trial_key("detbench-trainer/retinanet/fp32/local/1/1", 0),))
+    _, text = verdict(tmp_path)
+    assert ("retinanet vs torchvision: time to target: not judged (reached by the first checkpoint: "
+            "detbench-trainer in 1 of 2 seeds; that time is read off the line from the start, not measured)") in text
+    assert "limit" not in text
+
+
+def test_from_judges_a_finished_run_against_the_benchmark_s_targets(tmp_path, monkeypatch):
+    fill(tmp_path)
+    out = io.StringIO()
+    assert tta.judge_finished(str(tmp_path), "r1", out) == 1
+    text = out.getvalue()
+    assert "retinanet vs torchvision: time to target 17.5 s vs 42.5 s (limit 35.4 s, interpolated): PASS" in text
+    assert "given at report time" not in text          # the benchmark's target is the run's own
+    monkeypatch.setitem(tta.TARGETS, "retinanet", ("bbox_AP", 0.3))
+    out = io.StringIO()
+    tta.judge_finished(str(tmp_path), "r1", out)
+    text = out.getvalue()
+    assert "The target was given at report time; the run's scenario set bbox_AP50 >= 0.5." in text
+    assert "retinanet vs torchvision: time to target 21.2 s vs" in text
