@@ -44,11 +44,13 @@ from harness.report import build as report_build  # noqa: E402
 
 TRAINER = "detbench-trainer"
 SPEEDUP = 1.2
-# per model: (target metric, value); chosen from measured curves (see docs/architecture.md) so that the
-# crossing falls between two scored checkpoints: with 128 sampled RoIs per image the trainer's Faster
-# R-CNN scored bbox AP50 0.906 at its first checkpoint (iteration 200), its bbox AP 0.431 there and
-# 0.647 at 400, so Faster R-CNN's target is bbox AP (COCO's AP over IoU 0.5:0.95), not AP50
-TARGETS = {"retinanet": ("bbox_AP50", 0.5), "faster_rcnn": ("bbox_AP", 0.5), "mask_rcnn": ("segm_AP50", 0.5)}
+# per model: (target metric, value), as MLPerf sets its quality targets: a little below what the reference
+# framework (torchvision) reaches at the end of the schedule, so that reaching it means having trained,
+# and never a figure a framework passes by its first checkpoint (there the time would be read off the
+# line from the start). Faster R-CNN with 128 sampled RoIs per image was past bbox AP50 0.9 at the first
+# checkpoint (iteration 200) in every framework and torchvision past bbox AP 0.5 (0.586); torchvision's
+# final bbox AP was 0.778 (seed 0), so its target is bbox AP (COCO's AP over IoU 0.5:0.95) 0.7
+TARGETS = {"retinanet": ("bbox_AP50", 0.5), "faster_rcnn": ("bbox_AP", 0.7), "mask_rcnn": ("segm_AP50", 0.5)}
 # lr per image 0.0025 with the clip: RetinaNet's loss leaves focal loss's plateau at about 400 iterations
 # (AP50 0.44 at 800 at a constant rate, seed 0) where at 0.00125 unclipped it took 750-1000
 FULL = dict(iterations=1000, eval_every=200, warmup_iters=100, lr_steps=[800], images=600, val_images=100,
