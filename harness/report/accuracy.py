@@ -36,6 +36,9 @@ class Series:
     curves: Dict[int, List[acc.AccuracyPoint]] = field(default_factory=dict)
     losses: Dict[int, List[acc.LossPoint]] = field(default_factory=dict)
     failed: Dict[int, str] = field(default_factory=dict)
+    # seeds whose trial has not finished (pending, or running when the run stopped): left out of
+    # every figure, named in a note, until a resume finishes them
+    unfinished: List[int] = field(default_factory=list)
     # per seed: the settings and implementation its training program logged (DETBENCH_SETTINGS)
     settings: Dict[int, Dict[str, Any]] = field(default_factory=dict)
     implementation: Dict[int, Dict[str, str]] = field(default_factory=dict)
@@ -160,6 +163,9 @@ def from_records(
             block.series.append(s)
         key = str(trial["trial_key"])
         seed = int(trial["seed"])
+        if trial["status"] in ("pending", "running"):
+            s.unfinished.append(seed)
+            continue
         if trial["status"] == "failed":
             s.failed[seed] = str(trial["reason"] or "failed")
         s.curves[seed] = curves.get(key, [])
@@ -325,6 +331,16 @@ def notes(block: ModelBlock) -> List[str]:
             "the start (0 s, AP 0) to that checkpoint, an assumption, not a crossing between two scored "
             "checkpoints; a higher target or an earlier first checkpoint (accuracy.eval_every) measures it."
             % "; ".join(early)
+        )
+    unfinished = [
+        "%s %s seed %s" % (s.framework, s.precision, ", ".join(str(x) for x in sorted(s.unfinished)))
+        for s in block.series
+        if s.unfinished
+    ]
+    if unfinished:
+        out.append(
+            "Not finished: %s. Every figure is over the finished seeds; `detbench accuracy run --resume` goes on "
+            "with the rest." % "; ".join(unfinished)
         )
     for s in block.series:
         for seed, why in sorted(s.failed.items()):

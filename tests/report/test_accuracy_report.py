@@ -108,6 +108,22 @@ def test_a_target_reached_by_the_first_checkpoint_is_named_as_read_off_the_start
     assert "(detbench-trainer fp32 in 1 of 2 seeds)" in note and "accuracy.eval_every" in note
 
 
+def test_a_seed_not_finished_yet_is_left_out_of_every_figure_and_named(tmp_path):
+    store = fill(tmp_path)
+    # an interrupted run: torchvision's seed 1 was running, its scores not written yet
+    key = trial_key("torchvision/retinanet/fp32/local/1/1", 1)
+    store.db.execute("DELETE FROM accuracy_points WHERE trial_key = ?", (key,))
+    store.accuracy().set_status("r1", key, "running")
+    block = report_build.accuracy(str(tmp_path), "r1").models[0]
+    rows = {r[0]: r for r in report.main_table(block)[1]}
+    # seed 0 alone (35 s), not "not reached in 1 of 2 seeds"
+    assert rows["torchvision"][5] == "35.0 s"
+    assert rows["detbench-trainer"][6] == "%.2fx" % (35.0 / 17.5)
+    assert report.stability_table(block)[1][1] == ["torchvision", "fp32", "0.700", "-", "0.700", "-"]
+    assert "Not finished: torchvision fp32 seed 1. Every figure is over the finished seeds; " \
+           "`detbench accuracy run --resume` goes on with the rest." in report.notes(block)
+
+
 def test_a_target_given_at_report_time_reads_the_same_curves_and_names_the_run_s_own(tmp_path):
     fill(tmp_path)
     block = report_build.accuracy(str(tmp_path), "r1", {"retinanet": ("bbox_AP", 0.3)}).models[0]
