@@ -26,8 +26,10 @@ _detbench_env() {
             -- -e "$here[$extras]" || return 1
         touch "$venv/.complete"
     else
-        # same pins: only point the editable install at this clone
-        "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e "$here" >/dev/null || return 1
+        # same pins: only point the editable install at this clone (setuptools' notices about its
+        # editable mode are silenced; pip's own errors still reach the terminal)
+        PYTHONWARNINGS=ignore "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e "$here" \
+            >/dev/null || return 1
     fi
     export DETBENCH_VENV="$venv"
     export PATH="$venv/bin:$PATH"

@@ -96,17 +96,6 @@ def time_to_target(curve: Sequence[AccuracyPoint], metric: str, target: float) -
     return None
 
 
-def time_or_bound(curve: Sequence[AccuracyPoint], metric: str, target: float) -> Optional[Tuple[float, bool]]:
-    """(seconds, reached): the crossing's time where the curve reaches `target`; where it never
-    does, the training time to its last checkpoint, a lower bound on the time it would take
-    (censored, as survival data is). None for an empty curve."""
-    crossing = time_to_target(curve, metric, target)
-    if crossing is not None:
-        return crossing.seconds, True
-    last = final(curve)
-    return None if last is None else (last.train_seconds, False)
-
-
 def best(curve: Sequence[AccuracyPoint], metric: str) -> Optional[float]:
     """The highest `metric` any checkpoint of the curve scored; None where none scored it."""
     return max((v for v in (p.metric(metric) for p in curve) if v is not None), default=None)

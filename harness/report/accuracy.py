@@ -192,7 +192,7 @@ class Row:
     seeds: int
     speedup: Optional[float]
     # where some seed missed the target: per seed its crossing or, for a miss, its training
-    # time (acc.time_or_bound), whose mean is a lower bound on the mean time to target
+    # time to its last checkpoint, whose mean is a lower bound on the mean time to target
     time_bound: Optional[acc.Spread] = None
     best_missed: Optional[float] = None  # the best target metric any missing seed reached
     speedup_bound: str = ""  # ">=" or "<=" where the speedup is a bound, not a figure
@@ -204,11 +204,13 @@ def rows(block: ModelBlock) -> List[Row]:
     for s in block.series:
         finals = s.finals()
         curves = [c for c in s.curves.values() if c]
-        bounds = [acc.time_or_bound(c, block.metric, block.target) for c in curves]
-        reached = [b[0] for b in bounds if b and b[1]]
-        best_of_misses = [acc.best(c, block.metric) for c, b in zip(curves, bounds) if b and not b[1]]
-        missed = [v for v in best_of_misses if v is not None]
         crossings = [acc.time_to_target(c, block.metric, block.target) for c in curves]
+        # per seed its crossing's time or, where it never reaches the target, its training time to
+        # its last checkpoint: a lower bound on the time it would take (censored, as survival data is)
+        bounds = [x.seconds if x else acc.final(c).train_seconds for c, x in zip(curves, crossings)]
+        reached = [x.seconds for x in crossings if x is not None]
+        best_of_misses = [acc.best(c, block.metric) for c, x in zip(curves, crossings) if x is None]
+        missed = [v for v in best_of_misses if v is not None]
         out.append(
             Row(
                 s.framework,
@@ -222,7 +224,7 @@ def rows(block: ModelBlock) -> List[Row]:
                 len(reached),
                 len(s.curves),
                 None,
-                acc.spread([b[0] for b in bounds if b]) if len(reached) < len(s.curves) == len(curves) else None,
+                acc.spread(bounds) if len(reached) < len(s.curves) == len(curves) else None,
                 max(missed) if missed else None,
                 from_start=sum(1 for x in crossings if x is not None and x.from_start),
             )
