@@ -207,7 +207,9 @@ def rows(block: ModelBlock) -> List[Row]:
         crossings = [acc.time_to_target(c, block.metric, block.target) for c in curves]
         # per seed its crossing's time or, where it never reaches the target, its training time to
         # its last checkpoint: a lower bound on the time it would take (censored, as survival data is)
-        bounds = [x.seconds if x else acc.final(c).train_seconds for c, x in zip(curves, crossings)]
+        bounds = [
+            x.seconds if x else max(c, key=lambda p: p.iteration).train_seconds for c, x in zip(curves, crossings)
+        ]
         reached = [x.seconds for x in crossings if x is not None]
         best_of_misses = [acc.best(c, block.metric) for c, x in zip(curves, crossings) if x is None]
         missed = [v for v in best_of_misses if v is not None]
