@@ -150,8 +150,11 @@ def accuracy_run(scenario_path, results_dir, resume_id):
 @click.option("--target", "targets", multiple=True, metavar="MODEL=METRIC:VALUE",
               help="read the curves against this target instead of the scenario's, e.g. faster_rcnn=bbox_AP:0.5 "
                    "(the report names the run's own); repeat for more models")
+@click.option("--published", "published", default="nvidia-efficientdet", show_default=True, metavar="NAME",
+              help="print the accuracy, time-to-train and stability tables of these published figures "
+                   "(reports/published/NAME.yaml) beside the run's; 'none' leaves them out")
 @user_errors
-def accuracy_report(results_dir, run_id, fmt, out_path, targets):
+def accuracy_report(results_dir, run_id, fmt, out_path, targets, published):
     """The time-to-accuracy tables (and, as html, the curves) of one accuracy run."""
     from harness.report import accuracy as accuracy_report_mod
     from harness.report import build as report_build
@@ -160,7 +163,7 @@ def accuracy_report(results_dir, run_id, fmt, out_path, targets):
         given = dict(accuracy_report_mod.parse_target(t) for t in targets)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    report = report_build.accuracy(results_dir, run_id, given)
+    report = report_build.accuracy(results_dir, run_id, given, None if published == "none" else published)
     text = accuracy_report_mod.render_html(report) if fmt == "html" else accuracy_report_mod.render_markdown(report)
     _emit(text, out_path)
 

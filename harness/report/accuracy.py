@@ -13,7 +13,8 @@ against the scenario's reference framework (">=" or "<=" where one side is such 
 Then the stability table of the target metric over the seeds
 (`Seed 1..N | Mean | Standard deviation`), and, in HTML, the AP-vs-time and loss-vs-iteration
 curves per framework. Every table and figure carries its scope: CPU kind, input size,
-precision, batch, threads.
+precision, batch, threads. Published accuracy, time-to-train and stability tables (NVIDIA's,
+by default) follow, printed as published and not compared.
 """
 
 import os
@@ -70,6 +71,16 @@ class AccuracyReport:
     scenario: str
     scope: str
     models: List[ModelBlock]
+    # published accuracy, time-to-train and stability tables printed beside (published.grids of
+    # kind accuracy) and the source they come from
+    published: Tuple[Any, ...] = ()
+    published_source: str = ""
+
+
+PUBLISHED_NOTE = (
+    "Printed as published, beside the tables above and not compared with them: another model, "
+    "data set, schedule and machine."
+)
 
 
 def parse_target(text: str) -> Tuple[str, Tuple[str, float]]:
@@ -408,6 +419,11 @@ def render_markdown(report: AccuracyReport) -> str:
             lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in body]
             lines.append("")
         lines += ["- " + n for n in notes(block)] + [""]
+    if report.published:
+        from harness.report.markdown import grid_text
+
+        lines += ["## Published: %s" % report.published_source, "", PUBLISHED_NOTE, ""]
+        lines += [grid_text(*g) for g in report.published]
     return "\n".join(lines)
 
 
@@ -491,6 +507,12 @@ td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child{text
 <ul>{% for n in b.notes %}<li>{{ n }}</li>{% endfor %}</ul>
 {% for img in b.images %}<p><img alt="{{ img.alt }}" src="{{ img.src }}"></p>{% endfor %}
 {% endfor %}
+{% if r.published %}<h2>Published: {{ r.published_source }}</h2><p>{{ published_note }}</p>
+{% for title, head, body, gnotes in r.published %}<h3>{{ title }}</h3>
+<table><tr>{% for h in head %}<th>{{ h }}</th>{% endfor %}</tr>
+{% for row in body %}<tr>{% for c in row %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>
+<ul>{% for n in gnotes %}<li>{{ n }}</li>{% endfor %}</ul>
+{% endfor %}{% endif %}
 </body></html>
 """
 
@@ -522,7 +544,7 @@ def render_html(report: AccuracyReport, figures: bool = True) -> str:
             }
         )
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-    return str(env.from_string(_PAGE).render(r=report, blocks=blocks))
+    return str(env.from_string(_PAGE).render(r=report, blocks=blocks, published_note=PUBLISHED_NOTE))
 
 
 def by_cell(block: Optional[ModelBlock]) -> Dict[str, List[List[acc.AccuracyPoint]]]:

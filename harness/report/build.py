@@ -208,10 +208,15 @@ def failures(data: store_rows.Rows, cells: Sequence[StoredCell]) -> Tuple[Failur
 
 
 def accuracy(
-    results_dir: Union[str, Path], run_id: str = "latest", targets: Optional[Dict[str, Tuple[str, float]]] = None
+    results_dir: Union[str, Path],
+    run_id: str = "latest",
+    targets: Optional[Dict[str, Tuple[str, float]]] = None,
+    published: Optional[str] = None,
 ) -> "accuracy_mod.AccuracyReport":
     """The time-to-accuracy report of one accuracy run of the store (`detbench accuracy report`);
-    `targets` ({model: (metric, value)}) reads its curves against other targets than its scenario's."""
+    `targets` ({model: (metric, value)}) reads its curves against other targets than its scenario's;
+    the accuracy tables of the published figures named `published` are printed beside."""
+    pub = published_mod.load(published) if published else None
     store = Store(str(results_dir), create=False)
     tables = store.accuracy()
     if run_id == "latest":
@@ -229,7 +234,7 @@ def accuracy(
             "--target %s: accuracy run %s has no such model (its models: %s)"
             % (unknown[0], run.id, ", ".join(models) or "none")
         )
-    return accuracy_mod.from_records(
+    report = accuracy_mod.from_records(
         run,
         trials,
         {k: tables.curve(run_id, k) for k in keys},
@@ -237,6 +242,10 @@ def accuracy(
         tables.settings(run_id),
         targets,
     )
+    if pub is not None:
+        report.published = tuple(published_mod.grids(pub, kind="accuracy"))
+        report.published_source = pub.source
+    return report
 
 
 def accuracy_comparison(

@@ -111,9 +111,11 @@ Cell = Union[int, float, Annotated[str, StringConstraints(min_length=1, max_leng
 
 class PublishedGrid(Strict):
     """A published table printed as it stands (headings and cells as given): training throughput
-    and scaling, accuracy and time to train."""
+    and scaling (`kind: throughput`), accuracy, time to train and stability over seeds (`kind:
+    accuracy`, which `detbench accuracy report` prints beside its own tables)."""
 
     title: str
+    kind: Literal["throughput", "accuracy"]
     platform: str
     columns: List[Annotated[str, StringConstraints(min_length=1, max_length=80)]] = Field(min_length=2)
     rows: List[List[Cell]] = Field(min_length=1)
@@ -271,8 +273,9 @@ def latency_tables(pub: "Published", platform: Optional[str] = None) -> List[Lat
 Grid = Tuple[str, Tuple[str, ...], Tuple[Tuple[str, ...], ...], Tuple[str, ...]]
 
 
-def grids(pub: "Published", platform: Optional[str] = None) -> List[Grid]:
-    """The published grids of a platform: (title, headings, rows of printed cells, notes)."""
+def grids(pub: "Published", platform: Optional[str] = None, kind: Optional[str] = None) -> List[Grid]:
+    """The published grids of a platform (every platform without one), of one kind if given:
+    (title, headings, rows of printed cells, notes)."""
     return [
         (
             g.title,
@@ -281,7 +284,7 @@ def grids(pub: "Published", platform: Optional[str] = None) -> List[Grid]:
             ("Published in %s." % pub.source,) + tuple(g.notes),
         )
         for g in pub.grids
-        if not platform or g.platform == platform
+        if (not platform or g.platform == platform) and (not kind or g.kind == kind)
     ]
 
 

@@ -248,3 +248,24 @@ def test_the_report_command_takes_a_target_and_refuses_a_bad_one_in_one_line(tmp
     assert bad.output.strip().splitlines() == [
         "detbench: error: --target 'retinanet=AP:0.3': unknown metric 'AP' (known: bbox_AP, bbox_AP50, segm_AP, "
         "segm_AP50)"]
+
+
+def test_published_accuracy_tables_sit_beside_the_runs_and_none_leaves_them_out(tmp_path):
+    from click.testing import CliRunner
+
+    from harness.cli import main
+    fill(tmp_path)
+    text = CliRunner().invoke(main, ["accuracy", "report", "--results", str(tmp_path)]).output
+    mine, published = text.split("## Published: NVIDIA DeepLearningExamples")
+    assert "| detbench-trainer | fp32 | 4 |" in mine and "34.53" not in mine
+    assert "not compared with them" in published
+    assert "| 8 | 512 x 512 | TF32 | 104 | 34.53 | 8.5 hrs | - |" in published
+    assert "| 8 GPUs, final AP BBox | 34.38 | 34.56 | 34.3 | 34.34 | 34.4 | 34.39 | 0.1 |" in published
+    assert "| 1 | 162 | 397 | 2.45 | 1 | 1 |" not in published      # a throughput table is not one of them
+    page = CliRunner().invoke(main, ["accuracy", "report", "--results", str(tmp_path), "--format", "html"]).output
+    assert "<td>8 GPUs, final AP BBox</td>" in page and "<td>16.9 hrs</td>" in page
+    bare = CliRunner().invoke(main, ["accuracy", "report", "--results", str(tmp_path), "--published", "none"])
+    assert bare.exit_code == 0 and "Published" not in bare.output and "| detbench-trainer | fp32 | 4 |" in bare.output
+    wrong = CliRunner().invoke(main, ["accuracy", "report", "--results", str(tmp_path), "--published", "nvidia"])
+    assert wrong.exit_code == 2 and len(wrong.output.strip().splitlines()) == 1
+    assert "no published figures named 'nvidia'" in wrong.output

@@ -58,6 +58,18 @@ def test_training_tables_render_as_printed():
     assert "| 1 | 162 | 397 | 2.45 | 1 | 1 |" in text and "| 8 | 512 x 512 | TF32 | 104 | 34.53 | 8.5 hrs | - |" in text
 
 
+def test_the_accuracy_grids_are_the_time_to_train_and_stability_tables():
+    pub = published.load("nvidia-efficientdet")
+    titles = [g[0] for g in published.grids(pub, kind="accuracy")]
+    assert len(titles) == 4 and all("accuracy and time to train" in t for t in titles[:3]) and "stability" in titles[3]
+    stability = published.grids(pub, kind="accuracy")[3]
+    assert stability[1] == ("Config", "Seed 1", "Seed 2", "Seed 3", "Seed 4", "Seed 5", "Mean", "Standard Deviation")
+    assert stability[2] == (("8 GPUs, final AP BBox", "34.38", "34.56", "34.3", "34.34", "34.4", "34.39", "0.1"),)
+    assert [g[0] for g in published.grids(pub, kind="throughput")] == [
+        "DGX-A100 EfficientDet-D0 training throughput (8x A100 80GB)",
+        "DGX1-V100 EfficientDet-D0 training throughput (8x V100 32GB)"]
+
+
 def test_the_machines_they_name_are_platforms():
     for name, gpu in (("DGX-A100", "A100"), ("DGX1-V100", "V100")):
         spec = platforms.load(name)
@@ -81,6 +93,8 @@ def broken(tmp_path, old, new):
     ("{batch: 2, throughput: 40, avg: 49.75", "{batch: 1, throughput: 40, avg: 49.75", "listed twice"),
     ("    platform: DGX-A100\n    precision: fp16", "    platform: DGX-B200\n    precision: fp16", "unknown platform"),
     ("      - [1, 162, 397, 2.45, 1, 1]", "      - [1, 162, 397, 2.45, 1]", "5 cells under 6 headings"),
+    ("    kind: accuracy\n    platform: DGX-A100", "    kind: scores\n    platform: DGX-A100", "grids.1.kind"),
+    ("    kind: throughput\n", "", "grids.0.kind"),
 ])
 def test_a_wrong_published_file_is_one_line_at_its_line(tmp_path, old, new, words):
     message = broken(tmp_path, old, new)

@@ -109,6 +109,7 @@ def test_accuracy_report_opens_with_its_tables_and_both_curves(tmp_path, monkeyp
     parsed = Page(dom.stdout)
     # the seed-form table and the stability table, as the browser parsed them
     assert {"17.5 +- 3.5 s", "42.5 +- 10.6 s", "%.2fx" % (42.5 / 17.5), "0.800", "0.700"} <= set(parsed.cells)
+    assert {"8 GPUs, final AP BBox", "34.39", "4.19 hrs"} <= set(parsed.cells)      # NVIDIA's tables beside
     alts = [i["alt"] for i in parsed.imgs if i.get("src", "").startswith("data:image/png;base64,")]
     assert alts == ["bbox_AP50 vs time", "loss vs iteration"]
     for img in parsed.imgs:     # the scope in each title is wrapped: no figure wider than the window
