@@ -171,11 +171,11 @@ def run_trial(tables, run_id, sc, cell, trial, out) -> None:
         if last is not None:
             out.write("  resuming after iteration %d (%.1f s of training)\n" % (last[0], last[1]))
         tables.set_status(run_id, key, "running")
-        _train(tables, run_id, key, argv, folder, offset, _env(sc))
+        _train(tables, run_id, key, argv, folder, offset, _env(sc), None if last is None else last[0])
     _score(tables, run_id, sc, cell, key, schedule, folder, out)
 
 
-def _train(tables, run_id, key, argv, folder, offset, env) -> None:
+def _train(tables, run_id, key, argv, folder, offset, env, resumed_after=None) -> None:
     losses: List[tuple] = []
     tail: List[str] = []
     started = time.perf_counter()
@@ -184,7 +184,7 @@ def _train(tables, run_id, key, argv, folder, offset, env) -> None:
                              text=True, errors="replace") as proc:
         assert proc.stdout is not None
         try:
-            _follow(tables, run_id, key, proc, log, losses, tail, offset, started)
+            _follow(tables, run_id, key, proc, log, losses, tail, offset, started, resumed_after)
         except KeyboardInterrupt:   # the training program goes too: nothing trains on unwatched
             _stop(proc)
             tables.add_losses(run_id, key, losses)
@@ -203,15 +203,20 @@ def _stop(proc) -> None:
         proc.wait()
 
 
-def _follow(tables, run_id, key, proc, log, losses, tail, offset, started) -> None:
+def _follow(tables, run_id, key, proc, log, losses, tail, offset, started, resumed_after=None) -> None:
     """Log and store what the training program prints until it exits: losses, its settings line,
-    each checkpoint with the training seconds to it (`losses` and `tail` are filled in place)."""
+    each checkpoint with the training seconds to it (`losses` and `tail` are filled in place).
+    A program resumed after checkpoint `resumed_after` has its start-up stored with its first loss:
+    its later checkpoints' seconds hold a second start that an uninterrupted trial has not."""
     for line in proc.stdout:
         now = time.perf_counter()
         log.write(line)
         tail[:] = (tail + [line.rstrip()])[-5:]
         point = recipes.loss_of_line(line)
         if point is not None:
+            if resumed_after is not None:
+                tables.add_resume(run_id, key, resumed_after, point[0], round(now - started, 3))
+                resumed_after = None
             losses.append(point)
             continue
         said = jsonlog.parse_settings_line(line)

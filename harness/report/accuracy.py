@@ -43,6 +43,9 @@ class Series:
     # per seed: the settings and implementation its training program logged (DETBENCH_SETTINGS)
     settings: Dict[int, Dict[str, Any]] = field(default_factory=dict)
     implementation: Dict[int, Dict[str, str]] = field(default_factory=dict)
+    # per seed resumed after an interruption: (checkpoint iteration, first iteration the resumed
+    # program logged, seconds from its start to it); its later times hold a second start-up
+    resumed: Dict[int, List[Tuple[int, int, float]]] = field(default_factory=dict)
 
     def finals(self) -> Dict[int, acc.AccuracyPoint]:
         out = {}
@@ -141,11 +144,13 @@ def from_records(
     losses: Dict[str, List[acc.LossPoint]],
     settings: Optional[Dict[str, Tuple[Dict[str, Any], Dict[str, str]]]] = None,
     targets: Optional[Dict[str, Tuple[str, float]]] = None,
+    resumes: Optional[Dict[str, List[Tuple[int, int, float]]]] = None,
 ) -> AccuracyReport:
     """The report of one accuracy run from what harness.report.build.accuracy read of the store:
     the StoredRun, its accuracy trials, and each trial's checkpoint curve and loss curve by trial key.
     `targets` ({model: (metric, value)}) reads the same curves against other targets than the
-    scenario's; the report then names the run's own."""
+    scenario's; the report then names the run's own. `resumes` (trial key -> [(checkpoint
+    iteration, first logged iteration, seconds to it)]) names the seeds resumed after an interruption."""
     sc = run.scenario.document
     host = run.host or {}
     a = sc.get("accuracy") or {}
@@ -183,6 +188,8 @@ def from_records(
         s.losses[seed] = acc.thin(losses.get(key, []))
         if settings and key in settings:
             s.settings[seed], s.implementation[seed] = settings[key]
+        if resumes and key in resumes:
+            s.resumed[seed] = list(resumes[key])
     return AccuracyReport(run.id, str(run.scenario_name), scope_of(host, sc), [blocks[m] for m in sorted(blocks)])
 
 
@@ -356,6 +363,21 @@ def notes(block: ModelBlock) -> List[str]:
         out.append(
             "Not finished: %s. Every figure is over the finished seeds; `detbench accuracy run --resume` goes on "
             "with the rest." % "; ".join(unfinished)
+        )
+    resumed = [
+        "%s %s seed %d after iteration %d (%.1f s from the resumed program's start to its first logged iteration, %d)"
+        % (s.framework, s.precision, seed, it, startup, first)
+        for s in block.series
+        for seed, points in sorted(s.resumed.items())
+        if seed in s.curves
+        for it, first, startup in points
+    ]
+    if resumed:
+        out.append(
+            "Resumed from a checkpoint: %s. The times of the later checkpoints hold one more start-up of the "
+            "training program than an uninterrupted seed's, less than the seconds given (they also hold the "
+            "iterations up to the first logged one); the iterations the interruption lost after the checkpoint "
+            "are not counted." % "; ".join(resumed)
         )
     for s in block.series:
         for seed, why in sorted(s.failed.items()):

@@ -241,6 +241,7 @@ def accuracy(
         {k: tables.losses(run_id, k) for k in keys},
         tables.settings(run_id),
         targets,
+        tables.resumes(run_id),
     )
     if pub is not None:
         report.published = tuple(published_mod.grids(pub, kind="accuracy"))

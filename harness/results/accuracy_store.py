@@ -5,7 +5,10 @@
 - `accuracy_points`, one row per checkpoint of a trial: iteration, training wall seconds up to
   it (eval excluded), then, once scored, bbox AP and AP50 (segm for Mask R-CNN) and the seconds
   the dump and the scoring took;
-- `accuracy_losses`, one row per logged iteration of a trial: its training loss.
+- `accuracy_losses`, one row per logged iteration of a trial: its training loss;
+- `accuracy_resumes`, one row per checkpoint a trial's training went on from after an
+  interruption: the checkpoint's iteration, the first iteration the resumed program logged and
+  the seconds from that program's start to it (the time's second start-up lies within them).
 
 A checkpoint's row is written when its line arrives, before it is scored, so an interrupted run
 knows how much training time the checkpoint it resumes from stands for.
@@ -30,6 +33,9 @@ CREATE TABLE IF NOT EXISTS accuracy_points (
 CREATE TABLE IF NOT EXISTS accuracy_losses (
     run_id TEXT NOT NULL, trial_key TEXT NOT NULL, iteration INTEGER NOT NULL, loss REAL NOT NULL,
     PRIMARY KEY (run_id, trial_key, iteration)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS accuracy_resumes (
+    run_id TEXT NOT NULL, trial_key TEXT NOT NULL, iteration INTEGER NOT NULL, first_iteration INTEGER NOT NULL,
+    startup_seconds REAL NOT NULL, PRIMARY KEY (run_id, trial_key, iteration));
 CREATE TABLE IF NOT EXISTS accuracy_settings (
     run_id TEXT NOT NULL, trial_key TEXT NOT NULL, settings_json TEXT NOT NULL, implementation_json TEXT NOT NULL,
     PRIMARY KEY (run_id, trial_key));
@@ -149,6 +155,28 @@ class AccuracyTables:
             (run_id, key),
         ).fetchall()
         return [LossPoint(int(r[0]), float(r[1])) for r in rows]
+
+    def add_resume(self, run_id: str, key: str, iteration: int, first_iteration: int, startup_seconds: float) -> None:
+        """A trial's training went on from its checkpoint of `iteration`; the resumed program logged
+        `first_iteration` first, `startup_seconds` after it started. A later resume from the same
+        checkpoint (the earlier one stopped before its next checkpoint) replaces the row."""
+        with self.store.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO accuracy_resumes VALUES (?, ?, ?, ?, ?)",
+                (run_id, key, int(iteration), int(first_iteration), float(startup_seconds)),
+            )
+
+    def resumes(self, run_id: str) -> Dict[str, List[Tuple[int, int, float]]]:
+        """trial key -> [(checkpoint iteration, first logged iteration, seconds to it)] of the trials
+        that were resumed, by iteration."""
+        out: Dict[str, List[Tuple[int, int, float]]] = {}
+        for r in self.store.db.execute(
+            "SELECT trial_key, iteration, first_iteration, startup_seconds FROM accuracy_resumes WHERE run_id=? "
+            "ORDER BY trial_key, iteration",
+            (run_id,),
+        ).fetchall():
+            out.setdefault(str(r[0]), []).append((int(r[1]), int(r[2]), float(r[3])))
+        return out
 
     def add_settings(self, run_id: str, key: str, settings: Dict[str, Any], implementation: Dict[str, str]) -> None:
         """The settings a trial's training program logged (its DETBENCH_SETTINGS line, read from its

@@ -86,6 +86,9 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(scenario, tmp_path):
     trial_dir = results / "accuracy" / run_id
     log = next(trial_dir.glob("*/log.txt")).read_text(encoding="utf-8")
     assert "resuming" in log and "after iteration 4" in log
+    # the resumed program's start-up is kept: its later times hold it, and the report says so
+    (resumed,) = rows(results, "SELECT iteration, first_iteration, startup_seconds FROM accuracy_resumes")
+    assert resumed[:2] == (4, 5) and resumed[2] > 0
 
     out = subprocess.run([sys.executable, "-m", "harness.cli", "accuracy", "report", "--results", str(results)],
                          cwd=str(ROOT), capture_output=True, text=True, timeout=120)
@@ -95,6 +98,7 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(scenario, tmp_path):
     (settings,), = rows(results, "SELECT settings_json FROM accuracy_settings")
     assert json.loads(settings)["lr"] == pytest.approx(0.0025)
     assert "Implementation, detbench-trainer fp32: " in out.stdout
+    assert "Resumed from a checkpoint: detbench-trainer fp32 seed 0 after iteration 4 (" in out.stdout
 
 
 def test_speed_scenario_is_refused_by_accuracy_run(tmp_path):

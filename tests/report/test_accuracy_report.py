@@ -269,3 +269,22 @@ def test_published_accuracy_tables_sit_beside_the_runs_and_none_leaves_them_out(
     wrong = CliRunner().invoke(main, ["accuracy", "report", "--results", str(tmp_path), "--published", "nvidia"])
     assert wrong.exit_code == 2 and len(wrong.output.strip().splitlines()) == 1
     assert "no published figures named 'nvidia'" in wrong.output
+
+
+def test_a_seed_resumed_after_an_interruption_is_named_with_its_second_start_up(tmp_path):
+    tables = fill(tmp_path).accuracy()
+    key = trial_key("torchvision/retinanet/fp32/local/1/1", 1)
+    tables.add_resume("r1", key, 200, 201, 31.25)
+    tables.add_resume("r1", key, 200, 203, 12.5)       # resumed again from the same checkpoint: the later one stands
+    assert tables.resumes("r1") == {key: [(200, 203, 12.5)]}
+    block = report_build.accuracy(str(tmp_path), "latest").models[0]
+    [note] = [n for n in report.notes(block) if n.startswith("Resumed from a checkpoint")]
+    assert note.startswith("Resumed from a checkpoint: torchvision fp32 seed 1 after iteration 200 (12.5 s from the "
+                           "resumed program's start to its first logged iteration, 203). ")
+    assert "one more start-up" in note and "not counted" in note
+
+
+def test_a_run_without_resumes_has_no_such_note(tmp_path):
+    fill(tmp_path)
+    block = report_build.accuracy(str(tmp_path), "latest").models[0]
+    assert not [n for n in report.notes(block) if n.startswith("Resumed")]
