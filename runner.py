@@ -407,18 +407,12 @@ def pid_stat(pid):
         return None
 
 
-def process_tree(root):
-    """{pid: (start ticks, CPU seconds, RSS bytes)} of the trial's processes: root, its
+def tree_pids(procs, root):
+    """The pids of root's process tree among procs {pid: (ppid, session, ...)}: root, its
     descendants, and every process of its session (the trial starts a new session, so a
-    worker whose parent died and that init adopted still counts)."""
-    procs = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            st = pid_stat(int(name))
-            if st is not None:
-                procs[int(name)] = st
+    worker whose parent died and that init adopted still counts); empty when root is gone."""
     if root not in procs:
-        return {}
+        return set()
     children = {}
     for pid, st in procs.items():
         children.setdefault(st[0], []).append(pid)
@@ -428,7 +422,18 @@ def process_tree(root):
         if pid not in tree:
             tree.add(pid)
             todo += children.get(pid, ())
-    return dict((pid, procs[pid][2:]) for pid in tree)
+    return tree
+
+
+def process_tree(root):
+    """{pid: (start ticks, CPU seconds, RSS bytes)} of the trial's processes (tree_pids)."""
+    procs = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = pid_stat(int(name))
+            if st is not None:
+                procs[int(name)] = st
+    return dict((pid, procs[pid][2:]) for pid in tree_pids(procs, root))
 
 
 def pss_kb(pid):

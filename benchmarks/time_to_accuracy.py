@@ -162,10 +162,16 @@ def verdicts(block, out):
             continue
         early = ["%s in %d of %d seeds" % (n, r.from_start, r.seeds) for n, r in ((TRAINER, mine), (name, theirs))
                  if r.from_start]
+        shared = ["%s seed %s" % (s.framework, ", ".join(str(k) for k in sorted(s.shared)))
+                  for s in block.series if s.precision == "fp32" and s.framework in (TRAINER, name) and s.shared]
         if mine.time_to_target is None:
             out.write("%s vs %s: time to target: FAIL (the trainer missed it in %d of %d seeds)\n" % (
                 block.model, name, mine.seeds - mine.reached, mine.seeds))
             ok = False
+        elif shared:
+            # a time lengthened by other work on the machine is no measurement to judge by
+            out.write("%s vs %s: time to target: not judged (trained on a shared machine: %s; see the report's "
+                      "note)\n" % (block.model, name, "; ".join(shared)))
         elif early:
             # a time read off the assumed line from the start is no measurement to judge by
             out.write("%s vs %s: time to target: not judged (reached by the first checkpoint: %s; that time is "

@@ -31,7 +31,7 @@ from harness import frameworks, jsonlog
 from harness.errors import UserError
 from harness.frameworks import accuracy as recipes
 from harness.frameworks.accuracy import trial_key
-from harness.launch import envs, hostcpu
+from harness.launch import envs, hostcpu, machine_load
 from harness.plan import accuracy as plan_accuracy
 from harness.plan import platforms, scenario as scenario_mod
 
@@ -171,11 +171,11 @@ def run_trial(tables, run_id, sc, cell, trial, out) -> None:
         if last is not None:
             out.write("  resuming after iteration %d (%.1f s of training)\n" % (last[0], last[1]))
         tables.set_status(run_id, key, "running")
-        _train(tables, run_id, key, argv, folder, offset, _env(sc), None if last is None else last[0])
+        _train(tables, run_id, key, argv, folder, offset, _env(sc), None if last is None else last[0], out)
     _score(tables, run_id, sc, cell, key, schedule, folder, out)
 
 
-def _train(tables, run_id, key, argv, folder, offset, env, resumed_after=None) -> None:
+def _train(tables, run_id, key, argv, folder, offset, env, resumed_after=None, out=None) -> None:
     losses: List[tuple] = []
     tail: List[str] = []
     started = time.perf_counter()
@@ -184,7 +184,7 @@ def _train(tables, run_id, key, argv, folder, offset, env, resumed_after=None) -
                              text=True, errors="replace") as proc:
         assert proc.stdout is not None
         try:
-            _follow(tables, run_id, key, proc, log, losses, tail, offset, started, resumed_after)
+            _follow(tables, run_id, key, proc, log, losses, tail, offset, started, resumed_after, out)
         except KeyboardInterrupt:   # the training program goes too: nothing trains on unwatched
             _stop(proc)
             tables.add_losses(run_id, key, losses)
@@ -203,11 +203,15 @@ def _stop(proc) -> None:
         proc.wait()
 
 
-def _follow(tables, run_id, key, proc, log, losses, tail, offset, started, resumed_after=None) -> None:
+def _follow(tables, run_id, key, proc, log, losses, tail, offset, started, resumed_after=None, out=None) -> None:
     """Log and store what the training program prints until it exits: losses, its settings line,
-    each checkpoint with the training seconds to it (`losses` and `tail` are filled in place).
+    each checkpoint with the training seconds to it (`losses` and `tail` are filled in place),
+    and with it what else used the machine since the last one (machine_load: other processes' CPU,
+    steal), said on `out` where that was more than a small share of a core.
     A program resumed after checkpoint `resumed_after` has its start-up stored with its first loss:
     its later checkpoints' seconds hold a second start that an uninterrupted trial has not."""
+    meter = machine_load.LoadMeter(proc.pid)
+    since = resumed_after or 0
     for line in proc.stdout:
         now = time.perf_counter()
         log.write(line)
@@ -228,6 +232,14 @@ def _follow(tables, run_id, key, proc, log, losses, tail, offset, started, resum
             tables.add_losses(run_id, key, losses)
             del losses[:]
             tables.add_checkpoint(run_id, key, ck[0], round(offset + now - started, 3), ck[1])
+            load = meter.mark()
+            if load is not None:
+                tables.add_load(run_id, key, since, ck[0], load)
+                if load.shared and out is not None:
+                    out.write("  the machine was shared from iteration %d to %d: %s; these times are not a quiet "
+                              "machine's\n" % (since, ck[0], load.describe()))
+                    out.flush()
+            since = ck[0]
 
 
 def _run(argv, env, what) -> Dict[str, object]:

@@ -46,6 +46,9 @@ class Series:
     # per seed resumed after an interruption: (checkpoint iteration, first iteration the resumed
     # program logged, seconds from its start to it); its later times hold a second start-up
     resumed: Dict[int, List[Tuple[int, int, float]]] = field(default_factory=dict)
+    # per seed the checkpoint intervals where other processes (or steal) took more than a small
+    # share of a core (launch.machine_load): (from iteration, to iteration, its Load)
+    shared: Dict[int, List[Tuple[int, int, Any]]] = field(default_factory=dict)
 
     def finals(self) -> Dict[int, acc.AccuracyPoint]:
         out = {}
@@ -145,12 +148,17 @@ def from_records(
     settings: Optional[Dict[str, Tuple[Dict[str, Any], Dict[str, str]]]] = None,
     targets: Optional[Dict[str, Tuple[str, float]]] = None,
     resumes: Optional[Dict[str, List[Tuple[int, int, float]]]] = None,
+    loads: Optional[Dict[str, List[Tuple[int, int, float, float, float]]]] = None,
 ) -> AccuracyReport:
     """The report of one accuracy run from what harness.report.build.accuracy read of the store:
     the StoredRun, its accuracy trials, and each trial's checkpoint curve and loss curve by trial key.
     `targets` ({model: (metric, value)}) reads the same curves against other targets than the
     scenario's; the report then names the run's own. `resumes` (trial key -> [(checkpoint
-    iteration, first logged iteration, seconds to it)]) names the seeds resumed after an interruption."""
+    iteration, first logged iteration, seconds to it)]) names the seeds resumed after an interruption;
+    `loads` (trial key -> [(from, to iteration, wall s, other processes' CPU s, steal s)]) the
+    checkpoint intervals a seed trained on a shared machine."""
+    from harness.launch.machine_load import Load
+
     sc = run.scenario.document
     host = run.host or {}
     a = sc.get("accuracy") or {}
@@ -190,6 +198,10 @@ def from_records(
             s.settings[seed], s.implementation[seed] = settings[key]
         if resumes and key in resumes:
             s.resumed[seed] = list(resumes[key])
+        for start, it, wall, other, steal in (loads or {}).get(key, []):
+            load = Load(wall, other, steal)
+            if load.shared:
+                s.shared.setdefault(seed, []).append((start, it, load))
     return AccuracyReport(run.id, str(run.scenario_name), scope_of(host, sc), [blocks[m] for m in sorted(blocks)])
 
 
@@ -372,6 +384,19 @@ def notes(block: ModelBlock) -> List[str]:
         if seed in s.curves
         for it, first, startup in points
     ]
+    shared = [
+        "%s %s seed %d, iterations %d to %d: %s" % (s.framework, s.precision, seed, start, it, load.describe())
+        for s in block.series
+        for seed, spans in sorted(s.shared.items())
+        if seed in s.curves
+        for start, it, load in spans
+    ]
+    if shared:
+        out.append(
+            "Trained on a shared machine: %s. Times over those iterations are longer than a quiet machine's, by "
+            "an amount no figure here can say; run the seed again on a quiet machine for a figure to compare."
+            % "; ".join(shared)
+        )
     if resumed:
         out.append(
             "Resumed from a checkpoint: %s. The times of the later checkpoints hold one more start-up of the "

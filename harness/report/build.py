@@ -242,6 +242,7 @@ def accuracy(
         tables.settings(run_id),
         targets,
         tables.resumes(run_id),
+        tables.loads(run_id),
     )
     if pub is not None:
         report.published = tuple(published_mod.grids(pub, kind="accuracy"))

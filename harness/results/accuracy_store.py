@@ -6,6 +6,9 @@
   it (eval excluded), then, once scored, bbox AP and AP50 (segm for Mask R-CNN) and the seconds
   the dump and the scoring took;
 - `accuracy_losses`, one row per logged iteration of a trial: its training loss;
+- `accuracy_load`, one row per checkpoint interval of a trial (from the previous checkpoint, or
+  the start, to this one): its wall seconds, the CPU seconds other processes used and the
+  seconds the hypervisor stole meanwhile (harness.launch.machine_load);
 - `accuracy_resumes`, one row per checkpoint a trial's training went on from after an
   interruption: the checkpoint's iteration, the first iteration the resumed program logged and
   the seconds from that program's start to it (the time's second start-up lies within them).
@@ -33,6 +36,10 @@ CREATE TABLE IF NOT EXISTS accuracy_points (
 CREATE TABLE IF NOT EXISTS accuracy_losses (
     run_id TEXT NOT NULL, trial_key TEXT NOT NULL, iteration INTEGER NOT NULL, loss REAL NOT NULL,
     PRIMARY KEY (run_id, trial_key, iteration)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS accuracy_load (
+    run_id TEXT NOT NULL, trial_key TEXT NOT NULL, start_iteration INTEGER NOT NULL, iteration INTEGER NOT NULL,
+    wall_seconds REAL NOT NULL, other_cpu_seconds REAL NOT NULL, steal_seconds REAL NOT NULL,
+    PRIMARY KEY (run_id, trial_key, iteration));
 CREATE TABLE IF NOT EXISTS accuracy_resumes (
     run_id TEXT NOT NULL, trial_key TEXT NOT NULL, iteration INTEGER NOT NULL, first_iteration INTEGER NOT NULL,
     startup_seconds REAL NOT NULL, PRIMARY KEY (run_id, trial_key, iteration));
@@ -155,6 +162,34 @@ class AccuracyTables:
             (run_id, key),
         ).fetchall()
         return [LossPoint(int(r[0]), float(r[1])) for r in rows]
+
+    def add_load(self, run_id: str, key: str, start_iteration: int, iteration: int, load: Any) -> None:
+        """What else used the machine from `start_iteration` (0: the start) to the checkpoint of
+        `iteration`: a harness.launch.machine_load.Load."""
+        with self.store.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO accuracy_load VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    key,
+                    int(start_iteration),
+                    int(iteration),
+                    float(load.wall_seconds),
+                    float(load.other_cpu_seconds),
+                    float(load.steal_seconds),
+                ),
+            )
+
+    def loads(self, run_id: str) -> Dict[str, List[Tuple[int, int, float, float, float]]]:
+        """trial key -> [(start iteration, iteration, wall s, other processes' CPU s, steal s)] by iteration."""
+        out: Dict[str, List[Tuple[int, int, float, float, float]]] = {}
+        for r in self.store.db.execute(
+            "SELECT trial_key, start_iteration, iteration, wall_seconds, other_cpu_seconds, steal_seconds "
+            "FROM accuracy_load WHERE run_id=? ORDER BY trial_key, iteration",
+            (run_id,),
+        ).fetchall():
+            out.setdefault(str(r[0]), []).append((int(r[1]), int(r[2]), float(r[3]), float(r[4]), float(r[5])))
+        return out
 
     def add_resume(self, run_id: str, key: str, iteration: int, first_iteration: int, startup_seconds: float) -> None:
         """A trial's training went on from its checkpoint of `iteration`; the resumed program logged

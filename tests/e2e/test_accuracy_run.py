@@ -86,6 +86,9 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(scenario, tmp_path):
     trial_dir = results / "accuracy" / run_id
     log = next(trial_dir.glob("*/log.txt")).read_text(encoding="utf-8")
     assert "resuming" in log and "after iteration 4" in log
+    # what else used the machine, per checkpoint interval: from the start to 4 (the killed program), 4 to 8
+    loads = rows(results, "SELECT start_iteration, iteration, wall_seconds FROM accuracy_load ORDER BY iteration")
+    assert [row[:2] for row in loads] == [(0, 4), (4, 8)] and all(row[2] > 0 for row in loads)
     # the resumed program's start-up is kept: its later times hold it, and the report says so
     (resumed,) = rows(results, "SELECT iteration, first_iteration, startup_seconds FROM accuracy_resumes")
     assert resumed[:2] == (4, 5) and resumed[2] > 0

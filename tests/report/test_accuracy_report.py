@@ -288,3 +288,21 @@ def test_a_run_without_resumes_has_no_such_note(tmp_path):
     fill(tmp_path)
     block = report_build.accuracy(str(tmp_path), "latest").models[0]
     assert not [n for n in report.notes(block) if n.startswith("Resumed")]
+
+
+def test_checkpoint_intervals_on_a_shared_machine_are_named_and_quiet_ones_are_not(tmp_path):
+    from harness.launch.machine_load import Load
+
+    tables = fill(tmp_path).accuracy()
+    key = trial_key("torchvision/retinanet/fp32/local/1/1", 0)
+    tables.add_load("r1", key, 0, 100, Load(20.0, 0.9, 0.0))          # 4.5% of a core: below the share named
+    tables.add_load("r1", key, 100, 200, Load(20.0, 5.0, 0.0))
+    tables.add_load("r1", key, 200, 300, Load(20.0, 0.0, 1.5))        # the hypervisor's steal counts too
+    assert [row[:2] for row in tables.loads("r1")[key]] == [(0, 100), (100, 200), (200, 300)]
+    block = report_build.accuracy(str(tmp_path), "latest").models[0]
+    [note] = [n for n in report.notes(block) if n.startswith("Trained on a shared machine")]
+    assert ("torchvision fp32 seed 0, iterations 100 to 200: other processes used 5.0 s of CPU in 20.0 s "
+            "(25% of a core)") in note
+    assert "iterations 200 to 300: other processes used 0.0 s of CPU in 20.0 s (0% of a core), the hypervisor " \
+           "took 1.5 s (steal)" in note
+    assert "iterations 0 to 100" not in note

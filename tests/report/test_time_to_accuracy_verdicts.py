@@ -87,3 +87,18 @@ def test_from_judges_a_finished_run_against_the_benchmark_s_targets(tmp_path, mo
     text = out.getvalue()
     assert "The target was given at report time; the run's scenario set bbox_AP50 >= 0.5." in text
     assert "retinanet vs torchvision: time to target 21.2 s vs" in text
+
+
+def test_a_seed_that_trained_on_a_shared_machine_is_not_judged_on_time(tmp_path):
+    from harness.launch.machine_load import Load
+
+    store = fill(tmp_path)
+    tables = store.accuracy()
+    tables.add_load("r1", trial_key(TV, 1), 100, 200, Load(20.0, 0.5, 0.0))      # 2.5% of a core: quiet
+    _, text = verdict(tmp_path)
+    assert "time to target 17.5 s vs 42.5 s" in text
+    tables.add_load("r1", trial_key(TV, 1), 200, 300, Load(20.0, 4.0, 0.0))      # 20% of a core
+    _, text = verdict(tmp_path)
+    assert ("retinanet vs torchvision: time to target: not judged (trained on a shared machine: torchvision "
+            "seed 1; see the report's note)") in text
+    assert "limit" not in text
