@@ -25,6 +25,7 @@ intra-op thread plus one loader worker, two cores). Exit code 1 when a judged ch
 """
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 
@@ -262,30 +263,46 @@ def main(argv=None):
     names = [n for n in (x.strip() for x in args.frameworks.split(",")) if n and usable(n, out)]
     if TRAINER not in names:
         raise SystemExit("the bundled trainer must be among --frameworks")
-    with tempfile.TemporaryDirectory(prefix="detbench-tta-") as tmp:
-        work = os.path.abspath(args.work or tmp)
-        data = os.path.join(work, "data")
-        learnable.make_learnable(data, images=settings["images"], val_images=settings["val_images"],
-                                 size=(args.size, args.size), seed=0)
-        files = {}
-        for m in models:
-            files[m] = os.path.join(work, "%s-r18.pt" % m)
-            if not os.path.isfile(files[m]):
-                weights.make(m, files[m], 0, 18)
-        scenario = os.path.join(work, "scenario.yaml")
-        bf16, why = bf16_here()
-        if args.no_bf16:
-            bf16, why = False, "left out (--no-bf16)"
-        write_scenario(scenario, names, models, settings, args, data, files, QUICK_TARGET if args.quick else None,
-                       bf16=bf16)
-        results = os.path.join(work, "results")
-        try:
-            run_id = accuracy_run.start(scenario, Store(results), new_run_id(), out=out)
-        except UserError as exc:
-            out.flush()
-            sys.stderr.write("time_to_accuracy: %s\n" % exc)
-            return 2
-        return judge(report_build.accuracy(results, run_id), bf16, why, args.quick, out)
+    # without --work the run lives in a temporary folder, removed once it is judged; an
+    # interrupted run's folder is kept, since its finished trials are what a resume goes on from
+    work = os.path.abspath(args.work or tempfile.mkdtemp(prefix="detbench-tta-"))
+    try:
+        status = train_and_judge(args, work, names, models, settings, out)
+    except KeyboardInterrupt:
+        out.write("time_to_accuracy: interrupted; the run's trials so far stay in %s (after the resume above, "
+                  "judge it with `python -m benchmarks.time_to_accuracy --from %s`)\n"
+                  % (work, os.path.join(work, "results")))
+        out.flush()
+        return 130
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+    return status
+
+
+def train_and_judge(args, work, names, models, settings, out):
+    """Make the data and the shared weights in `work`, run the accuracy scenario there and judge it."""
+    data = os.path.join(work, "data")
+    learnable.make_learnable(data, images=settings["images"], val_images=settings["val_images"],
+                             size=(args.size, args.size), seed=0)
+    files = {}
+    for m in models:
+        files[m] = os.path.join(work, "%s-r18.pt" % m)
+        if not os.path.isfile(files[m]):
+            weights.make(m, files[m], 0, 18)
+    scenario = os.path.join(work, "scenario.yaml")
+    bf16, why = bf16_here()
+    if args.no_bf16:
+        bf16, why = False, "left out (--no-bf16)"
+    write_scenario(scenario, names, models, settings, args, data, files, QUICK_TARGET if args.quick else None,
+                   bf16=bf16)
+    results = os.path.join(work, "results")
+    try:
+        run_id = accuracy_run.start(scenario, Store(results), new_run_id(), out=out)
+    except UserError as exc:
+        out.flush()
+        sys.stderr.write("time_to_accuracy: %s\n" % exc)
+        return 2
+    return judge(report_build.accuracy(results, run_id), bf16, why, args.quick, out)
 
 
 def judge(rep, bf16, why, quick, out):

@@ -238,7 +238,8 @@ def as_run(args, cfg, model, optimizer, loader, amp_dtype):
     }
     settings.update(asrun.normalized.schedule(
         cfg.SOLVER.BASE_LR, cfg.SOLVER.WARMUP_ITERS, cfg.SOLVER.WARMUP_FACTOR,
-        isinstance(loader.sampler, (torch.utils.data.RandomSampler, torchvision_driver.ResumedDraws))))
+        isinstance(loader.sampler, (torch.utils.data.RandomSampler, torchvision_driver.ResumedDraws)),
+        (cfg.SOLVER.STEPS, cfg.SOLVER.GAMMA)))
     if getattr(type(optimizer), "clip_grad_norm", 0):
         settings["clip_grad_norm"] = float(type(optimizer).clip_grad_norm)
     implementation = {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer),

@@ -226,7 +226,7 @@ def as_run(args, bench, optimizer, loader, amp_dtype, version):
     }
     # the driver keeps its rate constant (no warmup); its sampler draws at random
     settings.update(asrun.normalized.schedule(optimizer.defaults["lr"], 0, 1.0,
-                                              isinstance(inner.sampler, torch.utils.data.RandomSampler)))
+                                              isinstance(inner.sampler, torch.utils.data.RandomSampler), ((), 1.0)))
     return settings, {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer),
                       "memory_format": asrun.memory_format(bench.model.backbone.modules())}
 

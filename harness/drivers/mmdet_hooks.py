@@ -126,6 +126,20 @@ def _warmup_iters(cfg):
     return 0, 1.0
 
 
+def _decay(cfg):
+    """(milestones, gamma) of the config's iteration-based MultiStepLR, ((), 1.0) without one; the
+    type's name for any other decaying scheduler (the warmup's LinearLR is not a decay)."""
+    for sched in _get(cfg, "param_scheduler", default=None) or ():
+        kind = _get(sched, "type")
+        if kind == "MultiStepLR":
+            if _get(sched, "by_epoch", default=True):
+                return "MultiStepLR by epoch at %s" % list(_get(sched, "milestones"))
+            return tuple(_get(sched, "milestones")), float(_get(sched, "gamma", default=0.1))
+        if kind != "LinearLR":
+            return str(kind)
+    return (), 1.0
+
+
 def _init(cfg):
     for hook in _get(cfg, "custom_hooks", default=None) or ():
         if _get(hook, "type") == WEIGHTS_HOOK:
@@ -177,7 +191,7 @@ def as_run(cfg, net, optim_wrapper, world_size, threads):
         "init": _init(cfg), "momentum": asrun.momentum(optimizer), "weight_decay": asrun.weight_decay(optimizer),
     }
     settings.update(asrun.normalized.schedule(_get(cfg, "optim_wrapper", "optimizer", "lr"), iters, factor,
-                                              _get(loader, "sampler", "shuffle", default=True)))
+                                              _get(loader, "sampler", "shuffle", default=True), _decay(cfg)))
     clip = getattr(optim_wrapper, "clip_grad_kwargs", None) or {}
     if clip.get("max_norm"):    # the wrapper's own clip: its total-norm clipper and its bound
         settings["clip_grad_norm"] = float(clip["max_norm"])

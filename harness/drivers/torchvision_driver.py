@@ -349,9 +349,8 @@ def as_run(args, model, optimizer, loader, amp_dtype, device):
     }
     settings.update(asrun.normalized.schedule(
         optimizer.defaults["lr"], args.warmup_iters, args.warmup_factor,
-        isinstance(loader.sampler, (torch.utils.data.RandomSampler, ResumedDraws))))
-    if args.lr_steps:
-        settings["lr_steps"] = lr_steps(args)
+        isinstance(loader.sampler, (torch.utils.data.RandomSampler, ResumedDraws)),
+        (lr_steps(args), args.gamma)))
     if args.clip_grad_norm:
         settings["clip_grad_norm"] = args.clip_grad_norm
     implementation = {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer),

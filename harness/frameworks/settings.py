@@ -19,7 +19,8 @@ keys and their vocabularies must mean the same thing for every framework:
                      `weights:` file of the model (shared_init), the same file for all three
 
 Reported by the adapters that know them (a key is compared only where every framework
-of a table reports it):
+of a table reports it; the report names each key that some of its frameworks logged and others
+did not, as not compared):
 
   rpn_pre_nms_train        proposals per pyramid level and image before the RPN's NMS (two-stage)
   rpn_post_nms_train       proposals kept per image after NMS in training (two-stage)
@@ -47,6 +48,10 @@ its objects:
   anchors                  "sizes 32, 64, ...; ratios 0.5, 1, 2": sizes per pyramid level ('/' between
                            the sizes of one level) and aspect ratios (height / width)
   mask_head                "4 conv 256, 14x14 RoIs to 28x28 masks" (Mask R-CNN)
+  clip_grad_norm           the bound of the gradients' total norm, where the program clips them
+  lr_decay                 "x0.1 at 800, 900" (the rate multiplied by 0.1 once 800, then 900
+                           iterations are done), "none" (constant after warmup), or the
+                           scheduler's name where it does not decay in steps
 
 A trial's settings come from that line where its log has one, else from its adapter's
 settings() (what the adapter asked for); the store marks which (harness/measure/ingest.py).

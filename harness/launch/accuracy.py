@@ -15,6 +15,8 @@ its `create_run` and `accuracy()` tables and imports nothing of the results stag
 `--resume RUN` goes on with the trials of RUN that are not done: a trial with a stored
 checkpoint whose file is still there trains on from it (the bundled trainer's `--resume`, the
 torchvision and mmdetection drivers' `--resume`), one without starts again from the shared weights file.
+A resume goes on only on the machine the run started on (the same fingerprint facts: CPU and
+its instruction set, cores, memory, kernel, GPUs); elsewhere it is refused in one line.
 An interrupt (SIGINT, even where the run started with it ignored, or SIGTERM) stops the training
 program in flight too and says how to resume: at most that trial's iterations since its last
 checkpoint are lost.
@@ -33,7 +35,7 @@ from harness.frameworks import accuracy as recipes
 from harness.frameworks.accuracy import trial_key
 from harness.launch import envs, hostcpu, machine_load
 from harness.plan import accuracy as plan_accuracy
-from harness.plan import platforms, scenario as scenario_mod
+from harness.plan import fingerprint, platforms, scenario as scenario_mod
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRIALS_DIR = "accuracy"
@@ -102,8 +104,25 @@ def resume(run_id: str, store, out=None) -> str:
     sc = run.scenario.validated()
     if sc.mode != plan_accuracy.ACCURACY or not store.accuracy().trials(run_id):
         raise UserError("run %s is not an accuracy run: resume it with `detbench run --resume`" % run_id)
+    same_machine(run)
     execute(store, run_id, sc, out)
     return run_id
+
+
+def same_machine(run, facts=None) -> None:
+    """Refuse to go on with `run` on a machine whose fingerprint facts differ from those it was
+    started on (one line naming each difference): its times to target would mix two machines,
+    and a framework whose seeds trained here would be compared with one whose seeds trained
+    there. A run stored without the facts has nothing to compare and goes on."""
+    started = (run.host or {}).get("facts")
+    if not started:
+        return
+    diffs = fingerprint.differences(started, platforms.host_facts() if facts is None else facts,
+                                    ("started on", "here"))
+    if diffs:
+        raise UserError("run %s was started on another machine (%s): its trials' training times would not "
+                        "compare with times taken here; resume it on the machine it started on, or start a "
+                        "new run here" % (run.id, "; ".join(diffs)))
 
 
 def _train_argv(sc, cell, seed, folder, resume_from):

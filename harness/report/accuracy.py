@@ -423,6 +423,7 @@ def settings_notes(block: ModelBlock) -> List[str]:
                 "Not like for like, %s %s: %s differs (%s)." % (_title(block.model), precision, k, said)
                 for k, said in measured.settings_differences(per_fw)
             ]
+            out += measured.unshared_lines("%s %s" % (_title(block.model), precision), per_fw)
         silent = sorted(s.framework for s in same if not s.settings)
         if silent and len(same) > 1:
             out.append(

@@ -392,6 +392,24 @@ def settings_differences(per_fw: Mapping[str, Sequence[Mapping[str, Any]]]) -> L
     return out
 
 
+def unshared_settings(per_fw: Mapping[str, Sequence[Mapping[str, Any]]]) -> List[Tuple[str, List[str]]]:
+    """[(key, the frameworks that logged it)] of the normalized settings that some frameworks
+    logged and others did not: settings_differences cannot compare them, and a reader must not
+    take the silence for equality. Only where two or more frameworks logged settings."""
+    if len(per_fw) < 2:
+        return []
+    logged: Dict[str, Set[str]] = {fw: set().union(*variants) - set(NOT_SETTINGS) for fw, variants in per_fw.items()}
+    sets = list(logged.values())
+    some, every = set().union(*sets), sets[0].intersection(*sets[1:])
+    return [(k, sorted(fw for fw, keys in logged.items() if k in keys)) for k in sorted(some - every)]
+
+
+def unshared_lines(title: str, per_fw: Mapping[str, Sequence[Mapping[str, Any]]]) -> List[str]:
+    return [
+        "Not compared, %s: %s, logged by %s only." % (title, k, ", ".join(fws)) for k, fws in unshared_settings(per_fw)
+    ]
+
+
 def differing_settings(cells: RowCells, models: Sequence[str]) -> List[str]:
     """Lines naming, per model row, the normalized settings in which its frameworks differ,
     or in which the repeats of one framework differ.
@@ -408,6 +426,7 @@ def differing_settings(cells: RowCells, models: Sequence[str]) -> List[str]:
             "Not like for like, %s: %s differs (%s)." % (catalog.model_title(model), k, said)
             for k, said in settings_differences(per_fw)
         ]
+        lines += unshared_lines(catalog.model_title(model), per_fw)
     return lines
 
 

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from harness import jsonlog
 from harness.frameworks import FRAMEWORKS
 from harness.frameworks import accuracy as recipes
 from harness.launch import envs
@@ -96,6 +97,9 @@ def test_checkpoints_the_schedule_and_a_resume_that_trains_only_what_is_left(fra
     # linear warmup from half the rate over 2 iterations, full rate at 3, x0.1 after iteration 3
     assert rates[1] == pytest.approx(LR * 0.5, rel=1e-3) and rates[3] == pytest.approx(LR, rel=1e-3)
     assert rates[4] == pytest.approx(LR * 0.1, rel=1e-3)
+    # and the settings line says that step, read from the framework's own scheduler config
+    [said] = [json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith(jsonlog.SETTINGS_PREFIX)]
+    assert said["settings"]["lr_decay"] == "x0.1 at 3"
 
     resumed = train(framework, "retinanet", s, data, tmp_path / "b", resume=str(tmp_path / "a" / "iter_2.pth"))
     points = [p for p in map(recipes.loss_of_line, resumed) if p is not None]

@@ -99,6 +99,9 @@ def test_torchvision_settings_are_read_from_the_built_objects(tv):
     assert (settings["images_per_device"], settings["loader_workers"], settings["flip"], settings["shuffle"]) == \
         (3, 1, False, False)
     assert implementation["optimizer"] == "SGD, foreach"
+    assert settings["lr_decay"] == "none"
+    args.lr_steps, args.gamma = (900, 800), 0.5
+    assert tv.as_run(args, model, fused, plain, None, torch.device("cpu"))[0]["lr_decay"] == "x0.5 at 800, 900"
 
 
 @pytest.mark.slow
@@ -291,6 +294,22 @@ def test_mmdet_settings_are_read_from_the_merged_config_and_the_built_model(tmp_
     assert settings["box_loss"] == "rpn l1, rcnn smooth_l1(1/9)" and settings["loader_workers"] == 5
     assert settings["precision"] == "bf16"     # mmengine's autocast without a dtype, on the CPU
     assert implementation["roi_align"] == asrun.ROI_ALIGN_TORCHVISION + " (through mmcv)"
+
+
+@pytest.mark.parametrize("extra, scheduler, decay", [
+    ((), None, "none"),                                  # the warmup's LinearLR alone: no decay
+    (("--lr-steps", "800", "--gamma", "0.2"), None, "x0.2 at 800"),
+    ((), {"type": "CosineAnnealingLR", "by_epoch": False, "begin": 0, "end": 1000}, "CosineAnnealingLR"),
+    ((), {"type": "MultiStepLR", "by_epoch": True, "milestones": [8, 11]}, "MultiStepLR by epoch at [8, 11]"),
+])
+def test_mmdet_decay_is_read_from_the_merged_param_scheduler(tmp_path, extra, scheduler, decay):
+    pytest.importorskip("torch")
+    from harness.drivers import mmdet_hooks
+    cfg = mmdet_cfg(tmp_path, "faster_rcnn", "--iterations", "1000", *extra)
+    if scheduler:
+        cfg["param_scheduler"] = list(cfg["param_scheduler"]) + [scheduler]
+    net, wrapper = mmdet_objects(cfg)
+    assert mmdet_hooks.as_run(cfg, net, wrapper, 1, 2)[0]["lr_decay"] == decay
 
 
 # ------------------------------------------------------------------ effdet

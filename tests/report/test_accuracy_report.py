@@ -215,6 +215,18 @@ def test_settings_the_frameworks_logged_differently_are_named_and_implementation
     assert "Implementation, torchvision fp32: BN: torchvision's frozen BN; optimizer: SGD (foreach)." in notes
 
 
+def test_a_key_one_framework_did_not_log_is_named_and_not_taken_for_equal(tmp_path):
+    store = fill(tmp_path)
+    tables = store.accuracy()
+    for fw, seeds in CURVES.items():
+        for seed in seeds:     # a program of an older version: its line has no lr_decay
+            changes = {} if fw == "torchvision" else {"lr_decay": "x0.1 at 800"}
+            tables.add_settings("r1", trial_key("%s/retinanet/fp32/local/1/1" % fw, seed), *logged(fw, **changes))
+    notes = report.notes(report_build.accuracy(str(tmp_path), "r1").models[0])
+    assert "Not compared, RetinaNet fp32: lr_decay, logged by detbench-trainer only." in notes
+    assert not [n for n in notes if n.startswith("Not like for like")]
+
+
 def test_a_framework_that_logged_no_settings_is_said_to_be_uncompared(tmp_path):
     store = fill(tmp_path)
     tables = store.accuracy()

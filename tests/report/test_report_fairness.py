@@ -84,7 +84,18 @@ def test_repeats_that_ran_with_different_settings_are_named(tmp_path):
 
 def test_equal_settings_give_no_line(tmp_path):
     notes = throughput_table(fill_store(tmp_path, lambda fw, m, r: {})).notes
-    assert not [n for n in notes if n.startswith("Not like for like")]
+    assert not [n for n in notes if n.startswith("Not like for like") or n.startswith("Not compared")]
+
+
+def test_a_setting_only_some_frameworks_logged_is_named_as_not_compared(tmp_path):
+    def row(fw, model, repeat):   # only two of the three say how they decay the rate
+        if fw != "mmdetection" and model == "faster_rcnn":
+            return {"settings": dict(BASE_SETTINGS, lr_decay="x0.1 at 800")}
+        return {}
+    notes = throughput_table(fill_store(tmp_path, row)).notes
+    assert [n for n in notes if n.startswith("Not compared")] == [
+        "Not compared, %s: lr_decay, logged by detbench-trainer, torchvision only." % FASTER]
+    assert not [n for n in notes if n.startswith("Not like for like")]     # silence is not a difference
 
 
 # ------------------------------------------------------------------ how exact each figure is

@@ -102,3 +102,36 @@ def test_a_seed_that_trained_on_a_shared_machine_is_not_judged_on_time(tmp_path)
     assert ("retinanet vs torchvision: time to target: not judged (trained on a shared machine: torchvision "
             "seed 1; see the report's note)") in text
     assert "limit" not in text
+
+
+def test_an_interrupted_benchmark_keeps_its_run_and_says_how_to_go_on(tmp_path, monkeypatch, capsys):
+    import tempfile
+
+    seen = []
+
+    def interrupted(args, work, *rest):
+        seen.append(work)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tta, "train_and_judge", interrupted)
+    assert tta.main(["--quick", "--frameworks", "detbench-trainer"]) == 130
+    [work] = seen
+    assert work.startswith(str(tmp_path)) and __import__("os").path.isdir(work)     # not removed
+    said = capsys.readouterr().out
+    assert "interrupted; the run's trials so far stay in %s" % work in said
+    assert "--from %s/results" % work in said
+
+
+def test_a_finished_benchmark_without_a_work_folder_removes_its_temporary_one(tmp_path, monkeypatch):
+    import os
+    import tempfile
+
+    seen = []
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tta, "train_and_judge", lambda args, work, *rest: seen.append(work) or 0)
+    assert tta.main(["--quick", "--frameworks", "detbench-trainer"]) == 0
+    assert seen and not os.path.exists(seen[0])
+    kept = tmp_path / "kept"
+    assert tta.main(["--quick", "--frameworks", "detbench-trainer", "--work", str(kept)]) == 0
+    assert seen[1] == str(kept)

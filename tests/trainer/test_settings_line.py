@@ -111,3 +111,15 @@ def test_the_anchor_text_reads_the_corners_a_generator_holds():
     assert asrun.anchors(sizes, ratios, exact[:2]) == "sizes 32, 64; ratios 0.5, 1, 2"
     # square anchors of even sizes are whole either way: nothing to say
     assert asrun.anchors(sizes, (1.0,), [[[-16, -16, 16, 16]], [[-32, -32, 32, 32]]]) == "sizes 32, 64; ratios 1"
+
+
+@pytest.mark.parametrize("sets, decay", [
+    (("train.schedule=step", "train.steps=800,900", "train.max_iter=1000"), "x0.1 at 800, 900"),
+    (("train.schedule=step", "train.max_iter=12", "train.gamma=0.5"), "x0.5 at 8, 11"),   # the 1x steps
+    (("train.schedule=constant",), "none"),
+    (("train.schedule=cosine", "train.max_iter=300"), "cosine to 0 over 300 iterations"),
+])
+def test_the_line_says_the_decay_the_trainer_trains_with(sets, decay):
+    from harness.trainer.config import apply_overrides, load_config_module
+    cfg = apply_overrides(load_config_module(config_path("faster_tiny")).CONFIG, list(sets))
+    assert asrun.normalized.schedule(0.01, 0, 1.0, True, asrun.trainer_decay(cfg.train))["lr_decay"] == decay
