@@ -215,19 +215,11 @@ def weight_decay(opt):
                                                  "/".join("%g" % v for v in sorted(flat)))
 
 
-def trainer_decay(t):
-    """The decay the bundled trainer's TrainConfig `t` trains with, as schedule() takes it."""
-    from harness.trainer.schedule import resolved_steps   # the trainer's env: the harness is importable
-
-    if t.schedule == "cosine":
-        return "cosine to 0 over %d iterations" % t.max_iter
-    return resolved_steps(t), t.gamma
-
-
-def trainer(cfg, model, world, opt, threads):
+def trainer(cfg, model, world, opt, threads, decay=None):
     """(settings, implementation) of the bundled trainer: its config as resolved for the device
     (harness/trainer/config.py resolve_for_device), the detector it built and the optimizer its
-    engine builds."""
+    engine builds; `decay` as schedule() takes it, from the trainer's own schedule module (the
+    trainer is a program this package launches, and its modules are not imported here)."""
     m, d, t = cfg.model, cfg.data, cfg.train
     net = getattr(model, "module", model)
     coco = d.source == "coco"
@@ -242,7 +234,7 @@ def trainer(cfg, model, world, opt, threads):
         "momentum": momentum(opt), "weight_decay": weight_decay(opt),
     }
     settings.update(normalized.schedule(t.lr * images / t.lr_reference_batch, t.warmup_iters,
-                                        t.warmup_factor, d.shuffle if coco else False, trainer_decay(t)))
+                                        t.warmup_factor, d.shuffle if coco else False, decay))
     if t.clip_grad_norm:
         settings["clip_grad_norm"] = float(t.clip_grad_norm)
     if m.weights:

@@ -47,6 +47,14 @@ def resolved_steps(t):
     return tuple(t.steps) if t.steps else default_steps(t.max_iter)
 
 
+def decay_setting(t):
+    """The decay TrainConfig `t` trains with, in the settings line's terms: (steps, gamma) of a
+    step schedule (no steps for a constant rate), or the words for a cosine one."""
+    if t.schedule == "cosine":
+        return "cosine to 0 over %d iterations" % t.max_iter
+    return resolved_steps(t), t.gamma
+
+
 def lr_factor(iteration, t, steps=None):
     """The multiplier of the base learning rate at `iteration` for TrainConfig `t`.
 

@@ -10,6 +10,7 @@ import sys
 from harness import jsonlog
 
 from .config import ConfigError, apply_overrides, load_config_module, resolve_for_device
+from .schedule import decay_setting
 
 
 def parse_args(argv):
@@ -233,7 +234,8 @@ def run(argv):
             print(jsonlog.meta_line(meta), flush=True)
             from harness.drivers import asrun   # the settings as run, in the rivals' keys, from what was built
             print(jsonlog.settings_line(*asrun.trainer(cfg, model, world, engine.make_optimizer(model, cfg, world)[0],
-                                                       torch.get_num_threads())), flush=True)
+                                                       torch.get_num_threads(), decay_setting(cfg.train))),
+                  flush=True)
             if meta["emulated_bf16"]:
                 print("warning: train.allow_emulated_bf16=true: this CPU has no bf16 kernels and torch emulates "
                       "them; this run's times are the emulation's, not bf16 training's", flush=True)

@@ -121,5 +121,11 @@ def test_the_anchor_text_reads_the_corners_a_generator_holds():
 ])
 def test_the_line_says_the_decay_the_trainer_trains_with(sets, decay):
     from harness.trainer.config import apply_overrides, load_config_module
+    from harness.trainer.schedule import decay_setting
     cfg = apply_overrides(load_config_module(config_path("faster_tiny")).CONFIG, list(sets))
-    assert asrun.normalized.schedule(0.01, 0, 1.0, True, asrun.trainer_decay(cfg.train))["lr_decay"] == decay
+    assert asrun.normalized.schedule(0.01, 0, 1.0, True, decay_setting(cfg.train))["lr_decay"] == decay
+
+
+def test_the_trainer_logs_its_decay(capsys):
+    said = settings_lines(capsys, "faster_tiny", "train.schedule=step", "train.steps=1", "train.max_iter=2")
+    assert said["settings"]["lr_decay"] == "x0.1 at 1"
