@@ -18,8 +18,8 @@ torchvision and mmdetection drivers' `--resume`), one without starts again from 
 A resume goes on only on the machine the run started on (the same fingerprint facts: CPU and
 its instruction set, cores, memory, kernel, GPUs); elsewhere it is refused in one line.
 An interrupt (SIGINT, even where the run started with it ignored, or SIGTERM) stops the training
-program in flight too and says how to resume: at most that trial's iterations since its last
-checkpoint are lost.
+program in flight too, with every process it started (its own process group: progroup.py), and says
+how to resume: at most that trial's iterations since its last checkpoint are lost.
 """
 import json
 import os
@@ -33,14 +33,14 @@ from harness import frameworks, jsonlog
 from harness.errors import UserError
 from harness.frameworks import accuracy as recipes
 from harness.frameworks.accuracy import trial_key
-from harness.launch import envs, hostcpu, machine_load
+from harness.launch import envs, hostcpu, machine_load, progroup
 from harness.plan import accuracy as plan_accuracy
 from harness.plan import fingerprint, platforms, scenario as scenario_mod
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRIALS_DIR = "accuracy"
 DUMP_TIMEOUT_S = 3600
-STOP_S = 10   # an interrupted run: SIGTERM to the training program, then SIGKILL after this long
+STOP_S = 10   # an interrupted run: SIGTERM to the program's process group, then SIGKILL after this long
 
 
 def _folder(results_dir: str, run_id: str, key: str) -> str:
@@ -199,27 +199,18 @@ def _train(tables, run_id, key, argv, folder, offset, env, resumed_after=None, o
     tail: List[str] = []
     started = time.perf_counter()
     with open(os.path.join(folder, "log.txt"), "a", encoding="utf-8", buffering=1) as log, \
-            subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, errors="replace") as proc:
+            progroup.start(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, errors="replace") as proc:
         assert proc.stdout is not None
         try:
             _follow(tables, run_id, key, proc, log, losses, tail, offset, started, resumed_after, out)
-        except KeyboardInterrupt:   # the training program goes too: nothing trains on unwatched
-            _stop(proc)
+        except KeyboardInterrupt:   # the training program and all it started go too: nothing trains unwatched
+            progroup.stop(proc, STOP_S)
             tables.add_losses(run_id, key, losses)
             raise
     tables.add_losses(run_id, key, losses)
     if proc.returncode != 0:
         raise TrialFailed("training exited with %d: %s" % (proc.returncode, " | ".join(t for t in tail if t)[-400:]))
-
-
-def _stop(proc) -> None:
-    proc.terminate()
-    try:
-        proc.wait(STOP_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def _follow(tables, run_id, key, proc, log, losses, tail, offset, started, resumed_after=None, out=None) -> None:
@@ -263,7 +254,7 @@ def _follow(tables, run_id, key, proc, log, losses, tail, offset, started, resum
 
 def _run(argv, env, what) -> Dict[str, object]:
     try:
-        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=DUMP_TIMEOUT_S)
+        proc = progroup.run(argv, DUMP_TIMEOUT_S, STOP_S, cwd=ROOT, env=env)
     except subprocess.TimeoutExpired:
         raise TrialFailed("%s did not finish within %d s" % (what, DUMP_TIMEOUT_S)) from None
     if proc.returncode != 0:
