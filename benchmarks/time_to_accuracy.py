@@ -12,8 +12,9 @@ prints the report's tables and PASS/FAIL for:
     checkpoint, not judged: that time is read off the line from the start);
   * final AP: the trainer's mean final target metric within one seed standard deviation of
     each rival's (not judged with one seed: there is no spread);
-  * bf16: the trainer's bf16 final metric within the seeds' spread of its fp32 one, only on a
-    CPU with avx512_bf16 kernels (or a GPU); otherwise it says it was not checked, and why.
+  * bf16: the trainer's bf16 final metric within one fp32 seed standard deviation of its fp32
+    one, and so its mean at every checkpoint both precisions scored (the curves by iteration),
+    only on a CPU with avx512_bf16 kernels (or a GPU); otherwise it says it was not checked, and why.
 
     python -m benchmarks.time_to_accuracy                 # retinanet, faster_rcnn, mask_rcnn; 3 seeds
     python -m benchmarks.time_to_accuracy --quick         # retinanet, one seed, a few hundred iterations
@@ -218,7 +219,8 @@ def verdicts(block, out):
 
 
 def bf16_verdict(block, out):
-    """The trainer's bf16 final metric within the seeds' spread of its fp32 one; True when not failed."""
+    """The trainer's bf16 final metric, and its curve, within the seeds' spread of its fp32 ones;
+    True when not failed."""
     series = {s.precision: s for s in block.series if s.framework == TRAINER}
     failed = ["%s seed %d" % (precision, seed) for precision, s in sorted(series.items())
               for seed in sorted(s.failed)]
@@ -240,7 +242,32 @@ def bf16_verdict(block, out):
     good = abs(a.mean - b.mean) <= a.std
     out.write("%s: bf16 vs fp32 final %s %.3f vs %.3f +- %.3f: %s\n" % (
         block.model, block.metric, b.mean, a.mean, a.std, "PASS" if good else "FAIL"))
-    return good
+    return curve_verdict(block, series, out) and good
+
+
+def checkpoint_spreads(series, metric):
+    """{iteration: Spread} of one series' metric at each checkpoint every seed of it scored."""
+    by_seed = [{p.iteration: p.metric(metric) for p in curve} for curve in series.curves.values()]
+    shared = set.intersection(*(set(k for k, v in d.items() if v is not None) for d in by_seed)) if by_seed else set()
+    return {it: acc.spread([d[it] for d in by_seed]) for it in sorted(shared)}
+
+
+def curve_verdict(block, series, out):
+    """The bf16 curve against the fp32 one by iteration: at every checkpoint both precisions scored
+    in every seed, the bf16 mean within one fp32 seed standard deviation of the fp32 mean (the
+    final check's rule, at each point of the curve). True when not failed."""
+    fp32, bf16 = checkpoint_spreads(series["fp32"], block.metric), checkpoint_spreads(series["bf16"], block.metric)
+    points = [(it, bf16[it], fp32[it]) for it in sorted(set(fp32) & set(bf16)) if fp32[it].std is not None]
+    if not points:
+        out.write("%s: bf16 vs fp32 curves: not judged (no checkpoint scored in every seed of both, with a "
+                  "spread)\n" % block.model)
+        return True
+    apart = [it for it, b, a in points if abs(b.mean - a.mean) > a.std]
+    out.write("%s: bf16 vs fp32 %s by iteration (bf16 vs fp32 +- fp32 sd): %s: %s\n" % (
+        block.model, block.metric, ", ".join("%d %.3f vs %.3f +- %.3f" % (it, b.mean, a.mean, a.std)
+                                            for it, b, a in points),
+        "PASS" if not apart else "FAIL (apart at iteration %s)" % ", ".join(str(it) for it in apart)))
+    return not apart
 
 
 def main(argv=None):

@@ -69,3 +69,45 @@ def test_the_bf16_check_judges_within_the_fp32_seed_spread_and_not_over_failed_s
     assert tta.bf16_verdict(_block(failed_seed=1), out) is True
     assert out.getvalue().startswith("retinanet: bf16 vs fp32: not judged: bf16 seed 1 failed (error: loss is nan")
     assert "PASS" not in out.getvalue()
+
+
+def _curves(fp32, bf16):
+    """A trainer block from {iteration: [AP50 per seed]} per precision."""
+    from harness.measure.accuracy import AccuracyPoint
+    from harness.report.accuracy import ModelBlock, Series
+
+    def series(precision, by_iteration):
+        s = Series("detbench-trainer", precision, 4)
+        for it, values in sorted(by_iteration.items()):
+            for seed, ap50 in enumerate(values):
+                s.curves.setdefault(seed, []).append(AccuracyPoint(it, it * 0.5, ap50 / 2, ap50))
+        return s
+    return ModelBlock("retinanet", "bbox_AP50", 0.5, "detbench-trainer",
+                      [series("fp32", fp32), series("bf16", bf16)], [0, 1, 2])
+
+
+def test_the_bf16_curve_is_judged_at_every_checkpoint_not_only_the_last():
+    import io
+    from benchmarks import time_to_accuracy as tta
+    fp32 = {200: [0.30, 0.32, 0.34], 400: [0.60, 0.62, 0.64]}
+    out = io.StringIO()
+    assert tta.bf16_verdict(_curves(fp32, {200: [0.31, 0.33, 0.35], 400: [0.61, 0.63, 0.62]}), out) is True
+    assert ("retinanet: bf16 vs fp32 bbox_AP50 by iteration (bf16 vs fp32 +- fp32 sd): "
+            "200 0.330 vs 0.320 +- 0.020, 400 0.620 vs 0.620 +- 0.020: PASS") in out.getvalue()
+    # the same final point, but bf16 far behind at the first checkpoint: the curves differ
+    out = io.StringIO()
+    assert tta.bf16_verdict(_curves(fp32, {200: [0.10, 0.12, 0.14], 400: [0.61, 0.63, 0.62]}), out) is False
+    assert "bf16 vs fp32 final bbox_AP50 0.620 vs 0.620 +- 0.020: PASS" in out.getvalue()
+    assert out.getvalue().rstrip().endswith("FAIL (apart at iteration 200)")
+
+
+def test_a_checkpoint_some_seed_did_not_score_is_left_out_of_the_curve_check():
+    import io
+    from benchmarks import time_to_accuracy as tta
+    block = _curves({200: [0.30, 0.32, 0.34], 400: [0.60, 0.62, 0.64]},
+                    {200: [0.10, 0.12, 0.14], 400: [0.61, 0.63, 0.62]})
+    bf16 = next(s for s in block.series if s.precision == "bf16")
+    bf16.curves[2] = bf16.curves[2][1:]      # seed 2's first checkpoint was never scored
+    out = io.StringIO()
+    assert tta.bf16_verdict(block, out) is True
+    assert "by iteration (bf16 vs fp32 +- fp32 sd): 400 0.620 vs 0.620 +- 0.020: PASS" in out.getvalue()
