@@ -122,17 +122,22 @@ def accuracy():
 @click.option("--scenario", "scenario_path", type=click.Path(dir_okay=False), help="scenario YAML file")
 @RESULTS
 @click.option("--resume", "resume_id", metavar="RUN_ID", help="go on with an interrupted accuracy run")
+@click.option("--redo", "redo", metavar="TRIAL", multiple=True,
+              help="with --resume: train this trial (its key, e.g. detbench-trainer/mask_rcnn/fp32/local/1/1/s0) "
+                   "again from the start; its earlier files are kept beside, and the report names the redo")
 @user_errors
-def accuracy_run(scenario_path, results_dir, resume_id):
+def accuracy_run(scenario_path, results_dir, resume_id, redo):
     """Train every cell of an accuracy scenario once per seed, scoring each checkpoint."""
     from harness.launch import accuracy as accuracy_mod
     from harness.results.store import Store, new_run_id
 
     if bool(scenario_path) == bool(resume_id):
         raise UserError("give exactly one of --scenario FILE or --resume RUN_ID")
+    if redo and not resume_id:
+        raise UserError("--redo names a trial of a stored run: give it with --resume RUN_ID")
     try:
         if resume_id:
-            accuracy_mod.resume(resume_id, Store(results_dir, create=False))
+            accuracy_mod.resume(resume_id, Store(results_dir, create=False), redo=redo)
         else:
             from harness import launch
 

@@ -101,6 +101,7 @@ IMPLEMENTATION_PARTS = (
     "batch_norm",    # how the backbone's norms run: frozen and folded into the convolutions, or modules
     "optimizer",     # the optimizer and its update path: fused kernel, foreach, per-parameter loop
     "mask_logits",   # Mask R-CNN: logits computed for the target class only, or for all classes
+    "mask_paste",    # Mask R-CNN at test time: how a mask's map is laid over its box in the image
     "memory_format",  # the convolutions' layout: NCHW, or channels-last (NHWC) where the weights are
 )
 

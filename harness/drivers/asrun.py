@@ -30,6 +30,14 @@ ROI_ALIGN_SPARSE = "sparse matrix products (the bundled trainer's roi.py)"
 TWO_STAGE_CLS_LOSS = "rpn bce, rcnn ce"
 
 
+def mask_paste(function, exact):
+    """How a framework's test-time code (`function`, the one it calls) lays a mask's map over its
+    box: sampled over the float box, or resized into the box widened and cut to whole pixels."""
+    how = ("bilinear over the float box" if exact
+           else "resized into the box widened by one cell, corners truncated to whole pixels")
+    return "%s (%s.%s)" % (how, function.__module__, function.__name__)
+
+
 def _g(value):
     return "%.4g" % float(value)
 
@@ -215,11 +223,12 @@ def weight_decay(opt):
                                                  "/".join("%g" % v for v in sorted(flat)))
 
 
-def trainer(cfg, model, world, opt, threads, decay=None):
+def trainer(cfg, model, world, opt, threads, decay=None, paste=None):
     """(settings, implementation) of the bundled trainer: its config as resolved for the device
     (harness/trainer/config.py resolve_for_device), the detector it built and the optimizer its
-    engine builds; `decay` as schedule() takes it, from the trainer's own schedule module (the
-    trainer is a program this package launches, and its modules are not imported here)."""
+    engine builds; `decay` as schedule() takes it, from the trainer's own schedule module, and
+    `paste` the function its test time lays Mask R-CNN's masks with (the trainer is a program
+    this package launches, and its modules are not imported here)."""
     m, d, t = cfg.model, cfg.data, cfg.train
     net = getattr(model, "module", model)
     coco = d.source == "coco"
@@ -271,4 +280,6 @@ def trainer(cfg, model, world, opt, threads, decay=None):
                                           heads.mask_size)
         implementation["mask_logits"] = ("target class only" if heads.mask_target_class_only
                                          else "all %d classes" % heads.mask_head.logits.out_channels)
+        if paste is not None:
+            implementation["mask_paste"] = mask_paste(paste, exact=True)
     return settings, implementation

@@ -277,6 +277,8 @@ def as_run(args, cfg, model, optimizer, loader, amp_dtype):
         settings["mask_head"] = asrun.mask_head(len(convs), convs[-1].out_channels, roi_size,
                                                 roi_size * head.deconv.stride[0])
         implementation["mask_logits"] = "all %d classes" % head.predictor.out_channels
+        from detectron2.layers import mask_ops   # detector_postprocess's ROIMasks.to_bitmasks pastes with this
+        implementation["mask_paste"] = asrun.mask_paste(mask_ops.paste_masks_in_image, exact=True)
     return settings, implementation
 
 

@@ -16,9 +16,10 @@ before it executes mmdet's tools/train.py). Two hooks:
   images of the batch. Its end marks the start of the next iteration's wait for data. Before
   the first iteration it prints one ``DETBENCH_SETTINGS {json}`` line (asrun.py): the settings
   read from the merged mmengine config the runner holds and from the built model and
-  optimizer, and how its RoIAlign, norms, optimizer step and mask logits run.
+  optimizer, and how its RoIAlign, norms, optimizer step and mask logits run (and how it pastes masks).
 """
 import os
+import sys
 import time
 
 try:
@@ -230,6 +231,10 @@ def as_run(cfg, net, optim_wrapper, world_size, threads):
                                                 int(_get(train_cfg, "rcnn", "mask_size", default=roi_size * 2)))
         implementation["mask_logits"] = ("one class-agnostic mask" if head.class_agnostic
                                          else "all %d classes" % head.conv_logits.out_channels)
+        # its predict pastes with the _do_paste_mask of the head's own module (FCNMaskHead's)
+        paste = getattr(sys.modules.get(type(head).__module__), "_do_paste_mask", None)
+        if paste is not None:
+            implementation["mask_paste"] = asrun.mask_paste(paste, exact=True)
     return settings, implementation
 
 

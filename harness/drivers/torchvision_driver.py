@@ -384,6 +384,8 @@ def as_run(args, model, optimizer, loader, amp_dtype, device):
             settings["roi_batch_per_image"], settings["roi_positive_fraction"])   # no cap of its own
         settings["mask_head"] = asrun.mask_head(len(convs), convs[-1].out_channels, roi_size, roi_size * upsample)
         implementation["mask_logits"] = "all %d classes" % heads.mask_predictor.mask_fcn_logits.out_channels
+        from torchvision.models.detection import transform   # its postprocess pastes the masks
+        implementation["mask_paste"] = asrun.mask_paste(transform.paste_masks_in_image, exact=False)
     return settings, implementation
 
 

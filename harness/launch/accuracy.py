@@ -15,6 +15,10 @@ its `create_run` and `accuracy()` tables and imports nothing of the results stag
 `--resume RUN` goes on with the trials of RUN that are not done: a trial with a stored
 checkpoint whose file is still there trains on from it (the bundled trainer's `--resume`, the
 torchvision and mmdetection drivers' `--resume`), one without starts again from the shared weights file.
+`--redo TRIAL` (with `--resume`, repeatable) trains a done, failed or interrupted trial again
+from the start: its earlier files move to `<folder>.replaced-N`, its stored figures leave the
+tables but for one `accuracy_redos` row (when, where the files went, that training's last
+scored checkpoint), which the report names.
 A resume goes on only on the machine the run started on (the same fingerprint facts: CPU and
 its instruction set, cores, memory, kernel, GPUs); elsewhere it is refused in one line.
 An interrupt (SIGINT, even where the run started with it ignored, or SIGTERM) stops the training
@@ -27,7 +31,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 from harness import frameworks, jsonlog
 from harness.errors import UserError
@@ -96,8 +100,9 @@ def start(scenario_path: str, store, run_id: str, out=None) -> str:
     return run_id
 
 
-def resume(run_id: str, store, out=None) -> str:
-    """Go on with the trials of accuracy run `run_id` of `store` that are not done."""
+def resume(run_id: str, store, out=None, redo: Sequence[str] = ()) -> str:
+    """Go on with the trials of accuracy run `run_id` of `store` that are not done, after making
+    the trials named in `redo` (trial keys) pending again from the start."""
     out = out or sys.stdout
     run = store.read_run(run_id)
     run_id = run.id
@@ -105,8 +110,32 @@ def resume(run_id: str, store, out=None) -> str:
     if sc.mode != plan_accuracy.ACCURACY or not store.accuracy().trials(run_id):
         raise UserError("run %s is not an accuracy run: resume it with `detbench run --resume`" % run_id)
     same_machine(run)
+    redo_trials(store.accuracy(), run_id, redo, out)
     execute(store, run_id, sc, out)
     return run_id
+
+
+def redo_trials(tables, run_id: str, keys: Sequence[str], out) -> None:
+    """Make each trial of `keys` pending with nothing of its earlier training stored but its
+    `accuracy_redos` row; its folder is moved aside (`<folder>.replaced-N`), not removed. Every key
+    is checked before any trial is touched."""
+    trials = {str(t["trial_key"]): t for t in tables.trials(run_id)}
+    for key in keys:
+        if key not in trials:
+            raise UserError("--redo %s: run %s has no such trial (its trials: %s)"
+                            % (key, run_id, ", ".join(sorted(trials))))
+    for key in dict.fromkeys(keys):
+        folder, kept = str(trials[key]["folder"]), None
+        if os.path.isdir(folder):
+            n = 1
+            while os.path.exists("%s.replaced-%d" % (folder, n)):
+                n += 1
+            kept = "%s.replaced-%d" % (folder, n)
+            os.rename(folder, kept)
+        tables.redo(run_id, key, time.strftime("%Y-%m-%dT%H:%M:%S%z"), kept)
+        out.write("%s: trained again from the start%s\n" % (key, "; its earlier files are in %s" % kept if kept
+                                                              else ""))
+    out.flush()
 
 
 def same_machine(run, facts=None) -> None:

@@ -49,6 +49,9 @@ class Series:
     # per seed the checkpoint intervals where other processes (or steal) took more than a small
     # share of a core (launch.machine_load): (from iteration, to iteration, its Load)
     shared: Dict[int, List[Tuple[int, int, Any]]] = field(default_factory=dict)
+    # per seed trained again from the start (`--redo`): (when, folder its earlier files went to,
+    # that training's last scored figures or its status)
+    redone: Dict[int, List[Tuple[str, Optional[str], Dict[str, Any]]]] = field(default_factory=dict)
 
     def finals(self) -> Dict[int, acc.AccuracyPoint]:
         out = {}
@@ -149,6 +152,7 @@ def from_records(
     targets: Optional[Dict[str, Tuple[str, float]]] = None,
     resumes: Optional[Dict[str, List[Tuple[int, int, float]]]] = None,
     loads: Optional[Dict[str, List[Tuple[int, int, float, float, float]]]] = None,
+    redos: Optional[Dict[str, List[Tuple[str, Optional[str], Dict[str, Any]]]]] = None,
 ) -> AccuracyReport:
     """The report of one accuracy run from what harness.report.build.accuracy read of the store:
     the StoredRun, its accuracy trials, and each trial's checkpoint curve and loss curve by trial key.
@@ -156,7 +160,8 @@ def from_records(
     scenario's; the report then names the run's own. `resumes` (trial key -> [(checkpoint
     iteration, first logged iteration, seconds to it)]) names the seeds resumed after an interruption;
     `loads` (trial key -> [(from, to iteration, wall s, other processes' CPU s, steal s)]) the
-    checkpoint intervals a seed trained on a shared machine."""
+    checkpoint intervals a seed trained on a shared machine; `redos` (trial key -> [(when, kept
+    folder, earlier figures)]) the seeds trained again from the start."""
     from harness.launch.machine_load import Load
 
     sc = run.scenario.document
@@ -187,6 +192,8 @@ def from_records(
             block.series.append(s)
         key = str(trial["trial_key"])
         seed = int(trial["seed"])
+        if redos and key in redos:
+            s.redone[seed] = list(redos[key])
         if trial["status"] in ("pending", "running"):
             s.unfinished.append(seed)
             continue
@@ -394,8 +401,8 @@ def notes(block: ModelBlock) -> List[str]:
     if shared:
         out.append(
             "Trained on a shared machine: %s. Times over those iterations are longer than a quiet machine's, by "
-            "an amount no figure here can say; run the seed again on a quiet machine for a figure to compare."
-            % "; ".join(shared)
+            "an amount no figure here can say; train the seed again on a quiet machine for a figure to compare "
+            "(`detbench accuracy run --resume RUN --redo TRIAL`)." % "; ".join(shared)
         )
     if resumed:
         out.append(
@@ -404,10 +411,40 @@ def notes(block: ModelBlock) -> List[str]:
             "iterations up to the first logged one); the iterations the interruption lost after the checkpoint "
             "are not counted." % "; ".join(resumed)
         )
+    redone = [
+        "%s %s seed %d at %s (%s)" % (s.framework, s.precision, seed, when, _earlier(previous, kept))
+        for s in block.series
+        for seed, redos in sorted(s.redone.items())
+        for when, kept, previous in redos
+    ]
+    if redone:
+        out.append(
+            "Trained again from the start: %s. Every figure here is the last training's; the earlier one's "
+            "figures are given only in this note." % "; ".join(redone)
+        )
     for s in block.series:
         for seed, why in sorted(s.failed.items()):
             out.append("%s %s seed %d failed: %s" % (s.framework, s.precision, seed, why))
     return out + settings_notes(block) + implementation_notes(block)
+
+
+def _earlier(previous: Dict[str, Any], kept: Optional[str]) -> str:
+    """What a redone seed's earlier training had reached, and where its files went."""
+    if previous.get("iteration") is not None:
+        said = "earlier training's last scored checkpoint: iteration %d at %.1f s, bbox AP %.3f (AP50 %.3f)" % (
+            previous["iteration"],
+            previous["train_seconds"],
+            previous["bbox_AP"],
+            previous["bbox_AP50"],
+        )
+        if previous.get("segm_AP") is not None:
+            said += ", segm AP %.3f (AP50 %.3f)" % (previous["segm_AP"], previous["segm_AP50"] or 0.0)
+    else:
+        said = "earlier training %s%s, nothing scored" % (
+            previous.get("status") or "stopped",
+            ": %s" % previous["reason"] if previous.get("reason") else "",
+        )
+    return said + ("; its files kept as %s" % os.path.basename(kept) if kept else "")
 
 
 def settings_notes(block: ModelBlock) -> List[str]:
@@ -434,21 +471,22 @@ def settings_notes(block: ModelBlock) -> List[str]:
 
 
 def implementation_notes(block: ModelBlock) -> List[str]:
-    """How each framework ran the parts that decide its speed, from its first seed's line."""
+    """How each framework ran the parts that decide its speed (and pasted Mask R-CNN's masks): each
+    part as the first seed whose line names it says, with any seed whose line says otherwise."""
     out = []
     for s in block.series:
-        impl = next((s.implementation[k] for k in sorted(s.implementation) if s.implementation[k]), None)
-        if impl:
-            out.append(
-                "Implementation, %s %s: %s."
-                % (
-                    s.framework,
-                    s.precision,
-                    "; ".join(
-                        "%s: %s" % (word, impl[part]) for part, word in measured.IMPLEMENTATION_WORDS if part in impl
-                    ),
-                )
-            )
+        parts = []
+        for part, word in measured.IMPLEMENTATION_WORDS:
+            said = [
+                (seed, s.implementation[seed][part])
+                for seed in sorted(s.implementation)
+                if (s.implementation[seed] or {}).get(part)
+            ]
+            if said:
+                others = ["seed %d: %s" % (seed, how) for seed, how in said[1:] if how != said[0][1]]
+                parts.append("%s: %s%s" % (word, said[0][1], " (%s)" % "; ".join(others) if others else ""))
+        if parts:
+            out.append("Implementation, %s %s: %s." % (s.framework, s.precision, "; ".join(parts)))
     return out
 
 

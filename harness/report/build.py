@@ -243,6 +243,7 @@ def accuracy(
         targets,
         tables.resumes(run_id),
         tables.loads(run_id),
+        tables.redos(run_id),
     )
     if pub is not None:
         report.published = tuple(published_mod.grids(pub, kind="accuracy"))

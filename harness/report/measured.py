@@ -436,6 +436,7 @@ IMPLEMENTATION_WORDS = (
     ("batch_norm", "BN"),
     ("optimizer", "optimizer"),
     ("mask_logits", "mask logits"),
+    ("mask_paste", "mask paste"),
     ("memory_format", "layout"),
 )
 

@@ -11,7 +11,9 @@
   seconds the hypervisor stole meanwhile (harness.launch.machine_load);
 - `accuracy_resumes`, one row per checkpoint a trial's training went on from after an
   interruption: the checkpoint's iteration, the first iteration the resumed program logged and
-  the seconds from that program's start to it (the time's second start-up lies within them).
+  the seconds from that program's start to it (the time's second start-up lies within them);
+- `accuracy_redos`, one row per time a trial was trained again from the start (`--redo`): when,
+  the folder its earlier files were moved to, and that training's last scored checkpoint.
 
 A checkpoint's row is written when its line arrives, before it is scored, so an interrupted run
 knows how much training time the checkpoint it resumes from stands for.
@@ -43,10 +45,15 @@ CREATE TABLE IF NOT EXISTS accuracy_load (
 CREATE TABLE IF NOT EXISTS accuracy_resumes (
     run_id TEXT NOT NULL, trial_key TEXT NOT NULL, iteration INTEGER NOT NULL, first_iteration INTEGER NOT NULL,
     startup_seconds REAL NOT NULL, PRIMARY KEY (run_id, trial_key, iteration));
+CREATE TABLE IF NOT EXISTS accuracy_redos (
+    run_id TEXT NOT NULL, trial_key TEXT NOT NULL, redone_at TEXT NOT NULL, kept_folder TEXT,
+    previous_json TEXT NOT NULL, PRIMARY KEY (run_id, trial_key, redone_at));
 CREATE TABLE IF NOT EXISTS accuracy_settings (
     run_id TEXT NOT NULL, trial_key TEXT NOT NULL, settings_json TEXT NOT NULL, implementation_json TEXT NOT NULL,
     PRIMARY KEY (run_id, trial_key));
 """
+# the tables that hold what one training of a trial logged (a redo clears them)
+PER_TRAINING = ("accuracy_points", "accuracy_losses", "accuracy_load", "accuracy_resumes", "accuracy_settings")
 
 
 class AccuracyTables:
@@ -228,6 +235,47 @@ class AccuracyTables:
             "SELECT trial_key, settings_json, implementation_json FROM accuracy_settings WHERE run_id=?", (run_id,)
         ).fetchall()
         return {str(r[0]): (json.loads(r[1]), json.loads(r[2])) for r in rows}
+
+    def redo(self, run_id: str, key: str, redone_at: str, kept_folder: Optional[str]) -> None:
+        """Make a trial pending again with nothing of its earlier training in the tables but one
+        `accuracy_redos` row: when, where its files went and its last scored checkpoint (or its
+        status and reason where none was scored)."""
+        curve = self.curve(run_id, key)
+        [trial] = [t for t in self.trials(run_id) if t["trial_key"] == key]
+        previous: Dict[str, Any] = {"status": trial["status"], "reason": trial["reason"]}
+        if curve:
+            last = curve[-1]
+            previous.update(
+                iteration=last.iteration,
+                train_seconds=last.train_seconds,
+                bbox_AP=last.bbox_AP,
+                bbox_AP50=last.bbox_AP50,
+                segm_AP=last.segm_AP,
+                segm_AP50=last.segm_AP50,
+            )
+        with self.store.transaction() as db:
+            for table in PER_TRAINING:
+                db.execute("DELETE FROM %s WHERE run_id=? AND trial_key=?" % table, (run_id, key))
+            db.execute(
+                "UPDATE accuracy_trials SET status='pending', reason=NULL WHERE run_id=? AND trial_key=?",
+                (run_id, key),
+            )
+            db.execute(
+                "INSERT INTO accuracy_redos VALUES (?, ?, ?, ?, ?)",
+                (run_id, key, redone_at, kept_folder, json.dumps(previous, sort_keys=True)),
+            )
+
+    def redos(self, run_id: str) -> Dict[str, List[Tuple[str, Optional[str], Dict[str, Any]]]]:
+        """trial key -> [(when, folder its earlier files went to, that training's last figures)],
+        oldest first, of the trials trained again from the start."""
+        out: Dict[str, List[Tuple[str, Optional[str], Dict[str, Any]]]] = {}
+        for r in self.store.db.execute(
+            "SELECT trial_key, redone_at, kept_folder, previous_json FROM accuracy_redos WHERE run_id=? "
+            "ORDER BY trial_key, redone_at",
+            (run_id,),
+        ).fetchall():
+            out.setdefault(str(r[0]), []).append((str(r[1]), r[2], json.loads(r[3])))
+        return out
 
     def runs(self) -> List[str]:
         """The ids of the runs with accuracy trials, oldest first."""

@@ -233,8 +233,11 @@ def run(argv):
                 print(f"resuming {args.resume} after iteration {start}", flush=True)
             print(jsonlog.meta_line(meta), flush=True)
             from harness.drivers import asrun   # the settings as run, in the rivals' keys, from what was built
+
+            from .postprocess import paste_masks
             print(jsonlog.settings_line(*asrun.trainer(cfg, model, world, engine.make_optimizer(model, cfg, world)[0],
-                                                       torch.get_num_threads(), decay_setting(cfg.train))),
+                                                       torch.get_num_threads(), decay_setting(cfg.train),
+                                                       paste_masks)),
                   flush=True)
             if meta["emulated_bf16"]:
                 print("warning: train.allow_emulated_bf16=true: this CPU has no bf16 kernels and torch emulates "

@@ -68,6 +68,9 @@ def test_two_tiny_iterations_log_time_work_and_the_settings_as_run(model, weight
     declared = FW.settings(ctx)
     assert {k: line["settings"].get(k, "(missing)") for k in declared} == declared
     assert line["implementation"]["batch_norm"].startswith("frozen")
+    if model == "mask_rcnn":
+        assert line["implementation"]["mask_paste"] == ("bilinear over the float box "
+                                                        "(detectron2.layers.mask_ops.paste_masks_in_image)")
     # the first log lines of the run are detbench's own: the scraper of the adapter reads them
     from harness.measure import scrapers
     records, errors = scrapers.get(FW.scraper)(out.stdout.splitlines(), **FW.scrape_options)

@@ -116,7 +116,10 @@ def test_checkpoints_the_schedule_and_a_resume_that_trains_only_what_is_left(fra
 def test_the_dump_is_scored_by_the_shared_cocoeval(framework, data, tmp_path, model):
     pytest.importorskip("pycocotools")
     s = schedule(2, 2)
-    train(framework, model, s, data, tmp_path / "ck")
+    lines = train(framework, model, s, data, tmp_path / "ck")
+    if model == "mask_rcnn":    # the settings line names the paste its test time runs: the exact one
+        [said] = [json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith(jsonlog.SETTINGS_PREFIX)]
+        assert said["implementation"]["mask_paste"].startswith("bilinear over the float box ("), said
     _, (val_ann, val_images), _ = data
     out = tmp_path / "dets.json"
     argv = recipes.dump_argv(framework, model, s, str(tmp_path / "ck" / "iter_2.pth"), (val_ann, val_images),

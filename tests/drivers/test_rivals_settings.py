@@ -77,6 +77,9 @@ def test_torchvision_settings_as_run_equal_the_declared_ones(tv, model):
     if model == "mask_rcnn":
         assert settings["mask_head"] == "4 conv 256, 14x14 RoIs to 28x28 masks"
         assert implementation["mask_logits"] == "all 81 classes"
+        assert implementation["mask_paste"] == ("resized into the box widened by one cell, corners truncated to "
+                                                "whole pixels (torchvision.models.detection.roi_heads."
+                                                "paste_masks_in_image)")
 
 
 def test_torchvision_settings_are_read_from_the_built_objects(tv):
@@ -246,7 +249,7 @@ def mmdet_objects(cfg):
             with_mask="mask_head" in roi)
         if "mask_head" in roi:
             head = roi["mask_head"]
-            net.roi_head.mask_head = types.SimpleNamespace(
+            net.roi_head.mask_head = MaskHead(
                 num_convs=head["num_convs"], conv_out_channels=head["conv_out_channels"], roi_feat_size=(14, 14),
                 class_agnostic=head.get("class_agnostic", False),
                 conv_logits=torch.nn.Conv2d(head["conv_out_channels"], head["num_classes"], 1))
@@ -256,6 +259,14 @@ def mmdet_objects(cfg):
     optimizer = torch.optim.SGD([p for p in net.parameters() if p.requires_grad], lr=opt["lr"],
                                 momentum=opt["momentum"], weight_decay=opt["weight_decay"])
     return net, OptimWrapper(optimizer)
+
+
+class MaskHead(types.SimpleNamespace):
+    """Stands for mmdet's FCNMaskHead, whose module holds the paste its predict calls (below)."""
+
+
+def _do_paste_mask(masks, boxes, img_h, img_w, skip_empty=True):
+    raise AssertionError("named, never called")
 
 
 @pytest.mark.parametrize("model", ["retinanet", "faster_rcnn", "mask_rcnn"])
@@ -276,6 +287,8 @@ def test_mmdet_settings_as_run_equal_the_declared_ones(tmp_path, model):
     if model == "mask_rcnn":
         assert settings["mask_head"] == "4 conv 256, 14x14 RoIs to 28x28 masks"
         assert implementation["mask_logits"] == "all 80 classes"
+        # read off the head's own module, as mmdet's FCNMaskHead and its _do_paste_mask share one
+        assert implementation["mask_paste"] == "bilinear over the float box (%s._do_paste_mask)" % __name__
 
 
 def test_mmdet_settings_are_read_from_the_merged_config_and_the_built_model(tmp_path):

@@ -103,6 +103,36 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(scenario, tmp_path):
     assert "Implementation, detbench-trainer fp32: " in out.stdout
     assert "Resumed from a checkpoint: detbench-trainer fp32 seed 0 after iteration 4 (" in out.stdout
 
+    # a done trial trained again from the start (--redo): a key the run lacks is one line and
+    # changes nothing; the earlier training's files are kept beside, its figures in one redo row
+    (key,), = rows(results, "SELECT trial_key FROM accuracy_trials")
+    code, out = finish(detbench("accuracy", "run", "--resume", run_id, "--results", results, "--redo", key + "x"))
+    assert code == 2 and len(out.strip().splitlines()) == 1 and "--redo %sx: run %s has no such trial" % (key, run_id) \
+        in out
+    assert rows(results, "SELECT count(*) FROM accuracy_points") == [(2,)]
+    code, out = finish(detbench("accuracy", "run", "--resume", run_id, "--results", results, "--redo", key),
+                       timeout=400)
+    assert code == 0, out
+    assert "%s: trained again from the start; its earlier files are in " % key in out and "resuming" not in out
+    assert rows(results, "SELECT status FROM accuracy_trials") == [("done",)]
+    assert [r[0] for r in rows(results, "SELECT iteration FROM accuracy_points ORDER BY iteration")] == [4, 8]
+    assert rows(results, "SELECT count(*) FROM accuracy_resumes") == [(0,)], "the new training was not resumed"
+    [kept] = [p for p in trial_dir.iterdir() if ".replaced-" in p.name]
+    assert "after iteration 4" in (kept / "log.txt").read_text(encoding="utf-8")
+    (previous,), = rows(results, "SELECT previous_json FROM accuracy_redos")
+    previous = json.loads(previous)
+    assert previous["iteration"] == 8 and previous["bbox_AP50"] == points[-1][3]
+    out = subprocess.run([sys.executable, "-m", "harness.cli", "accuracy", "report", "--results", str(results)],
+                         cwd=str(ROOT), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "Trained again from the start: detbench-trainer fp32 seed 0 at " in out.stdout
+    assert "files kept as %s" % kept.name in out.stdout and "Resumed from a checkpoint" not in out.stdout
+
+
+def test_redo_names_a_trial_of_a_stored_run(tmp_path):
+    code, out = finish(detbench("accuracy", "run", "--scenario", tmp_path / "s.yaml", "--redo", "a/s0"))
+    assert code == 2 and "--redo names a trial of a stored run: give it with --resume RUN_ID" in out
+
 
 def test_speed_scenario_is_refused_by_accuracy_run(tmp_path):
     path = tmp_path / "s.yaml"

@@ -215,6 +215,19 @@ def test_settings_the_frameworks_logged_differently_are_named_and_implementation
     assert "Implementation, torchvision fp32: BN: torchvision's frozen BN; optimizer: SGD (foreach)." in notes
 
 
+def test_an_implementation_part_is_read_from_every_seed_and_a_seed_that_differs_is_named(tmp_path):
+    store = fill(tmp_path)
+    tables = store.accuracy()
+    for seed in CURVES["torchvision"]:
+        settings, impl = logged("torchvision")
+        if seed > 0:        # a later seed's program also names its mask paste, and another optimizer
+            impl.update(mask_paste="widened box", optimizer="SGD (for loop)")
+        tables.add_settings("r1", trial_key("torchvision/retinanet/fp32/local/1/1", seed), settings, impl)
+    notes = report.notes(report_build.accuracy(str(tmp_path), "r1").models[0])
+    assert ("Implementation, torchvision fp32: BN: torchvision's frozen BN; optimizer: SGD (foreach) (seed 1: SGD "
+            "(for loop)); mask paste: widened box." in notes)
+
+
 def test_a_key_one_framework_did_not_log_is_named_and_not_taken_for_equal(tmp_path):
     store = fill(tmp_path)
     tables = store.accuracy()

@@ -41,7 +41,8 @@ def test_the_line_follows_what_the_trainer_built_not_its_adapter(capsys):
     assert s["mask_rois_per_image_max"] == 16 and s["mask_head"] == "4 conv 32, 14x14 RoIs to 28x28 masks"
     assert impl == {"roi_align": asrun.ROI_ALIGN_TORCHVISION, "batch_norm": "frozen, folded into the convolutions",
                     "optimizer": "SGD, per-parameter loop", "mask_logits": "all 5 classes",
-                    "memory_format": asrun.MEMORY_NCHW}
+                    "memory_format": asrun.MEMORY_NCHW,
+                    "mask_paste": "bilinear over the float box (harness.trainer.postprocess.paste_masks)"}
 
 
 def test_the_line_names_the_levers_that_ran(capsys):
