@@ -222,7 +222,8 @@ class Row:
     batch: int
     ap: Optional[acc.Spread]
     ap50: Optional[acc.Spread]
-    segm: Optional[acc.Spread]
+    segm: Optional[acc.Spread]  # segm AP and AP50 of a model with masks (None without)
+    segm50: Optional[acc.Spread]
     time_to_train: Optional[acc.Spread]
     time_to_target: Optional[acc.Spread]
     reached: int
@@ -257,6 +258,7 @@ def rows(block: ModelBlock) -> List[Row]:
                 s.batch,
                 acc.spread([p.bbox_AP for p in finals.values()]),
                 acc.spread([p.bbox_AP50 for p in finals.values()]),
+                acc.spread([p.segm_AP for p in finals.values() if p.segm_AP is not None]),
                 acc.spread([p.segm_AP50 for p in finals.values() if p.segm_AP50 is not None]),
                 acc.spread([p.train_seconds for p in finals.values()]),
                 acc.spread(reached) if len(reached) == len(s.curves) and reached else None,
@@ -306,20 +308,23 @@ def _seconds(spread: Optional[acc.Spread]) -> str:
 
 
 def main_table(block: ModelBlock) -> Tuple[List[str], List[List[str]]]:
-    metric_word = "SEGM mAP (AP50)" if block.metric.startswith("segm") else "BBOX mAP (AP50)"
+    """The seed README's table; a model with masks (any row scored segm) gets SEGM beside BBOX,
+    each as mAP (AP50) means over seeds, whatever metric the target is on."""
     head = ["Framework", "Precision", "Batch", "BBOX mAP (AP50)", "Time to train", "Time to target", "Speedup"]
-    if metric_word != head[3]:
-        head.insert(4, metric_word)
+    table = rows(block)
+    masks = any(r.segm is not None for r in table)
+    if masks:
+        head.insert(4, "SEGM mAP (AP50)")
     body = []
-    for r in rows(block):
+    for r in table:
         cells = [
             r.framework,
             r.precision,
             str(r.batch),
             "-" if r.ap is None else "%s (%s)" % (_num(r.ap), _num(r.ap50)),
         ]
-        if len(head) == 8:
-            cells.append(_num(r.segm))
+        if masks:
+            cells.append("-" if r.segm is None else "%s (%s)" % (_num(r.segm), _num(r.segm50)))
         ttt = _seconds(r.time_to_target) if r.time_to_target else _missed(r, block.metric)
         if r.from_start:
             ttt += " (%d of %d seeds by the first checkpoint)" % (r.from_start, r.seeds)

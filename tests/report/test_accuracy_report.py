@@ -45,6 +45,26 @@ def fill(results, scenario_name="tta"):
     return store
 
 
+def test_a_model_with_masks_gets_its_segm_map_and_ap50_beside_the_boxes_whatever_the_target(tmp_path):
+    store = Store(tmp_path)
+    store.create_run("r1", "tta", "s.yaml", json.dumps(SCENARIO), "local", HOST, [], [])
+    tables = store.accuracy()
+    cell = "detbench-trainer/mask_rcnn/fp32/local/1/1"
+    tables.add_trials("r1", [dict(trial_key=trial_key(cell, seed), cell_key=cell, seed=seed, folder="f", argv=[])
+                             for seed in (0, 1)])
+    for seed, (segm, segm50) in enumerate([(0.70, 0.95), (0.80, 0.97)]):
+        key = trial_key(cell, seed)
+        for it, seconds, scale in ((100, 10.0, 0.5), (200, 20.0, 1.0)):
+            tables.add_checkpoint("r1", key, it, seconds, "ck")
+            tables.add_score("r1", key, AccuracyPoint(it, seconds, 0.6 * scale, 0.9 * scale, segm * scale,
+                                                      segm50 * scale, eval_seconds=1.0))
+        tables.set_status("r1", key, "done")
+    for target in ({"mask_rcnn": ("bbox_AP50", 0.5)}, {"mask_rcnn": ("segm_AP", 0.5)}):
+        head, [row] = report.main_table(report_build.accuracy(str(tmp_path), "r1", target).models[0])
+        assert head[3:5] == ["BBOX mAP (AP50)", "SEGM mAP (AP50)"]
+        assert row[3:5] == ["0.600 +- 0.000 (0.900 +- 0.000)", "0.750 +- 0.071 (0.960 +- 0.014)"]
+
+
 def test_main_table_gives_means_interpolated_times_and_speedup(tmp_path):
     fill(tmp_path)
     block = report_build.accuracy(str(tmp_path), "latest").models[0]
