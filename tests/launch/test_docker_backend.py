@@ -19,6 +19,7 @@ import pytest
 
 from harness.launch import engine, image_lock, images
 from harness.errors import UserError
+from tests.support.deadlines import assert_on_deadlines
 from tests.support.services import need_service
 from tests.support.storerows import rows
 from tests.support.waiting import wait_for
@@ -200,12 +201,12 @@ def test_inference_in_containers_gives_the_known_latencies(client, write_scenari
     assert fig["mean_s"] == pytest.approx(np.mean(times), rel=1e-9)
     for p in (50, 80):
         assert fig["p%d_s" % p] == pytest.approx(float(np.percentile(times, p)), rel=1e-9), p
-    # and those are the designed ones: 18 x 20 ms and 2 x 40 ms. Batches end on absolute
-    # deadlines, so the mean is exact; one batch the scheduler wakes late (and the next, short
-    # by as much) can move an order statistic by a fraction of a millisecond
+    # and those are the designed ones, 18 x 20 ms and 2 x 40 ms (batches 10 and 20), each
+    # ending on its deadline; the mean is exact, and the median is the plain batch's
+    designed = [40.0 if k % 10 == 0 else 20.0 for k in range(3, 23)]
+    assert_on_deadlines(times, designed)
     assert fig["mean_s"] * 1000 == pytest.approx(22.0, rel=0.01)
     assert fig["p50_s"] * 1000 == pytest.approx(20.0, abs=1.0)
-    assert fig["p80_s"] * 1000 == pytest.approx(20.0, abs=1.0)
     record = json.loads((trial / "trial.json").read_text())
     assert record["container"]["recipe"] == "calibrate" and record["container"]["exit_code"] == 0
 
