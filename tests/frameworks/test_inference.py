@@ -15,7 +15,7 @@ from harness.measure import latency
 from harness.results import baseline, compare
 from harness.results.store import Store
 from harness.plan import scenario as scenario_mod
-from tests.support.deadlines import assert_on_deadlines
+from tests.support.deadlines import assert_on_deadlines, designed_ms
 from tests.support.storerows import rows
 
 INFERENCE = """\
@@ -111,16 +111,12 @@ def test_percentiles_interpolate_like_numpy_and_refuse_unsupported_ones():
     assert [scenario_mod.batches_needed(p) for p in (50, 90, 95, 99, 99.9)] == [2, 10, 20, 100, 1000]
 
 
-def nominal(warmup, measure, iteration_ms, tail_every, tail_ms):
-    return [tail_ms if k % tail_every == 0 else iteration_ms for k in range(warmup + 1, warmup + measure + 1)]
-
-
 @pytest.mark.timing
 def test_calibration_inference_figures_match_the_truth_within_1_percent(write_scenario, tmp_path):
     results = tmp_path / "results"
     result = CliRunner().invoke(main, ["run", "--scenario", str(write_scenario(INFERENCE)), "--results", str(results)])
     assert result.exit_code == 0, result.output
-    truth = nominal(2, 40, 10.0, 10, 20.0)
+    truth = designed_ms(2, 40, 10.0, 10, 20.0)
     trials = rows(results, "SELECT id, cell_key, throughput, latency_json FROM trials ORDER BY seq")
     assert len(trials) == 4
     for trial_id, key, throughput, latency_json in trials:

@@ -19,7 +19,7 @@ import pytest
 
 from harness.launch import engine, image_lock, images
 from harness.errors import UserError
-from tests.support.deadlines import assert_on_deadlines
+from tests.support.deadlines import assert_on_deadlines, designed_ms
 from tests.support.services import need_service
 from tests.support.storerows import rows
 from tests.support.waiting import wait_for
@@ -203,8 +203,7 @@ def test_inference_in_containers_gives_the_known_latencies(client, write_scenari
         assert fig["p%d_s" % p] == pytest.approx(float(np.percentile(times, p)), rel=1e-9), p
     # and those are the designed ones, 18 x 20 ms and 2 x 40 ms (batches 10 and 20), each
     # ending on its deadline; the mean is exact, and the median is the plain batch's
-    designed = [40.0 if k % 10 == 0 else 20.0 for k in range(3, 23)]
-    assert_on_deadlines(times, designed)
+    assert_on_deadlines(times, designed_ms(2, 20, 20.0, 10, 40.0))
     assert fig["mean_s"] * 1000 == pytest.approx(22.0, rel=0.01)
     assert fig["p50_s"] * 1000 == pytest.approx(20.0, abs=1.0)
     record = json.loads((trial / "trial.json").read_text())

@@ -11,6 +11,12 @@ wrong place (a tail batch where a plain one belongs) moves every later end by a 
 import statistics
 
 
+def designed_ms(warmup, measure, iteration_ms, tail_every, tail_ms):
+    """The measured batches' designed times (ms): every `tail_every`-th batch, counted from the
+    first warmup batch, takes `tail_ms`, the others `iteration_ms`."""
+    return [tail_ms if k % tail_every == 0 else iteration_ms for k in range(warmup + 1, warmup + measure + 1)]
+
+
 def lateness_ms(times_s, designed_ms):
     """Each batch's end against its deadline, counted from the first batch's start (ms)."""
     assert len(times_s) == len(designed_ms), (len(times_s), len(designed_ms))
