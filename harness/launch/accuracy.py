@@ -19,12 +19,15 @@ torchvision and mmdetection drivers' `--resume`), one without starts again from 
 from the start: its earlier files move to `<folder>.replaced-N`, its stored figures leave the
 tables but for one `accuracy_redos` row (when, where the files went, that training's last
 scored checkpoint), which the report names.
+Each training program a trial starts (from the start or a checkpoint) stores the detbench code
+it ran (`accuracy_code`), and the report names a run whose trainings ran more than one.
 A resume goes on only on the machine the run started on (the same fingerprint facts: CPU and
 its instruction set, cores, memory, kernel, GPUs); elsewhere it is refused in one line.
 An interrupt (SIGINT, even where the run started with it ignored, or SIGTERM) stops the training
 program in flight too, with every process it started (its own process group: progroup.py), and says
 how to resume: at most that trial's iterations since its last checkpoint are lost.
 """
+import datetime
 import json
 import os
 import signal
@@ -39,7 +42,7 @@ from harness.frameworks import accuracy as recipes
 from harness.frameworks.accuracy import trial_key
 from harness.launch import envs, hostcpu, machine_load, progroup
 from harness.plan import accuracy as plan_accuracy
-from harness.plan import fingerprint, platforms, scenario as scenario_mod
+from harness.plan import coderev, fingerprint, platforms, scenario as scenario_mod
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRIALS_DIR = "accuracy"
@@ -132,7 +135,8 @@ def redo_trials(tables, run_id: str, keys: Sequence[str], out) -> None:
                 n += 1
             kept = "%s.replaced-%d" % (folder, n)
             os.rename(folder, kept)
-        tables.redo(run_id, key, time.strftime("%Y-%m-%dT%H:%M:%S%z"), kept)
+        # to the microsecond: the same trial redone twice within a second keeps both rows
+        tables.redo(run_id, key, datetime.datetime.now().astimezone().strftime("%Y-%m-%dT%H:%M:%S.%f%z"), kept)
         out.write("%s: trained again from the start%s\n" % (key, "; its earlier files are in %s" % kept if kept
                                                               else ""))
     out.flush()
@@ -219,6 +223,7 @@ def run_trial(tables, run_id, sc, cell, trial, out) -> None:
         if last is not None:
             out.write("  resuming after iteration %d (%.1f s of training)\n" % (last[0], last[1]))
         tables.set_status(run_id, key, "running")
+        tables.add_code(run_id, key, 0 if last is None else last[0], coderev.revision())
         _train(tables, run_id, key, argv, folder, offset, _env(sc), None if last is None else last[0], out)
     _score(tables, run_id, sc, cell, key, schedule, folder, out)
 

@@ -188,11 +188,13 @@ def host_record(
     facts: Optional[Facts] = None,
     directory: PathLike = PLATFORM_DIR,
 ) -> Dict[str, Any]:
-    """The run's host_json: this host, its fingerprint, and "forced" when it matched not.
+    """The run's host_json: this host, its fingerprint and facts, the detbench code that ran it
+    (harness.plan.coderev), and "forced" when it matched not.
 
     Refuses (UserError listing the differences) when a platform the run's cells name does
     not describe this host, unless force is set; a forced run records what differed.
     """
+    from harness.plan import coderev
     from harness.plan.fingerprint import fingerprint
 
     facts = host_facts() if facts is None else facts
@@ -210,6 +212,7 @@ def host_record(
     record = host.model_dump()
     record["fingerprint"] = fingerprint(facts)
     record["facts"] = facts
+    record["code"] = coderev.revision()
     if mismatch:
         record["forced"] = mismatch
     return record

@@ -52,6 +52,8 @@ class Series:
     # per seed trained again from the start (`--redo`): (when, folder its earlier files went to,
     # that training's last scored figures or its status)
     redone: Dict[int, List[Tuple[str, Optional[str], Dict[str, Any]]]] = field(default_factory=dict)
+    # per seed the detbench code of each training program: (iteration it went on from, code)
+    code: Dict[int, List[Tuple[int, Dict[str, Any]]]] = field(default_factory=dict)
 
     def finals(self) -> Dict[int, acc.AccuracyPoint]:
         out = {}
@@ -153,6 +155,7 @@ def from_records(
     resumes: Optional[Dict[str, List[Tuple[int, int, float]]]] = None,
     loads: Optional[Dict[str, List[Tuple[int, int, float, float, float]]]] = None,
     redos: Optional[Dict[str, List[Tuple[str, Optional[str], Dict[str, Any]]]]] = None,
+    codes: Optional[Dict[str, List[Tuple[int, Dict[str, Any]]]]] = None,
 ) -> AccuracyReport:
     """The report of one accuracy run from what harness.report.build.accuracy read of the store:
     the StoredRun, its accuracy trials, and each trial's checkpoint curve and loss curve by trial key.
@@ -161,7 +164,8 @@ def from_records(
     iteration, first logged iteration, seconds to it)]) names the seeds resumed after an interruption;
     `loads` (trial key -> [(from, to iteration, wall s, other processes' CPU s, steal s)]) the
     checkpoint intervals a seed trained on a shared machine; `redos` (trial key -> [(when, kept
-    folder, earlier figures)]) the seeds trained again from the start."""
+    folder, earlier figures)]) the seeds trained again from the start; `codes` (trial key -> [(iteration
+    gone on from, code)]) the detbench code each training program ran."""
     from harness.launch.machine_load import Load
 
     sc = run.scenario.document
@@ -205,6 +209,8 @@ def from_records(
             s.settings[seed], s.implementation[seed] = settings[key]
         if resumes and key in resumes:
             s.resumed[seed] = list(resumes[key])
+        if codes and key in codes:
+            s.code[seed] = list(codes[key])
         for start, it, wall, other, steal in (loads or {}).get(key, []):
             load = Load(wall, other, steal)
             if load.shared:
@@ -417,7 +423,7 @@ def notes(block: ModelBlock) -> List[str]:
             "are not counted." % "; ".join(resumed)
         )
     redone = [
-        "%s %s seed %d at %s (%s)" % (s.framework, s.precision, seed, when, _earlier(previous, kept))
+        "%s %s seed %d at %s (%s)" % (s.framework, s.precision, seed, _to_second(when), _earlier(previous, kept))
         for s in block.series
         for seed, redos in sorted(s.redone.items())
         for when, kept, previous in redos
@@ -430,7 +436,42 @@ def notes(block: ModelBlock) -> List[str]:
     for s in block.series:
         for seed, why in sorted(s.failed.items()):
             out.append("%s %s seed %d failed: %s" % (s.framework, s.precision, seed, why))
-    return out + settings_notes(block) + implementation_notes(block)
+    return out + code_notes(block) + settings_notes(block) + implementation_notes(block)
+
+
+def _to_second(when: str) -> str:
+    """A stored time (to the microsecond) as the report prints it: to the second."""
+    head, dot, rest = when.partition(".")
+    return head + rest.lstrip("0123456789") if dot else when
+
+
+def code_notes(block: ModelBlock) -> List[str]:
+    """The detbench code each training program of the model's finished seeds ran
+    (harness.plan.coderev), named where they did not all run the same (another commit, or
+    uncommitted changes beside a clean checkout); nothing where they did."""
+    from harness.plan import coderev
+
+    trainings = [
+        (s, seed, it, coderev.describe(code))
+        for s in block.series
+        for seed, programs in sorted(s.code.items())
+        if seed in s.curves
+        for it, code in programs
+    ]
+    said = sorted({d for _, _, _, d in trainings})
+    if len(said) < 2:
+        return []
+    return [
+        "Trained with %d revisions of detbench's code, so its figures may not compare: %s."
+        % (
+            len(said),
+            "; ".join(
+                "%s %s seed %d %s %s"
+                % (s.framework, s.precision, seed, "from the start" if it == 0 else "from iteration %d" % it, d)
+                for s, seed, it, d in trainings
+            ),
+        )
+    ]
 
 
 def _earlier(previous: Dict[str, Any], kept: Optional[str]) -> str:

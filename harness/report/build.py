@@ -244,6 +244,7 @@ def accuracy(
         tables.resumes(run_id),
         tables.loads(run_id),
         tables.redos(run_id),
+        tables.codes(run_id),
     )
     if pub is not None:
         report.published = tuple(published_mod.grids(pub, kind="accuracy"))

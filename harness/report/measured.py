@@ -318,6 +318,7 @@ def tables(rows: Rows, ci: bool = True) -> List[Table]:
         notes += kinds
         forced = [n for n in (platforms.forced_note(rows.runs[r].host) for r in sorted({d.run_id for d in done})) if n]
         forced += imported_note(rows.runs, cells)  # under both forms of the table, like a forced run
+        forced += code_lines(rows.runs, sorted({d.run_id for d in done}))
         notes += forced
         if rows.renamed:
             notes.append(
@@ -343,6 +344,20 @@ def tables(rows: Rows, ci: bool = True) -> List[Table]:
                 single += " (iteration time)"
             out.append(Table(title=single, form=ITERATION, **dict(common, notes=notes[:1] + kinds + forced)))
     return out
+
+
+def code_lines(runs: Mapping[str, StoredRun], run_ids: Sequence[str]) -> List[str]:
+    """The line naming each run's detbench code (harness.plan.coderev) where the table's figures
+    come from runs that ran different code (another commit, or uncommitted changes beside a clean
+    checkout); nothing otherwise."""
+    from harness.plan import coderev
+
+    codes = {r: (runs[r].host or {}).get("code") for r in run_ids}
+    codes = {r: c for r, c in codes.items() if isinstance(c, dict)}
+    said = {r: coderev.describe(c) for r, c in codes.items()}
+    if len(set(said.values())) < 2:
+        return []
+    return ["Code: %s." % "; ".join("run %s ran %s" % (r, said[r]) for r in sorted(said))]
 
 
 def imported_note(runs: Mapping[str, StoredRun], cells: RowCells) -> List[str]:

@@ -12,6 +12,9 @@
 - `accuracy_resumes`, one row per checkpoint a trial's training went on from after an
   interruption: the checkpoint's iteration, the first iteration the resumed program logged and
   the seconds from that program's start to it (the time's second start-up lies within them);
+- `accuracy_code`, one row per training program a trial ran (its start, and each resume from a
+  checkpoint): the iteration it went on from (0 for the start) and the detbench code it ran
+  (harness.plan.coderev);
 - `accuracy_redos`, one row per time a trial was trained again from the start (`--redo`): when,
   the folder its earlier files were moved to, and that training's last scored checkpoint.
 
@@ -45,6 +48,9 @@ CREATE TABLE IF NOT EXISTS accuracy_load (
 CREATE TABLE IF NOT EXISTS accuracy_resumes (
     run_id TEXT NOT NULL, trial_key TEXT NOT NULL, iteration INTEGER NOT NULL, first_iteration INTEGER NOT NULL,
     startup_seconds REAL NOT NULL, PRIMARY KEY (run_id, trial_key, iteration));
+CREATE TABLE IF NOT EXISTS accuracy_code (
+    run_id TEXT NOT NULL, trial_key TEXT NOT NULL, iteration INTEGER NOT NULL, code_json TEXT NOT NULL,
+    PRIMARY KEY (run_id, trial_key, iteration));
 CREATE TABLE IF NOT EXISTS accuracy_redos (
     run_id TEXT NOT NULL, trial_key TEXT NOT NULL, redone_at TEXT NOT NULL, kept_folder TEXT,
     previous_json TEXT NOT NULL, PRIMARY KEY (run_id, trial_key, redone_at));
@@ -53,7 +59,14 @@ CREATE TABLE IF NOT EXISTS accuracy_settings (
     PRIMARY KEY (run_id, trial_key));
 """
 # the tables that hold what one training of a trial logged (a redo clears them)
-PER_TRAINING = ("accuracy_points", "accuracy_losses", "accuracy_load", "accuracy_resumes", "accuracy_settings")
+PER_TRAINING = (
+    "accuracy_points",
+    "accuracy_losses",
+    "accuracy_load",
+    "accuracy_resumes",
+    "accuracy_settings",
+    "accuracy_code",
+)
 
 
 class AccuracyTables:
@@ -218,6 +231,25 @@ class AccuracyTables:
             (run_id,),
         ).fetchall():
             out.setdefault(str(r[0]), []).append((int(r[1]), int(r[2]), float(r[3])))
+        return out
+
+    def add_code(self, run_id: str, key: str, iteration: int, code: Dict[str, Any]) -> None:
+        """A training program of the trial started from its checkpoint of `iteration` (0: from the
+        start) running detbench code `code`; a later program from the same checkpoint replaces it."""
+        with self.store.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO accuracy_code VALUES (?, ?, ?, ?)",
+                (run_id, key, int(iteration), json.dumps(code, sort_keys=True)),
+            )
+
+    def codes(self, run_id: str) -> Dict[str, List[Tuple[int, Dict[str, Any]]]]:
+        """trial key -> [(iteration it went on from, code)] of every training program, by iteration."""
+        out: Dict[str, List[Tuple[int, Dict[str, Any]]]] = {}
+        for r in self.store.db.execute(
+            "SELECT trial_key, iteration, code_json FROM accuracy_code WHERE run_id=? ORDER BY trial_key, iteration",
+            (run_id,),
+        ).fetchall():
+            out.setdefault(str(r[0]), []).append((int(r[1]), json.loads(r[2])))
         return out
 
     def add_settings(self, run_id: str, key: str, settings: Dict[str, Any], implementation: Dict[str, str]) -> None:

@@ -241,6 +241,7 @@ def compare(baseline: Side, candidate: Side, rule: Rule = Rule()) -> Comparison:
     notes = list(baseline.get("notes", [])) + list(candidate.get("notes", []))
     notes += host_notes(baseline.get("host", {}), candidate.get("host", {}), hard)
     notes += ["host differs (not blocking): %s" % "; ".join(soft)] if soft else []
+    notes += code_notes(baseline.get("host", {}), candidate.get("host", {}))
     moved = [
         c.key
         for c in cells
@@ -337,6 +338,20 @@ def host_notes(a: Mapping[str, Any], b: Mapping[str, Any], hard: Sequence[str]) 
             % (" (%s)" % ", ".join(known) if known else "")
         ]
     return []
+
+
+def code_notes(a: Mapping[str, Any], b: Mapping[str, Any]) -> List[str]:
+    """The comparison's note on the detbench code its two runs ran (harness.plan.coderev), where
+    both recorded it and it differs (another commit, or uncommitted changes on one side)."""
+    from harness.plan import coderev
+
+    codes = [(h or {}).get("code") for h in (a, b)]
+    if not all(isinstance(c, dict) for c in codes):
+        return []
+    said = [coderev.describe(c) for c in codes]
+    if said[0] == said[1]:
+        return []
+    return ["code: baseline ran %s, candidate %s" % tuple(said)]
 
 
 # --- accuracy runs (mode: accuracy): time to target and final AP ---------------------------------

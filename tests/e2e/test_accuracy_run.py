@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from harness.plan import coderev
 from tests.support.cliproc import ROOT, detbench, finish
 from tests.support.waiting import wait_for
 
@@ -92,6 +93,9 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(scenario, tmp_path):
     # the resumed program's start-up is kept: its later times hold it, and the report says so
     (resumed,) = rows(results, "SELECT iteration, first_iteration, startup_seconds FROM accuracy_resumes")
     assert resumed[:2] == (4, 5) and resumed[2] > 0
+    # each training program stored the detbench code it ran: the start and the resume from 4
+    codes = rows(results, "SELECT iteration, code_json FROM accuracy_code ORDER BY iteration")
+    assert [c[0] for c in codes] == [0, 4] and all(json.loads(c[1]) == coderev.revision() for c in codes)
 
     out = subprocess.run([sys.executable, "-m", "harness.cli", "accuracy", "report", "--results", str(results)],
                          cwd=str(ROOT), capture_output=True, text=True, timeout=120)
@@ -117,6 +121,7 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(scenario, tmp_path):
     assert rows(results, "SELECT status FROM accuracy_trials") == [("done",)]
     assert [r[0] for r in rows(results, "SELECT iteration FROM accuracy_points ORDER BY iteration")] == [4, 8]
     assert rows(results, "SELECT count(*) FROM accuracy_resumes") == [(0,)], "the new training was not resumed"
+    assert rows(results, "SELECT iteration FROM accuracy_code") == [(0,)], "the redo's one program, from the start"
     [kept] = [p for p in trial_dir.iterdir() if ".replaced-" in p.name]
     assert "after iteration 4" in (kept / "log.txt").read_text(encoding="utf-8")
     (previous,), = rows(results, "SELECT previous_json FROM accuracy_redos")

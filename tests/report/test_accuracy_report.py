@@ -351,3 +351,52 @@ def test_checkpoint_intervals_on_a_shared_machine_are_named_and_quiet_ones_are_n
     assert "iterations 200 to 300: other processes used 0.0 s of CPU in 20.0 s (0% of a core), the hypervisor " \
            "took 1.5 s (steal)" in note
     assert "iterations 0 to 100" not in note
+
+
+REV_A = {"version": "0.1.0", "commit": "a" * 40, "dirty": False}
+REV_B = {"version": "0.1.0", "commit": "b" * 40, "dirty": False}
+
+
+def test_trainings_that_ran_different_code_are_named_each_with_its_revision(tmp_path):
+    tables = fill(tmp_path).accuracy()
+    for fw in CURVES:
+        for seed in CURVES[fw]:
+            tables.add_code("r1", trial_key("%s/retinanet/fp32/local/1/1" % fw, seed), 0, REV_A)
+    resumed = trial_key("torchvision/retinanet/fp32/local/1/1", 1)
+    tables.add_code("r1", resumed, 200, dict(REV_A, dirty=True))   # resumed from a checkout with edits
+    assert tables.codes("r1")[resumed] == [(0, REV_A), (200, dict(REV_A, dirty=True))]
+    block = report_build.accuracy(str(tmp_path), "latest").models[0]
+    [note] = [n for n in report.notes(block) if n.startswith("Trained with")]
+    assert note.startswith("Trained with 2 revisions of detbench's code")
+    assert "torchvision fp32 seed 1 from iteration 200 detbench 0.1.0 at aaaaaaaaaaaa with uncommitted changes" in note
+    assert "detbench-trainer fp32 seed 0 from the start detbench 0.1.0 at aaaaaaaaaaaa;" in note
+
+    tables.add_code("r1", resumed, 200, REV_B)   # the same checkpoint gone on from again: the later program stands
+    [note] = [n for n in report.notes(report_build.accuracy(str(tmp_path), "latest").models[0])
+              if n.startswith("Trained with")]
+    assert "seed 1 from iteration 200 detbench 0.1.0 at bbbbbbbbbbbb" in note and "uncommitted" not in note
+
+
+def test_a_run_whose_trainings_all_ran_one_revision_has_no_code_note(tmp_path):
+    tables = fill(tmp_path).accuracy()
+    for fw in CURVES:
+        for seed in CURVES[fw]:
+            tables.add_code("r1", trial_key("%s/retinanet/fp32/local/1/1" % fw, seed), 0, REV_A)
+    block = report_build.accuracy(str(tmp_path), "latest").models[0]
+    assert not [n for n in report.notes(block) if "revision" in n]
+
+
+def test_a_trial_redone_twice_within_a_second_keeps_both_redo_rows_and_prints_them_to_the_second(tmp_path):
+    from harness.launch import accuracy as launch_accuracy
+
+    tables = fill(tmp_path).accuracy()
+    key = trial_key("torchvision/retinanet/fp32/local/1/1", 0)
+    for _ in range(2):
+        launch_accuracy.redo_trials(tables, "r1", [key], open(tmp_path / "out.txt", "a"))
+    whens = [when for when, _, _ in tables.redos("r1")[key]]
+    assert len(whens) == 2 and whens[0] < whens[1]
+    block = report_build.accuracy(str(tmp_path), "latest").models[0]
+    [note] = [n for n in report.notes(block) if n.startswith("Trained again")]
+    for when in whens:
+        assert report._to_second(when) in note and when not in note
+    assert report._to_second("2026-11-27T22:50:01.123456+0000") == "2026-11-27T22:50:01+0000"

@@ -56,3 +56,21 @@ def test_csv_rows_are_a_field_of_the_report(tmp_path):
     assert export.render_csv(cells).splitlines()[0].startswith("source,table,")
     assert export.render_csv(trials).splitlines()[0].startswith("trial_id,run_id,")
     assert len(export.render_csv(trials).splitlines()) == 1 + len(cells.trials) == 1 + 8
+
+
+def test_a_table_from_runs_of_different_code_names_each_run_s_code():
+    from types import SimpleNamespace
+
+    from harness.report import measured
+
+    def run(commit, dirty=False):
+        return SimpleNamespace(host={"code": {"version": "0.1.0", "commit": commit, "dirty": dirty}})
+
+    runs = {"r1": run("a" * 40), "r2": run("b" * 40), "r3": run("a" * 40), "old": SimpleNamespace(host={})}
+    assert measured.code_lines(runs, ["r1", "r3", "old"]) == []          # one revision (and one run that kept none)
+    assert measured.code_lines(runs, ["r2", "r1"]) == [
+        "Code: run r1 ran detbench 0.1.0 at aaaaaaaaaaaa; run r2 ran detbench 0.1.0 at bbbbbbbbbbbb."]
+    runs["r4"] = run("a" * 40, dirty=True)
+    assert measured.code_lines(runs, ["r1", "r4"]) == [
+        "Code: run r1 ran detbench 0.1.0 at aaaaaaaaaaaa; run r4 ran detbench 0.1.0 at aaaaaaaaaaaa with "
+        "uncommitted changes."]

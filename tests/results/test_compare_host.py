@@ -121,3 +121,20 @@ def test_a_saved_baseline_keeps_the_instruction_set_it_was_measured_with(tmp_pat
     assert "avx512_bf16" in loaded["host"]["facts"]["cpu"]["isa"]
     assert fingerprint(loaded["host"]["facts"]) == loaded["host"]["fingerprint"]
     assert json.loads((tmp_path / "b.json").read_text())["host"]["fingerprint"].startswith("fp2-")
+
+
+def test_runs_of_different_code_on_one_machine_are_judged_and_the_note_names_both_revisions():
+    a = host_record(host_with(AVX2_EPYC))
+    last_night = dict(copy.deepcopy(a), code={"version": "0.1.0", "commit": "1" * 40, "dirty": False})
+    tonight = dict(copy.deepcopy(a), code={"version": "0.1.0", "commit": "2" * 40, "dirty": False})
+    result = compare.compare(two_cell_side(last_night, "night-1"), two_cell_side(tonight, "night-2", 0.8), RULE)
+    assert [c.verdict for c in result.cells] == [compare.REGRESSION] * 2
+    assert result.notes == ["code: baseline ran detbench 0.1.0 at 111111111111, candidate detbench 0.1.0 at "
+                            "222222222222"]
+    edited = dict(copy.deepcopy(last_night), code=dict(last_night["code"], dirty=True))
+    assert compare.compare(two_cell_side(last_night, "n1"), two_cell_side(edited, "n2"), RULE).notes == [
+        "code: baseline ran detbench 0.1.0 at 111111111111, candidate detbench 0.1.0 at 111111111111 with "
+        "uncommitted changes"]
+    # the same code, or a side that recorded none (a baseline saved before runs recorded it): no note
+    assert compare.compare(two_cell_side(last_night, "n1"), two_cell_side(last_night, "n2"), RULE).notes == []
+    assert compare.compare(two_cell_side(a, "n1"), two_cell_side(tonight, "n2"), RULE).notes == []
