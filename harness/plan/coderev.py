@@ -9,12 +9,13 @@ and virtual environments live in a checkout too.
 
 import os
 import subprocess
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Hashable, Mapping, Optional, TypeVar
 
 from harness import __version__
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GIT_TIMEOUT_S = 10
+K = TypeVar("K", bound=Hashable)
 
 
 def _git(root: str, *args: str) -> Optional[str]:
@@ -52,3 +53,11 @@ def describe(rev: Optional[Mapping[str, Any]]) -> str:
         if rev.get("dirty"):
             said += " with uncommitted changes"
     return said
+
+
+def named_where_differing(codes: Mapping[K, Any]) -> Dict[K, str]:
+    """Each recorded revision of `codes` (key -> what a run or training program stored, None or
+    not a dict where it stored none) as describe() says it, where at least two of them say
+    different things; empty where all ran the same code or fewer than two recorded theirs."""
+    said = {key: describe(code) for key, code in codes.items() if isinstance(code, Mapping)}
+    return said if len(set(said.values())) > 1 else {}

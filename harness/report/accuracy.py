@@ -452,23 +452,24 @@ def code_notes(block: ModelBlock) -> List[str]:
     from harness.plan import coderev
 
     trainings = [
-        (s, seed, it, coderev.describe(code))
+        (s, seed, it, code)
         for s in block.series
         for seed, programs in sorted(s.code.items())
         if seed in s.curves
         for it, code in programs
     ]
-    said = sorted({d for _, _, _, d in trainings})
-    if len(said) < 2:
+    said = coderev.named_where_differing({i: t[3] for i, t in enumerate(trainings)})
+    if not said:
         return []
     return [
         "Trained with %d revisions of detbench's code, so its figures may not compare: %s."
         % (
-            len(said),
+            len(set(said.values())),
             "; ".join(
                 "%s %s seed %d %s %s"
-                % (s.framework, s.precision, seed, "from the start" if it == 0 else "from iteration %d" % it, d)
-                for s, seed, it, d in trainings
+                % (s.framework, s.precision, seed, "from the start" if it == 0 else "from iteration %d" % it, said[i])
+                for i, (s, seed, it, _) in enumerate(trainings)
+                if i in said
             ),
         )
     ]

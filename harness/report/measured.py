@@ -352,10 +352,8 @@ def code_lines(runs: Mapping[str, StoredRun], run_ids: Sequence[str]) -> List[st
     checkout); nothing otherwise."""
     from harness.plan import coderev
 
-    codes = {r: (runs[r].host or {}).get("code") for r in run_ids}
-    codes = {r: c for r, c in codes.items() if isinstance(c, dict)}
-    said = {r: coderev.describe(c) for r, c in codes.items()}
-    if len(set(said.values())) < 2:
+    said = coderev.named_where_differing({r: (runs[r].host or {}).get("code") for r in run_ids})
+    if not said:
         return []
     return ["Code: %s." % "; ".join("run %s ran %s" % (r, said[r]) for r in sorted(said))]
 

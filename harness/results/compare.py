@@ -345,13 +345,10 @@ def code_notes(a: Mapping[str, Any], b: Mapping[str, Any]) -> List[str]:
     both recorded it and it differs (another commit, or uncommitted changes on one side)."""
     from harness.plan import coderev
 
-    codes = [(h or {}).get("code") for h in (a, b)]
-    if not all(isinstance(c, dict) for c in codes):
+    said = coderev.named_where_differing({"baseline": (a or {}).get("code"), "candidate": (b or {}).get("code")})
+    if len(said) < 2:
         return []
-    said = [coderev.describe(c) for c in codes]
-    if said[0] == said[1]:
-        return []
-    return ["code: baseline ran %s, candidate %s" % tuple(said)]
+    return ["code: baseline ran %(baseline)s, candidate %(candidate)s" % said]
 
 
 # --- accuracy runs (mode: accuracy): time to target and final AP ---------------------------------

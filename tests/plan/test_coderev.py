@@ -48,3 +48,18 @@ def test_every_run_s_host_record_carries_the_code_that_ran_it():
     from harness.plan import platforms
 
     assert platforms.host_record([])["code"] == coderev.revision()
+
+
+def test_revisions_are_named_only_where_two_recorded_ones_differ():
+    a = {"version": "0.1.0", "commit": "a" * 40, "dirty": False}
+    b = {"version": "0.1.0", "commit": "b" * 40, "dirty": False}
+    a_edited = dict(a, dirty=True)
+    assert coderev.named_where_differing({"x": a, "y": dict(a)}) == {}
+    assert coderev.named_where_differing({"x": a, "y": None}) == {}
+    assert coderev.named_where_differing({"x": a, "y": b, "z": None}) == {
+        "x": "detbench 0.1.0 at aaaaaaaaaaaa",
+        "y": "detbench 0.1.0 at bbbbbbbbbbbb",
+    }
+    said = coderev.named_where_differing({1: a, 2: a_edited, 3: a})
+    assert said[2] == "detbench 0.1.0 at aaaaaaaaaaaa with uncommitted changes"
+    assert said[1] == said[3] == "detbench 0.1.0 at aaaaaaaaaaaa"
