@@ -346,7 +346,7 @@ def code_notes(a: Mapping[str, Any], b: Mapping[str, Any]) -> List[str]:
     from harness.plan import coderev
 
     said = coderev.named_where_differing({"baseline": (a or {}).get("code"), "candidate": (b or {}).get("code")})
-    if len(said) < 2:
+    if not said:
         return []
     return ["code: baseline ran %(baseline)s, candidate %(candidate)s" % said]
 
