@@ -100,7 +100,8 @@ def test_run_stops_the_whole_group_when_it_times_out(children, tmp_path):
     leftovers = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
                  if _cmdline(pid).endswith(PROGRAM + "\n\x00600")]
     children.extend(leftovers)
-    assert not [pid for pid in leftovers if alive(pid)]
+    # SIGKILL is delivered, not awaited: on a busy machine the child may take a moment to go
+    assert not [pid for pid in leftovers if not gone_within(pid, 5)]
 
 
 def _cmdline(pid):
