@@ -102,6 +102,7 @@ IMPLEMENTATION_PARTS = (
     "optimizer",     # the optimizer and its update path: fused kernel, foreach, per-parameter loop
     "mask_logits",   # Mask R-CNN: logits computed for the target class only, or for all classes
     "mask_paste",    # Mask R-CNN at test time: how a mask's map is laid over its box in the image
+    "mask_targets",  # Mask R-CNN training: how a RoI's target is cut from its object's mask
     "memory_format",  # the convolutions' layout: NCHW, or channels-last (NHWC) where the weights are
 )
 

@@ -38,6 +38,20 @@ def mask_paste(function, exact):
     return "%s (%s.%s)" % (how, function.__module__, function.__name__)
 
 
+# how a RoI's mask target is cut from its object's mask, in the words every framework's line uses
+MASK_TARGETS_ALIGNED_SOFT = "RoIAlign with the half-pixel offset (aligned), fractions kept"
+MASK_TARGETS_ALIGNED_BINARY = "RoIAlign with the half-pixel offset (aligned), binarised at 0.5"
+MASK_TARGETS_UNALIGNED_SOFT = "RoIAlign without the half-pixel offset, fractions kept"
+MASK_TARGETS_POLYGONS = "the polygons rasterised in the RoI's frame"
+
+
+def mask_targets(function, how):
+    """How a framework's training cuts each positive RoI's mask target from its object's mask
+    (`how`, one of the MASK_TARGETS_ words) and the function that does it. Without the offset a
+    target is half a pixel up and left of where an aligned paste lays the map back."""
+    return "%s (%s.%s)" % (how, function.__module__, function.__qualname__)
+
+
 def _g(value):
     return "%.4g" % float(value)
 
@@ -223,12 +237,13 @@ def weight_decay(opt):
                                                  "/".join("%g" % v for v in sorted(flat)))
 
 
-def trainer(cfg, model, world, opt, threads, decay=None, paste=None):
+def trainer(cfg, model, world, opt, threads, decay=None, paste=None, targets=None):
     """(settings, implementation) of the bundled trainer: its config as resolved for the device
     (harness/trainer/config.py resolve_for_device), the detector it built and the optimizer its
     engine builds; `decay` as schedule() takes it, from the trainer's own schedule module, and
-    `paste` the function its test time lays Mask R-CNN's masks with (the trainer is a program
-    this package launches, and its modules are not imported here)."""
+    `paste` the function its test time lays Mask R-CNN's masks with and `targets` the one its
+    training cuts the mask targets with (the trainer is a program this package launches, and its
+    modules are not imported here)."""
     m, d, t = cfg.model, cfg.data, cfg.train
     net = getattr(model, "module", model)
     coco = d.source == "coco"
@@ -282,4 +297,6 @@ def trainer(cfg, model, world, opt, threads, decay=None, paste=None):
                                          else "all %d classes" % heads.mask_head.logits.out_channels)
         if paste is not None:
             implementation["mask_paste"] = mask_paste(paste, exact=True)
+        if targets is not None:
+            implementation["mask_targets"] = mask_targets(targets, MASK_TARGETS_ALIGNED_SOFT)
     return settings, implementation

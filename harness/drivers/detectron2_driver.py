@@ -279,6 +279,8 @@ def as_run(args, cfg, model, optimizer, loader, amp_dtype):
         implementation["mask_logits"] = "all %d classes" % head.predictor.out_channels
         from detectron2.layers import mask_ops   # detector_postprocess's ROIMasks.to_bitmasks pastes with this
         implementation["mask_paste"] = asrun.mask_paste(mask_ops.paste_masks_in_image, exact=True)
+        from detectron2.structures import BitMasks   # the gt_masks this driver's loader hands it
+        implementation["mask_targets"] = asrun.mask_targets(BitMasks.crop_and_resize, asrun.MASK_TARGETS_ALIGNED_BINARY)
     return settings, implementation
 
 

@@ -235,6 +235,14 @@ def as_run(cfg, net, optim_wrapper, world_size, threads):
         paste = getattr(sys.modules.get(type(head).__module__), "_do_paste_mask", None)
         if paste is not None:
             implementation["mask_paste"] = asrun.mask_paste(paste, exact=True)
+        # the head's mask_target cuts from the masks LoadAnnotations made: bitmaps (poly2mask, its
+        # default) or polygons, each kind's crop_and_resize (the module the head imported it from)
+        structures = sys.modules.get("mmdet.structures.mask")
+        if structures is not None:
+            polygons = _get(_pipeline_step(cfg, "LoadAnnotations"), "poly2mask", default=True) is False
+            kind, how = ((structures.PolygonMasks, asrun.MASK_TARGETS_POLYGONS) if polygons
+                         else (structures.BitmapMasks, asrun.MASK_TARGETS_ALIGNED_BINARY))
+            implementation["mask_targets"] = asrun.mask_targets(kind.crop_and_resize, how)
     return settings, implementation
 
 

@@ -188,27 +188,36 @@ def box_masks(boxes, height, width):
 
 
 def polygon_masks(anns, sx, sy, height, width):
-    """One uint8 mask per annotation, its polygons scaled by (sx, sy) and filled with PIL
-    (the env has no pycocotools); an annotation without polygons (RLE) fills its box."""
-    from PIL import Image, ImageDraw
+    """One uint8 mask per annotation, made as references/detection's coco_utils makes them: its
+    polygons, scaled by (sx, sy), rasterised by pycocotools (a pixel is inside where its centre
+    is, as COCOeval rasterises the ground truth). An RLE is decoded and resized by nearest
+    neighbour at pixel centres; an annotation without a segmentation fills its box."""
+    import numpy as np
+    from pycocotools import mask as mask_utils
     masks = torch.zeros(len(anns), height, width, dtype=torch.uint8)
     for j, a in enumerate(anns):
-        canvas = Image.new("L", (width, height), 0)
-        draw = ImageDraw.Draw(canvas)
         seg = a.get("segmentation")
+        if isinstance(seg, dict):
+            rle = mask_utils.frPyObjects(seg, *seg["size"]) if isinstance(seg.get("counts"), list) else seg
+            full = mask_utils.decode(rle)
+            rows = np.minimum(((np.arange(height) + 0.5) / sy).astype(np.int64), full.shape[0] - 1)
+            cols = np.minimum(((np.arange(width) + 0.5) / sx).astype(np.int64), full.shape[1] - 1)
+            masks[j] = torch.from_numpy(np.ascontiguousarray(full[rows][:, cols], dtype=np.uint8))
+            continue
         if isinstance(seg, list) and seg:
-            for poly in seg:
-                if len(poly) >= 6:
-                    draw.polygon([float(v) * (sx if k % 2 == 0 else sy) for k, v in enumerate(poly)], fill=1)
+            polygons = [[float(v) * (sx if k % 2 == 0 else sy) for k, v in enumerate(poly)]
+                        for poly in seg if len(poly) >= 6]
         else:
             x, y, w, h = (float(v) for v in a["bbox"])
-            draw.rectangle([x * sx, y * sy, (x + w) * sx, (y + h) * sy], fill=1)
-        masks[j] = torch.frombuffer(bytearray(canvas.tobytes()), dtype=torch.uint8).view(height, width)
+            polygons = [[x * sx, y * sy, (x + w) * sx, y * sy, (x + w) * sx, (y + h) * sy, x * sx, (y + h) * sy]]
+        if polygons:
+            rle = mask_utils.merge(mask_utils.frPyObjects(polygons, height, width))
+            masks[j] = torch.from_numpy(np.ascontiguousarray(mask_utils.decode(rle), dtype=np.uint8))
     return masks
 
 
 class Coco(torch.utils.data.Dataset):
-    """A COCO instances file read with json (no pycocotools); masks from the polygons."""
+    """A COCO instances file read with json; masks from the polygons (pycocotools, as the reference)."""
 
     def __init__(self, ann_file, images, height, width, masks):
         with open(ann_file) as f:
@@ -384,8 +393,10 @@ def as_run(args, model, optimizer, loader, amp_dtype, device):
             settings["roi_batch_per_image"], settings["roi_positive_fraction"])   # no cap of its own
         settings["mask_head"] = asrun.mask_head(len(convs), convs[-1].out_channels, roi_size, roi_size * upsample)
         implementation["mask_logits"] = "all %d classes" % heads.mask_predictor.mask_fcn_logits.out_channels
-        from torchvision.models.detection import transform   # its postprocess pastes the masks
+        from torchvision.models.detection import roi_heads, transform   # its postprocess pastes the masks
         implementation["mask_paste"] = asrun.mask_paste(transform.paste_masks_in_image, exact=False)
+        implementation["mask_targets"] = asrun.mask_targets(roi_heads.project_masks_on_boxes,
+                                                            asrun.MASK_TARGETS_UNALIGNED_SOFT)
     return settings, implementation
 
 

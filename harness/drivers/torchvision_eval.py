@@ -3,7 +3,7 @@
     python torchvision_eval.py --model M --depth D --checkpoint FILE --data ANN --images DIR \
         --input-size HxW --out FILE
 
-Runs in the torchvision framework's pinned env (torch, torchvision, pillow; no pycocotools).
+Runs in the torchvision framework's pinned env (torch, torchvision, pillow, pycocotools).
 The model is built as torchvision_driver.py trains it, loaded from a checkpoint that driver's
 ``--checkpoint-every`` wrote, and run in eval mode with torchvision's own post-processing
 (score threshold 0.05, per-class NMS 0.5, 100 detections per image). Every image of the

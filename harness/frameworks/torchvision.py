@@ -16,7 +16,7 @@ DRIVER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 INFER_DRIVER = os.path.join(os.path.dirname(DRIVER), "torchvision_infer.py")
 MODELS = {"retinanet": "retinanet_resnet50_fpn", "faster_rcnn": "fasterrcnn_resnet50_fpn",
           "mask_rcnn": "maskrcnn_resnet50_fpn"}
-PINS = {"torch": "2.14.1", "torchvision": "0.29.1", "numpy": "2.4.6", "pillow": "13.0.0"}
+PINS = {"torch": "2.14.1", "torchvision": "0.29.1", "numpy": "2.4.6", "pillow": "13.0.0", "pycocotools": "2.0.11"}
 ENV = EnvSpec(framework="torchvision", pins=dict(PINS, **TELEMETRY))
 OPTIONS = ("workers", "norm", "trainable_layers", "lr", "warmup_iters", "warmup_factor", "flip", "shuffle",
            "rpn_pre_nms_train", "rpn_post_nms_train")

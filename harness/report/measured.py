@@ -450,6 +450,7 @@ IMPLEMENTATION_WORDS = (
     ("optimizer", "optimizer"),
     ("mask_logits", "mask logits"),
     ("mask_paste", "mask paste"),
+    ("mask_targets", "mask targets"),
     ("memory_format", "layout"),
 )
 

@@ -11,15 +11,24 @@ by default every crop keeps the canvas's resolution. A batch carries them as two
                  crop was averaged down), zero-padded to the batch's largest crop
     mask_affine  [B, G, 4] float32 (sx, sy, tx, ty): canvas (x, y) -> crop (x*sx + tx, y*sy + ty)
 
-The R-CNN head (rcnn.py) builds the targets of its sampled positive RoIs only, by RoIAlign
-on the crops with each RoI moved into its object's crop (`roi_targets`): adaptive sampling,
-as torchvision's `project_masks_on_boxes` pools its full-image masks.
+Pixel i spans [i, i + 1) of the canvas throughout, as in COCO: a polygon is rasterised as
+pycocotools rasterises the ground truth COCOeval scores against (a pixel is inside where its
+centre is), and the R-CNN head (rcnn.py) builds the targets of its sampled positive RoIs only,
+by aligned RoIAlign (half-pixel offset, as mmdetection's and detectron2's targets) on the crops
+with each RoI moved into its object's crop (`roi_targets`), adaptive sampling. Cell j of a
+target is then the mask over the RoI's j-th part, the frame in which postprocess.paste_masks
+lays a predicted map back over its box. (Unaligned targets with that paste put every
+predicted mask half a pixel up and left of its object; a rasteriser that counts the pixels a
+polygon's edge touches makes it a pixel wider and taller.)
 
 For a crop at full resolution this is exactly RoIAlign on the full-canvas mask, with these
 conventions:
 - The shift to the crop is by whole pixels, and subtracting a whole number from a float32
   coordinate is exact, so each RoI has the same width, height and sampling grid in the crop.
 - Beside an object, the crop's zero border gives what the canvas has there: zeros.
+- Where an object reaches the canvas's first row (column), aligned sampling reads up to half
+  a pixel above (left of) it, which RoIAlign clamps to that row; the crop starts at that row,
+  with no border, and clamps the same.
 - Where an object reaches the canvas's last row (column), RoIAlign on the canvas clamps a
   sample past that row to it; the crop repeats that row once (RoIs are clipped to the
   canvas, so no sample lies further out). Whether an image's content fills the canvas is
@@ -31,7 +40,7 @@ from collections import namedtuple
 
 import numpy as np
 import torch
-from PIL import Image, ImageDraw
+from PIL import Image
 
 # pixels: uint8 [h, w] (0..255); affine: (sx, sy, tx, ty); edge: (reaches the content's last
 # row, reaches its last column), each in the crop's last row / column
@@ -80,33 +89,33 @@ def object_crop(ann, scale, image_hw, content_hw, flip, box, limit):
         region, top, left = _rle_region(seg, image_hw, content_hw)
     elif isinstance(seg, list) and seg:
         polys = [[float(v) * scale for v in poly] for poly in seg if len(poly) >= 6]
-        region, top, left = _drawn_region(content_hw, polys, lambda draw, xy: draw.polygon(xy, fill=1))
+        region, top, left = _drawn_region(content_hw, polys)
     else:   # no segmentation: the box is the mask
-        region, top, left = _drawn_region(content_hw, [list(box)],
-                                          lambda draw, xy: draw.rectangle(xy, fill=1))
+        x1, y1, x2, y2 = (float(v) for v in box)
+        region, top, left = _drawn_region(content_hw, [[x1, y1, x2, y1, x2, y2, x1, y2]])
     if flip and region is not None:
         region, left = region[:, ::-1], content_hw[1] - left - region.shape[1]
     return place(region, top, left, content_hw, limit)
 
 
-def _drawn_region(content_hw, shapes, draw_one):
-    """Rasterise flat [x0, y0, x1, y1, ...] shapes inside their extent (plus two pixels) on the
-    content area: (uint8 region, its top row, its left column), or (None, 0, 0)."""
-    if not shapes:
+def _drawn_region(content_hw, polygons):
+    """Rasterise flat [x0, y0, x1, y1, ...] polygons (their union) inside their extent (plus two
+    pixels) on the content area, as pycocotools rasterises COCO's ground truth for COCOeval: a
+    pixel is inside where its centre (column + 0.5, row + 0.5) is. (uint8 region, its top row,
+    its left column), or (None, 0, 0)."""
+    from pycocotools import mask as mask_utils
+    if not polygons:
         return None, 0, 0
-    xs = [v for s in shapes for v in s[0::2]]
-    ys = [v for s in shapes for v in s[1::2]]
+    xs = [v for s in polygons for v in s[0::2]]
+    ys = [v for s in polygons for v in s[1::2]]
     top, left = max(int(np.floor(min(ys))) - 2, 0), max(int(np.floor(min(xs))) - 2, 0)
     bottom = min(int(np.ceil(max(ys))) + 3, content_hw[0])
     right = min(int(np.ceil(max(xs))) + 3, content_hw[1])
     if bottom <= top or right <= left:
         return None, 0, 0
-    canvas = Image.new("L", (right - left, bottom - top), 0)
-    draw = ImageDraw.Draw(canvas)
-    for s in shapes:
-        shifted = [v - (left if k % 2 == 0 else top) for k, v in enumerate(s)]
-        draw_one(draw, shifted)
-    return np.array(canvas, dtype=np.uint8), top, left
+    shifted = [[v - (left if k % 2 == 0 else top) for k, v in enumerate(s)] for s in polygons]
+    rle = mask_utils.merge(mask_utils.frPyObjects(shifted, bottom - top, right - left))
+    return np.ascontiguousarray(mask_utils.decode(rle), dtype=np.uint8), top, left
 
 
 def _rle_region(seg, image_hw, content_hw):
@@ -151,8 +160,8 @@ def place(region, top, left, content_hw, limit):
     nh, nw = min(h, limit), min(w, limit)
     small = np.array(Image.fromarray(pixels).resize((nw, nh), Image.BOX), dtype=np.uint8)
     sx, sy = nw / w, nh / h
-    # crop pixel j covers canvas pixels [x0 + j / sx, x0 + (j + 1) / sx), centres at integers
-    return Crop(small, (sx, sy, (0.5 - x0) * sx - 0.5, (0.5 - y0) * sy - 0.5), edge)
+    # crop pixel j covers canvas pixels [x0 + j / sx, x0 + (j + 1) / sx) (pixel i spans [i, i + 1))
+    return Crop(small, (sx, sy, -x0 * sx, -y0 * sy), edge)
 
 
 def pack(crops_per_image, contents, canvas):
@@ -198,8 +207,10 @@ def roi_targets(crops, affine, objects, boxes, size, share=True):
     else:
         src, index = flat, objects
     rois = torch.cat([index[:, None].to(local.dtype), local], dim=1)
-    # adaptive sampling (ceil(roi side / size) points per bin side), as torchvision's targets
-    return roi_align(src.float() / INSIDE, rois, (size, size), 1.0, 0)[:, 0]
+    # adaptive sampling (ceil(roi side / size) points per bin side); aligned: cell j of a RoI
+    # averages the mask over the RoI's j-th size-th, pixel i spanning [i, i + 1), the frame the
+    # paste (postprocess.paste_masks) lays a predicted map back in
+    return roi_align(src.float() / INSIDE, rois, (size, size), 1.0, 0, aligned=True)[:, 0]
 
 
 def full_masks(crops, affine, height, width):
@@ -211,8 +222,9 @@ def full_masks(crops, affine, height, width):
     for i in range(b):
         for j in range(g):
             sx, sy, tx, ty = affine[i, j].double().tolist()
-            rows = torch.round(ys * sy + ty).long()
-            cols = torch.round(xs * sx + tx).long()
+            # canvas pixel centre i + 0.5 -> crop pixel whose span holds it
+            rows = torch.floor((ys + 0.5) * sy + ty).long()
+            cols = torch.floor((xs + 0.5) * sx + tx).long()
             r_ok = (rows >= 0) & (rows < crops.shape[2])
             c_ok = (cols >= 0) & (cols < crops.shape[3])
             if r_ok.any() and c_ok.any():

@@ -234,10 +234,11 @@ def run(argv):
             print(jsonlog.meta_line(meta), flush=True)
             from harness.drivers import asrun   # the settings as run, in the rivals' keys, from what was built
 
+            from .masks import roi_targets
             from .postprocess import paste_masks
             print(jsonlog.settings_line(*asrun.trainer(cfg, model, world, engine.make_optimizer(model, cfg, world)[0],
                                                        torch.get_num_threads(), decay_setting(cfg.train),
-                                                       paste_masks)),
+                                                       paste_masks, roi_targets)),
                   flush=True)
             if meta["emulated_bf16"]:
                 print("warning: train.allow_emulated_bf16=true: this CPU has no bf16 kernels and torch emulates "

@@ -9,6 +9,7 @@ the same configs; a real trial of each checks the line end to end where its env 
 import copy
 import io
 import json
+import sys
 import types
 
 import pytest
@@ -80,6 +81,8 @@ def test_torchvision_settings_as_run_equal_the_declared_ones(tv, model):
         assert implementation["mask_paste"] == ("resized into the box widened by one cell, corners truncated to "
                                                 "whole pixels (torchvision.models.detection.roi_heads."
                                                 "paste_masks_in_image)")
+        assert implementation["mask_targets"] == ("RoIAlign without the half-pixel offset, fractions kept "
+                                                  "(torchvision.models.detection.roi_heads.project_masks_on_boxes)")
 
 
 def test_torchvision_settings_are_read_from_the_built_objects(tv):
@@ -269,8 +272,28 @@ def _do_paste_mask(masks, boxes, img_h, img_w, skip_empty=True):
     raise AssertionError("named, never called")
 
 
+class BitmapMasks:      # mmdet.structures.mask's two kinds of masks, as the mask head's module imports them
+    def crop_and_resize(self, bboxes, out_shape, inds, device="cpu", interpolation="bilinear", binarize=True):
+        raise AssertionError("named, never called")
+
+
+class PolygonMasks(BitmapMasks):
+    def crop_and_resize(self, bboxes, out_shape, inds, device="cpu", interpolation="bilinear", binarize=True):
+        raise AssertionError("named, never called")
+
+
+for _kind in (BitmapMasks, PolygonMasks):
+    _kind.__module__ = _kind.crop_and_resize.__module__ = "mmdet.structures.mask.structures"
+
+
+@pytest.fixture
+def mmdet_masks(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mmdet.structures.mask",
+                        types.SimpleNamespace(BitmapMasks=BitmapMasks, PolygonMasks=PolygonMasks))
+
+
 @pytest.mark.parametrize("model", ["retinanet", "faster_rcnn", "mask_rcnn"])
-def test_mmdet_settings_as_run_equal_the_declared_ones(tmp_path, model):
+def test_mmdet_settings_as_run_equal_the_declared_ones(tmp_path, model, mmdet_masks):
     pytest.importorskip("torch")
     from harness.drivers import mmdet_hooks
     cfg = mmdet_cfg(tmp_path, model)
@@ -289,6 +312,15 @@ def test_mmdet_settings_as_run_equal_the_declared_ones(tmp_path, model):
         assert implementation["mask_logits"] == "all 80 classes"
         # read off the head's own module, as mmdet's FCNMaskHead and its _do_paste_mask share one
         assert implementation["mask_paste"] == "bilinear over the float box (%s._do_paste_mask)" % __name__
+        # LoadAnnotations makes bitmaps by default (poly2mask), and mask_target cuts them aligned
+        assert implementation["mask_targets"] == ("RoIAlign with the half-pixel offset (aligned), binarised at 0.5 "
+                                                  "(mmdet.structures.mask.structures.BitmapMasks.crop_and_resize)")
+        for step in cfg["train_dataloader"]["dataset"]["pipeline"]:
+            if step["type"] == "LoadAnnotations":
+                step["poly2mask"] = False
+        _, implementation = mmdet_hooks.as_run(cfg, net, wrapper, 1, 2)
+        assert implementation["mask_targets"] == ("the polygons rasterised in the RoI's frame "
+                                                  "(mmdet.structures.mask.structures.PolygonMasks.crop_and_resize)")
 
 
 def test_mmdet_settings_are_read_from_the_merged_config_and_the_built_model(tmp_path):

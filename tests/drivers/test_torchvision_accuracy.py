@@ -78,3 +78,31 @@ def test_a_diverged_run_stops_as_torchvisions_reference_does(data, tmp_path, cap
     assert code == 1
     assert "stopping training" in out
     assert out.count("Epoch: [0]  [") < 6    # it did not train on past the first non-finite loss
+
+
+def test_polygon_masks_are_pycocotools_rasterisation_scaled_as_the_images():
+    """The driver's training masks are the ones torchvision's references/detection makes: the
+    polygons scaled with the image (here x2 across, x1.5 down) and rasterised by pycocotools
+    (pixel centres), an RLE decoded and scaled at pixel centres, a box where there is no
+    segmentation."""
+    import numpy as np
+    import torch
+    mask_utils = pytest.importorskip("pycocotools.mask")
+    poly = [3.2, 4.7, 20.9, 2.1, 25.3, 17.6, 9.4, 21.8, 2.6, 12.2]
+    scaled = [v * (2.0 if k % 2 == 0 else 1.5) for k, v in enumerate(poly)]
+    blob = np.zeros((32, 32), np.uint8)
+    blob[5:12, 20:31] = 1
+    rle = mask_utils.encode(np.asfortranarray(blob))
+    anns = [{"segmentation": [poly], "bbox": [2.6, 2.1, 22.7, 19.7]},
+            {"segmentation": {"counts": rle["counts"].decode("ascii"), "size": [32, 32]}, "bbox": [20, 5, 11, 7]},
+            {"bbox": [4.1, 6.2, 10.5, 8.0]}]
+    masks = torchvision_driver.polygon_masks(anns, 2.0, 1.5, 48, 64)
+    assert masks.shape == (3, 48, 64) and masks.dtype == torch.uint8
+    truth = mask_utils.decode(mask_utils.merge(mask_utils.frPyObjects([scaled], 48, 64)))
+    assert np.array_equal(masks[0].numpy(), truth)
+    rows, cols = np.flatnonzero(masks[1].numpy().any(1)), np.flatnonzero(masks[1].numpy().any(0))
+    # blob rows 5..11 x1.5 -> centres 7.5..17.5 -> rows 7..17; columns 20..30 x2 -> 40..61
+    assert (rows[0], rows[-1], cols[0], cols[-1]) == (7, 17, 40, 61) and masks[1].sum() == 11 * 22
+    # box x 8.2..29.2, y 9.3..21.3: the pixels whose centres lie in it
+    rows, cols = np.flatnonzero(masks[2].numpy().any(1)), np.flatnonzero(masks[2].numpy().any(0))
+    assert (rows[0], rows[-1], cols[0], cols[-1]) == (9, 20, 8, 28) and masks[2].sum() == 12 * 21

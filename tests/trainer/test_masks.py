@@ -24,22 +24,19 @@ EDGE_SHAPES = [(128, 128), (64, 128), (128, 96), (96, 100), (128, 64), (100, 128
 # --- the full-canvas path this replaced, as a reference -------------------------------------
 
 def canvas_mask(ann, scale, box, content, flip):
-    """The former loader's mask of one object: drawn on the whole canvas, then mirrored within
-    the image's columns. Pixels a polygon drew past the image (PIL fills a polygon's right and
-    bottom edges) are cleared: crops keep a mask inside its image, as torchvision's are."""
-    canvas = Image.new("L", (CANVAS[1], CANVAS[0]), 0)
-    draw = ImageDraw.Draw(canvas)
+    """One object's mask on the whole canvas, rasterised by pycocotools as COCOeval rasterises
+    the ground truth, cut to the image's content and mirrored within the image's columns."""
     seg = ann.get("segmentation")
     if isinstance(seg, list) and seg:
-        for poly in seg:
-            draw.polygon([float(v) * scale for v in poly], fill=1)
+        polygons = [[float(v) * scale for v in poly] for poly in seg]
     else:
-        draw.rectangle(box, fill=1)
-    mask = np.asarray(canvas, dtype=np.uint8).copy()
+        x0, y0, x1, y1 = box
+        polygons = [[x0, y0, x1, y0, x1, y1, x0, y1]]
+    mask = mask_utils.decode(mask_utils.merge(mask_utils.frPyObjects(polygons, *CANVAS))).astype(np.uint8)
     mask[content[0]:], mask[:, content[1]:] = 0, 0
     if flip:
         mask[:, :content[1]] = mask[:, :content[1]][:, ::-1]
-    return torch.from_numpy(mask)
+    return torch.from_numpy(np.ascontiguousarray(mask))
 
 
 def canvas_masks(dataset, keys):
@@ -113,6 +110,54 @@ def test_crop_targets_equal_the_full_canvas_targets(edge_coco, flip):
     assert old.sum() > 0
     # float32 rounding of the sample positions only
     assert float((new - old).abs().max()) < 1e-5
+
+
+def random_polygon(rng, size):
+    """A star-shaped polygon of 12 float vertices, 12 to 50 pixels across, inside a size x size image."""
+    cx, cy = rng.uniform(20, size - 20, 2)
+    rx, ry = rng.uniform(6, 25, 2)
+    t = np.sort(rng.uniform(0, 2 * np.pi, 12))
+    r = rng.uniform(0.7, 1.0, 12)
+    return np.stack([cx + rx * r * np.cos(t), cy + ry * r * np.sin(t)], 1).clip(0, size).reshape(-1).tolist()
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_a_target_pasted_back_over_its_box_is_the_mask_cocoeval_scores_against(flip):
+    """A polygon through the training path (crop, 28x28 target over its own box) and back through
+    the inference paste over that box lands on pycocotools' rasterisation of the same polygon:
+    centred to a twentieth of a pixel on average, at mask IoU 0.99 on average. A half-pixel
+    shift between target and paste, or a rasteriser that counts the pixels an edge touches,
+    caps the IoU of a perfect prediction near 0.9 for objects of this size."""
+    from harness.trainer import postprocess
+    rng = np.random.default_rng(7)
+    ious, dx, dy = [], [], []
+    for _ in range(30):
+        poly = random_polygon(rng, 128)
+        seen = [128 - v if k % 2 == 0 else v for k, v in enumerate(poly)] if flip else poly
+        truth = mask_utils.decode(mask_utils.merge(mask_utils.frPyObjects([seen], *CANVAS))).astype(bool)
+        box = [min(seen[0::2]), min(seen[1::2]), max(seen[0::2]), max(seen[1::2])]
+        unflipped = [128 - box[2], box[1], 128 - box[0], box[3]] if flip else box
+        crop = masks.object_crop({"segmentation": [poly]}, 1.0, CANVAS, CANVAS, flip, unflipped, 0)
+        crops, affine = masks.pack([[crop]], [CANVAS], CANVAS)
+        target = masks.roi_targets(crops, affine, torch.tensor([0]), torch.tensor([box]), 28)
+        pasted = postprocess.paste_masks(target, torch.tensor([box]), *CANVAS)[0].numpy()
+        ious.append((pasted & truth).sum() / (pasted | truth).sum())
+        (py, px), (ty, tx) = (np.nonzero(m) for m in (pasted, truth))
+        dx.append(px.mean() - tx.mean())
+        dy.append(py.mean() - ty.mean())
+    assert abs(np.mean(dx)) < 0.05 and abs(np.mean(dy)) < 0.05, (np.mean(dx), np.mean(dy))
+    assert np.mean(ious) > 0.99 and min(ious) > 0.95, (np.mean(ious), min(ious))
+
+
+def test_an_object_without_a_segmentation_is_its_box_at_pixel_centres():
+    """The box (12.3, 5.2)-(40.7, 20.2) covers the pixels whose centres lie in it: columns 12..40,
+    rows 5..19, as pycocotools rasterises that box as a polygon."""
+    crop = masks.object_crop({}, 1.0, CANVAS, CANVAS, False, (12.3, 5.2, 40.7, 20.2), 0)
+    crops, affine = masks.pack([[crop]], [CANVAS], CANVAS)
+    full = masks.full_masks(crops, affine, *CANVAS)[0, 0].numpy()
+    rows, cols = np.flatnonzero(full.any(1)), np.flatnonzero(full.any(0))
+    assert (rows[0], rows[-1], cols[0], cols[-1]) == (5, 19, 12, 40)
+    assert full.sum() == 15 * 29
 
 
 def test_crop_targets_of_the_sync_free_path_are_the_same(edge_coco):

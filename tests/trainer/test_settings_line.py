@@ -42,7 +42,9 @@ def test_the_line_follows_what_the_trainer_built_not_its_adapter(capsys):
     assert impl == {"roi_align": asrun.ROI_ALIGN_TORCHVISION, "batch_norm": "frozen, folded into the convolutions",
                     "optimizer": "SGD, per-parameter loop", "mask_logits": "all 5 classes",
                     "memory_format": asrun.MEMORY_NCHW,
-                    "mask_paste": "bilinear over the float box (harness.trainer.postprocess.paste_masks)"}
+                    "mask_paste": "bilinear over the float box (harness.trainer.postprocess.paste_masks)",
+                    "mask_targets": "RoIAlign with the half-pixel offset (aligned), fractions kept "
+                                    "(harness.trainer.masks.roi_targets)"}
 
 
 def test_the_line_names_the_levers_that_ran(capsys):
