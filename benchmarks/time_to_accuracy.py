@@ -19,6 +19,8 @@ prints the report's tables and PASS/FAIL for:
     python -m benchmarks.time_to_accuracy                 # retinanet, faster_rcnn, mask_rcnn; 3 seeds
     python -m benchmarks.time_to_accuracy --quick         # retinanet, one seed, a few hundred iterations
     python -m benchmarks.time_to_accuracy --from DIR/results [--run ID]   # judge a finished run again
+    python -m benchmarks.time_to_accuracy --from DIR/results --run ID --with ID2   # with ID2's cells joined
+    python -m benchmarks.time_to_accuracy --from DIR/results --run ID --add-bf16   # train the bf16 cells ID lacks
 
 Rivals run in their pinned envs: `source scripts/env.sh; export DETBENCH_CACHE=...` first where
 those were built elsewhere. --threads sets OMP_NUM_THREADS for every framework (default 1: one
@@ -96,6 +98,12 @@ def parse_args(argv):
                    help="train nothing: judge a finished (or resumed) accuracy run of this results folder against "
                         "this benchmark's targets")
     p.add_argument("--run", default="latest", help="with --from: the accuracy run (default: the newest)")
+    p.add_argument("--with", dest="joined", action="append", default=[], metavar="RUN",
+                   help="with --from: join this accuracy run's cells (trained later with the run's recipe on the "
+                        "same machine, e.g. by --add-bf16) to the judged run; repeatable")
+    p.add_argument("--add-bf16", action="store_true",
+                   help="with --from: train the bundled trainer's bf16 cells of the run's models, with its recipe "
+                        "and seeds, as a new run of the same store, then judge the run with them joined")
     return p.parse_args(argv)
 
 
@@ -277,8 +285,12 @@ def curve_verdict(block, series, out):
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     out = sys.stdout
+    if args.add_bf16 and not args.from_results:
+        raise SystemExit("--add-bf16 adds to a stored run: give its results folder with --from")
+    if args.from_results and args.add_bf16:
+        return add_bf16(args.from_results, args.run, out)
     if args.from_results:
-        return judge_finished(args.from_results, args.run, out)
+        return judge_finished(args.from_results, args.run, out, args.joined)
     settings = dict(QUICK if args.quick else FULL)
     if args.iterations:
         settings["iterations"] = args.iterations
@@ -350,17 +362,78 @@ def judge(rep, bf16, why, quick, out):
     return status
 
 
-def judge_finished(results, run_id, out):
-    """--from: the verdicts of a finished accuracy run, its curves read against TARGETS."""
+def judge_finished(results, run_id, out, joined=()):
+    """--from: the verdicts of a finished accuracy run, its curves read against TARGETS, with the
+    cells of the runs `joined` (--with) beside its own."""
     try:
         models = {b.model for b in report_build.accuracy(results, run_id).models}
-        rep = report_build.accuracy(results, run_id, {m: TARGETS[m] for m in models if m in TARGETS})
+        rep = report_build.accuracy(results, run_id, {m: TARGETS[m] for m in models if m in TARGETS},
+                                    joined=joined)
     except UserError as exc:
         sys.stderr.write("time_to_accuracy: %s\n" % exc)
         return 2
     bf16 = any(s.precision == "bf16" for b in rep.models for s in b.series)
-    return judge(rep, bf16, "the run has no bf16 cells", False, out)
+    return judge(rep, bf16, "the run has no bf16 cells (add them with --add-bf16)", False, out)
 
+
+def bf16_scenario(run, path):
+    """Write to `path` the scenario of the bundled trainer's bf16 cells of stored accuracy run `run`:
+    its models, recipe and seeds (the keys plan.accuracy.recipe_differences compares), only the
+    framework and precision changed, so the new run joins `run`'s report (--with)."""
+    import yaml
+
+    from harness.plan.scenario import Scenario
+
+    doc = run.scenario.document
+    matrix = dict(doc.get("matrix") or {}, framework=[TRAINER], precision=["bf16"])
+    sc = {"name": "%s-bf16-of-%s" % (doc.get("name"), run.id), "mode": "accuracy", "matrix": matrix}
+    # the stored document holds every key; a scenario sets only those away from their defaults (an
+    # accuracy scenario may not set the speed or inference keys at all)
+    for key in ("backend", "batch_per_gpu", "input_size", "env", "weights", "extra_args", "options", "accuracy"):
+        default = Scenario.model_fields[key].get_default(call_default_factory=True)
+        if key in doc and doc[key] != (default.model_dump() if hasattr(default, "model_dump") else default):
+            sc[key] = doc[key]
+    # the reference framework is the joined report's, and a scenario names one of its own matrix
+    sc["accuracy"] = {k: v for k, v in sc["accuracy"].items() if k != "reference"}
+    with open(path, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(sc, fh, sort_keys=False)
+
+
+def add_bf16(results, run_id, out):
+    """--add-bf16: train the trainer's bf16 cells of accuracy run `run_id` of `results` (the newest
+    where "latest") as a new run of that store, then judge `run_id` with them joined."""
+    here, why = bf16_here()
+    if not here:
+        sys.stderr.write("time_to_accuracy: --add-bf16: %s\n" % why)
+        return 2
+    try:
+        store = Store(results, create=False)
+        ids = store.accuracy().runs()
+        run = store.read_run(ids[-1] if run_id == "latest" and ids else run_id)
+        cells = {tuple(str(t["cell_key"]).split("/")[0:3:2]) for t in store.accuracy().trials(run.id)}
+        if (TRAINER, "fp32") not in cells:
+            raise UserError("run %s has no fp32 cell of the bundled trainer: a bf16 curve would have no fp32 one "
+                            "to meet" % run.id)
+        if (TRAINER, "bf16") in cells:
+            raise UserError("run %s has the bundled trainer's bf16 cells already: judge it with --from alone"
+                            % run.id)
+        scenario = os.path.join(os.path.dirname(os.path.abspath(results)), "scenario-bf16-of-%s.yaml" % run.id)
+        bf16_scenario(run, scenario)
+        new = new_run_id()
+        again = ("judge it with `python -m benchmarks.time_to_accuracy --from %s --run %s --with %s`"
+                 % (results, run.id, new))
+        try:
+            accuracy_run.start(scenario, store, new, out=out)
+        except KeyboardInterrupt:
+            out.write("time_to_accuracy: interrupted; after the resume above, %s\n" % again)
+            out.flush()
+            return 130
+    except UserError as exc:
+        out.flush()
+        sys.stderr.write("time_to_accuracy: %s\n" % exc)
+        return 2
+    out.write("bf16 cells trained as run %s; %s\n" % (new, again))
+    return judge_finished(results, run.id, out, (new,))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -158,8 +158,11 @@ def accuracy_run(scenario_path, results_dir, resume_id, redo):
 @click.option("--published", "published", default="nvidia-efficientdet", show_default=True, metavar="NAME",
               help="print the accuracy, time-to-train and stability tables of these published figures "
                    "(reports/published/NAME.yaml) beside the run's; 'none' leaves them out")
+@click.option("--with", "joined", multiple=True, metavar="RUN_ID",
+              help="join this accuracy run's cells (a precision or framework trained later with the same recipe "
+                   "on the same machine) to the report, read against its targets; repeatable")
 @user_errors
-def accuracy_report(results_dir, run_id, fmt, out_path, targets, published):
+def accuracy_report(results_dir, run_id, fmt, out_path, targets, published, joined):
     """The time-to-accuracy tables (and, as html, the curves) of one accuracy run."""
     from harness.report import accuracy as accuracy_report_mod
     from harness.report import build as report_build
@@ -168,7 +171,7 @@ def accuracy_report(results_dir, run_id, fmt, out_path, targets, published):
         given = dict(accuracy_report_mod.parse_target(t) for t in targets)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    report = report_build.accuracy(results_dir, run_id, given, None if published == "none" else published)
+    report = report_build.accuracy(results_dir, run_id, given, None if published == "none" else published, joined)
     text = accuracy_report_mod.render_html(report) if fmt == "html" else accuracy_report_mod.render_markdown(report)
     _emit(text, out_path)
 

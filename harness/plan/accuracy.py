@@ -177,3 +177,35 @@ def schedule(scenario: Any, cell: Any, seed: int) -> recipes.Schedule:
         seed=seed,
         workers=a.workers,
     )
+
+
+# What two accuracy runs must share for one's cells to join the other's report (a precision or a
+# framework trained later, `detbench accuracy report --with RUN`): the same detector trained the
+# same way from the same files. The seeds, targets and reference are each run's own: the report
+# reads every cell against the first run's target and reference.
+SHARED_KEYS = ("backend", "batch_per_gpu", "input_size", "env", "extra_args", "options", "postprocess")
+OWN_ACCURACY_KEYS = ("seeds", "targets", "reference")
+
+
+def recipe_differences(base: Dict[str, Any], other: Dict[str, Any]) -> List[str]:
+    """Where two stored accuracy scenarios (their documents) would not train the same detector the
+    same way, one phrase per difference ([] when they would): a shared key, an `accuracy:` key but
+    the seeds, targets and reference, or the weights file of a model the second trains."""
+    out = []
+    for key in SHARED_KEYS:
+        if base.get(key) != other.get(key):
+            out.append("%s %s -> %s" % (key, _said(base.get(key)), _said(other.get(key))))
+    a, b = base.get("accuracy") or {}, other.get("accuracy") or {}
+    for key in sorted((set(a) | set(b)) - set(OWN_ACCURACY_KEYS)):
+        if a.get(key) != b.get(key):
+            out.append("accuracy.%s %s -> %s" % (key, _said(a.get(key)), _said(b.get(key))))
+    theirs = base.get("weights") or {}
+    for model in (other.get("matrix") or {}).get("model") or []:
+        mine = (other.get("weights") or {}).get(model)
+        if theirs.get(model) != mine:
+            out.append("weights.%s %s -> %s" % (model, _said(theirs.get(model)), _said(mine)))
+    return out
+
+
+def _said(value: Any) -> str:
+    return "none" if value is None else repr(value)

@@ -74,6 +74,9 @@ class ModelBlock:
     seeds: List[int]
     # the run's own (metric, value) where the report was asked for another target (--target)
     scenario_target: Optional[Tuple[str, float]] = None
+    # series that came from another accuracy run of the same recipe and machine (join):
+    # (that run's id, framework, precision)
+    joined: List[Tuple[str, str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -86,6 +89,14 @@ class AccuracyReport:
     # kind accuracy) and the source they come from
     published: Tuple[Any, ...] = ()
     published_source: str = ""
+    joined: Tuple[str, ...] = ()  # the ids of the runs whose cells joined this one's (join)
+
+    def title(self) -> str:
+        return "%s (run %s%s)" % (
+            self.scenario,
+            self.run_id,
+            "".join(", with run %s" % other for other in self.joined),
+        )
 
 
 PUBLISHED_NOTE = (
@@ -112,13 +123,13 @@ def parse_target(text: str) -> Tuple[str, Tuple[str, float]]:
     return model.strip(), (metric, number)
 
 
-def scope_of(host: Dict[str, Any], sc: Dict[str, Any]) -> str:
+def scope_of(host: Dict[str, Any], sc: Dict[str, Any], precisions: Optional[List[str]] = None) -> str:
     cpu = (host.get("cpu") or {}).get("model") or "unknown CPU"
     isa = ((host.get("facts") or {}).get("cpu") or {}).get("isa") or []
     threads = (sc.get("env") or {}).get("OMP_NUM_THREADS", "default")
     size = "x".join(str(v) for v in sc.get("input_size") or [])
     a = sc.get("accuracy") or {}
-    precision = ", ".join((sc.get("matrix") or {}).get("precision") or ["fp32"])
+    precision = ", ".join(precisions or (sc.get("matrix") or {}).get("precision") or ["fp32"])
     schedule = "lr %s per image, warmup %s, steps %s" % (
         a.get("lr_per_image"),
         a.get("warmup_iters", 0),
@@ -216,6 +227,34 @@ def from_records(
             if load.shared:
                 s.shared.setdefault(seed, []).append((start, it, load))
     return AccuracyReport(run.id, str(run.scenario_name), scope_of(host, sc), [blocks[m] for m in sorted(blocks)])
+
+
+def join(base: AccuracyReport, other: AccuracyReport, host: Dict[str, Any], sc: Dict[str, Any]) -> None:
+    """Add to `base` (whose run stored `host` and scenario `sc`) the cells of `other`, an accuracy run
+    of the same recipe on the same machine (the caller checks both): each of its series goes into
+    the block of its model, read against that block's target, and is named in the notes; the scope
+    names every precision. ValueError, saying which, for a cell both runs trained (a cell's seeds
+    come from one run) or a model the base run did not train."""
+    for theirs in other.models:
+        block = next((b for b in base.models if b.model == theirs.model), None)
+        if block is None:
+            raise ValueError(
+                "run %s trained %s, which run %s did not: report it on its own"
+                % (other.run_id, theirs.model, base.run_id)
+            )
+        for s in theirs.series:
+            if any((s.framework, s.precision) == (mine.framework, mine.precision) for mine in block.series):
+                raise ValueError(
+                    "%s %s %s was trained in both run %s and run %s: a cell's seeds come from one run"
+                    % (s.framework, theirs.model, s.precision, base.run_id, other.run_id)
+                )
+            block.series.append(s)
+            block.joined.append((other.run_id, s.framework, s.precision))
+        block.seeds = sorted(set(block.seeds) | set(theirs.seeds))
+    base.joined += (other.run_id,)
+    precisions = list((sc.get("matrix") or {}).get("precision") or ["fp32"])
+    precisions += [p for b in base.models for _, _, p in b.joined if p not in precisions]
+    base.scope = scope_of(host, sc, list(dict.fromkeys(precisions)))
 
 
 # --- figures -------------------------------------------------------------------------------------
@@ -372,6 +411,13 @@ def notes(block: ModelBlock) -> List[str]:
     ]
     if block.scenario_target:
         out.append("The target was given at report time; the run's scenario set %s >= %g." % block.scenario_target)
+    for run_id in dict.fromkeys(r for r, _, _ in block.joined):
+        out.append(
+            "From accuracy run %s, trained with this run's recipe (data, weights, schedule, input, batch, threads) "
+            "on the same machine and joined to this report: %s. Its seeds trained at other hours than this "
+            "run's, as this run's seeds did one after another."
+            % (run_id, ", ".join("%s %s" % (fw, p) for r, fw, p in block.joined if r == run_id))
+        )
     early = [
         "%s %s in %d of %d seeds" % (r.framework, r.precision, r.from_start, r.seeds)
         for r in rows(block)
@@ -542,7 +588,7 @@ def _title(model: str) -> str:
 
 
 def render_markdown(report: AccuracyReport) -> str:
-    lines = ["# Time to accuracy: %s (run %s)" % (report.scenario, report.run_id), "", "Scope: %s" % report.scope, ""]
+    lines = ["# Time to accuracy: %s" % report.title(), "", "Scope: %s" % report.scope, ""]
     for block in report.models:
         for title, (head, body) in (
             ("%s: time to %s %g" % (_title(block.model), block.metric, block.target), main_table(block)),
@@ -629,7 +675,7 @@ _PAGE = """<!DOCTYPE html>
 <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child{text-align:left}
 .scope{color:#555}img{max-width:100%;height:auto}</style></head><body>
-<h1>Time to accuracy: {{ r.scenario }} (run {{ r.run_id }})</h1>
+<h1>Time to accuracy: {{ r.title() }}</h1>
 <p class="scope">Scope: {{ r.scope }}</p>
 {% for b in blocks %}
 <h2>{{ b.title }}</h2>

@@ -212,10 +212,14 @@ def accuracy(
     run_id: str = "latest",
     targets: Optional[Dict[str, Tuple[str, float]]] = None,
     published: Optional[str] = None,
+    joined: Sequence[str] = (),
 ) -> "accuracy_mod.AccuracyReport":
     """The time-to-accuracy report of one accuracy run of the store (`detbench accuracy report`);
     `targets` ({model: (metric, value)}) reads its curves against other targets than its scenario's;
-    the accuracy tables of the published figures named `published` are printed beside."""
+    the accuracy tables of the published figures named `published` are printed beside. The cells of
+    each run of `joined` (`--with`: a precision or framework trained later with the same recipe on
+    the same machine) join the report, read against its targets; a run of another recipe or
+    machine, or one that trained a cell of this run again, is refused in one line."""
     pub = published_mod.load(published) if published else None
     store = Store(str(results_dir), create=False)
     tables = store.accuracy()
@@ -225,6 +229,34 @@ def accuracy(
             raise UserError("%s: no accuracy run in this results store (run `detbench accuracy run`)" % results_dir)
         run_id = ids[-1]
     run = store.read_run(run_id)
+    report = _accuracy_of(store, run, targets)
+    own = {b.model: (b.metric, b.target) for b in report.models}
+    for other_id in joined:
+        other = store.read_run(other_id)
+        trials = list(tables.trials(other.id))
+        _joinable(run, other, trials)
+        theirs = {str(t["cell_key"]).split("/")[1] for t in trials}
+        try:
+            accuracy_mod.join(
+                report,
+                _accuracy_of(store, other, {m: v for m, v in own.items() if m in theirs}),
+                run.host or {},
+                run.scenario.document,
+            )
+        except ValueError as exc:
+            raise UserError("--with %s: %s" % (other.id, exc)) from None
+    if pub is not None:
+        report.published = tuple(published_mod.grids(pub, kind="accuracy"))
+        report.published_source = pub.source
+    return report
+
+
+def _accuracy_of(
+    store: Store, run: Any, targets: Optional[Dict[str, Tuple[str, float]]]
+) -> "accuracy_mod.AccuracyReport":
+    """The AccuracyReport of one stored accuracy run, its curves read against `targets` where given."""
+    tables = store.accuracy()
+    run_id = run.id
     trials = list(tables.trials(run_id))
     keys = [str(t["trial_key"]) for t in trials]
     models = sorted({str(t["cell_key"]).split("/")[1] for t in trials})
@@ -234,7 +266,7 @@ def accuracy(
             "--target %s: accuracy run %s has no such model (its models: %s)"
             % (unknown[0], run.id, ", ".join(models) or "none")
         )
-    report = accuracy_mod.from_records(
+    return accuracy_mod.from_records(
         run,
         trials,
         {k: tables.curve(run_id, k) for k in keys},
@@ -246,10 +278,27 @@ def accuracy(
         tables.redos(run_id),
         tables.codes(run_id),
     )
-    if pub is not None:
-        report.published = tuple(published_mod.grids(pub, kind="accuracy"))
-        report.published_source = pub.source
-    return report
+
+
+def _joinable(run: Any, other: Any, trials: Sequence[Any]) -> None:
+    """UserError (one line naming every difference) unless `other` (whose accuracy trials are
+    `trials`) is another accuracy run of `run`'s recipe, started on the same machine (the
+    fingerprint facts both stored)."""
+    from harness.plan import accuracy as plan_accuracy
+    from harness.plan import fingerprint
+
+    why = []
+    if other.id == run.id:
+        why.append("it is the run being reported")
+    if not trials:
+        why.append("it is not an accuracy run")
+    else:
+        why += plan_accuracy.recipe_differences(run.scenario.document, other.scenario.document)
+        first, second = ((r.host or {}).get("facts") for r in (run, other))
+        if first and second:
+            why += fingerprint.differences(first, second, ("run %s" % run.id, "run %s" % other.id))
+    if why:
+        raise UserError("--with %s: its cells cannot join run %s's report: %s" % (other.id, run.id, "; ".join(why)))
 
 
 def accuracy_comparison(

@@ -25,10 +25,10 @@ CURVES = {
 }
 
 
-def fill(results, scenario_name="tta"):
+def fill(results, scenario_name="tta", host=HOST):
     store = Store(results)
     sc = dict(SCENARIO, name=scenario_name)
-    store.create_run("r1", scenario_name, "s.yaml", json.dumps(sc), "local", HOST, [], [])
+    store.create_run("r1", scenario_name, "s.yaml", json.dumps(sc), "local", host, [], [])
     tables = store.accuracy()
     trials = [dict(trial_key=trial_key("%s/retinanet/fp32/local/1/1" % fw, seed),
                    cell_key="%s/retinanet/fp32/local/1/1" % fw, seed=seed, folder="f", argv=[])

@@ -135,3 +135,101 @@ def test_a_finished_benchmark_without_a_work_folder_removes_its_temporary_one(tm
     kept = tmp_path / "kept"
     assert tta.main(["--quick", "--frameworks", "detbench-trainer", "--work", str(kept)]) == 0
     assert seen[1] == str(kept)
+
+
+def test_from_with_a_joined_bf16_run_judges_the_trainer_s_bf16_curve_against_its_fp32_one(tmp_path):
+    from tests.report.test_accuracy_join import add_run
+
+    add_run(fill(tmp_path))
+    out = io.StringIO()
+    tta.judge_finished(str(tmp_path), "r1", out)
+    assert ("bf16 vs fp32 curves of the trainer: not checked: the run has no bf16 cells (add them with "
+            "--add-bf16)") in out.getvalue()
+    out = io.StringIO()
+    tta.judge_finished(str(tmp_path), "r1", out, ["r2"])
+    text = out.getvalue()
+    assert "# Time to accuracy: tta (run r1, with run r2)" in text
+    assert "retinanet: bf16 vs fp32 final bbox_AP50 0.725 vs 0.750 +- 0.071: PASS" in text
+    assert ("retinanet: bf16 vs fp32 bbox_AP50 by iteration (bf16 vs fp32 +- fp32 sd): 100 0.200 vs 0.200 +- "
+            "0.141, 200 0.550 vs 0.600 +- 0.141, 300 0.725 vs 0.750 +- 0.071: PASS") in text
+    # the rivals' verdicts are the fp32 trainer's, as without the join
+    assert "retinanet vs torchvision: time to target 17.5 s vs 42.5 s (limit 35.4 s, interpolated): PASS" in text
+
+
+def test_a_join_that_is_refused_stops_the_judge_in_one_line(tmp_path, capsys):
+    from tests.report.test_accuracy_join import add_run
+
+    add_run(fill(tmp_path), accuracy_iterations=500)
+    assert tta.judge_finished(str(tmp_path), "r1", io.StringIO(), ["r2"]) == 2
+    assert capsys.readouterr().err == ("time_to_accuracy: --with r2: its cells cannot join run r1's report: "
+                                       "accuracy.iterations 300 -> 500\n")
+
+
+def stored_run(tmp_path, monkeypatch, frameworks="detbench-trainer,torchvision"):
+    """A scenario as the benchmark writes it (a learnable folder's splits there, empty; a weights
+    file whose layout is not checked: tests/plan check that), loaded and stored as `accuracy run`
+    stores one: (the store, the stored scenario document)."""
+    import json
+
+    from harness import launch
+    from harness.plan import weights
+    from harness.results.store import Store
+
+    monkeypatch.setattr(weights, "problem", lambda model, path: None)
+    (tmp_path / "w.pt").write_bytes(b"")
+    data = tmp_path / "data"
+    for split in ("train", "val"):
+        (data / "annotations").mkdir(parents=True, exist_ok=True)
+        (data / "annotations" / ("instances_%s.json" % split)).write_text("{}")
+    (data / "images").mkdir()
+    (data / "images_val").mkdir()
+    args = tta.parse_args(["--threads", "2", "--frameworks", frameworks])
+    settings = dict(tta.FULL, seeds=[0, 1, 2])
+    path = tmp_path / "scenario.yaml"
+    tta.write_scenario(str(path), frameworks.split(","), ["mask_rcnn"], settings, args, str(data),
+                       {"mask_rcnn": str(tmp_path / "w.pt")}, None)
+    sc = launch.load_scenario(str(path))
+    store = Store(tmp_path / "results")
+    store.create_run("r1", sc.name, str(path), sc.model_dump_json(), "local", {}, [], [])
+    return store, json.loads(sc.model_dump_json())
+
+
+def test_the_bf16_scenario_of_a_stored_run_loads_with_only_the_trainer_s_bf16_cells_and_its_recipe(tmp_path,
+                                                                                                   monkeypatch):
+    import json
+
+    from harness import launch
+    from harness.plan import accuracy as plan_accuracy
+    from harness.plan import scenario as scenario_mod
+
+    store, first = stored_run(tmp_path, monkeypatch)
+    path = tmp_path / "bf16.yaml"
+    tta.bf16_scenario(store.read_run("r1"), str(path))
+    sc = launch.load_scenario(str(path))
+    assert sc.name == "time-to-accuracy-bf16-of-r1"
+    assert [p.cell.key for p in scenario_mod.plan(sc) if p.excluded is None] == [
+        "detbench-trainer/mask_rcnn/bf16/local/1/1"]
+    second = json.loads(sc.model_dump_json())
+    assert second["accuracy"]["seeds"] == [0, 1, 2] and second["accuracy"]["reference"] is None
+    assert plan_accuracy.recipe_differences(first, second) == []
+
+
+def test_add_bf16_is_refused_in_one_line_without_bf16_kernels_or_without_the_trainer(tmp_path, monkeypatch, capsys):
+    store, _ = stored_run(tmp_path, monkeypatch, frameworks="torchvision")
+    results = str(tmp_path / "results")
+    monkeypatch.setattr(tta, "bf16_here", lambda: (False, "this CPU (Old) has no avx512_bf16: ..."))
+    assert tta.main(["--from", results, "--add-bf16"]) == 2
+    assert capsys.readouterr().err == "time_to_accuracy: --add-bf16: this CPU (Old) has no avx512_bf16: ...\n"
+    monkeypatch.setattr(tta, "bf16_here", lambda: (True, ""))
+    store.accuracy().add_trials("r1", [dict(trial_key="t", cell_key="torchvision/mask_rcnn/fp32/local/1/1", seed=0,
+                                            folder="f", argv=[])])
+    assert tta.main(["--from", results, "--run", "r1", "--add-bf16"]) == 2
+    assert capsys.readouterr().err == ("time_to_accuracy: run r1 has no fp32 cell of the bundled trainer: a bf16 "
+                                       "curve would have no fp32 one to meet\n")
+    for precision in ("fp32", "bf16"):
+        cell = "detbench-trainer/mask_rcnn/%s/local/1/1" % precision
+        store.accuracy().add_trials("r1", [dict(trial_key=cell + "/s0", cell_key=cell, seed=0, folder="f", argv=[])])
+    assert tta.main(["--from", results, "--run", "r1", "--add-bf16"]) == 2
+    assert capsys.readouterr().err == ("time_to_accuracy: run r1 has the bundled trainer's bf16 cells already: "
+                                       "judge it with --from alone\n")
+    assert not (tmp_path / "scenario-bf16-of-r1.yaml").exists()
