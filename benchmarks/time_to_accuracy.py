@@ -43,6 +43,7 @@ from harness import frameworks  # noqa: E402
 from harness.errors import UserError  # noqa: E402
 from harness.measure import accuracy as acc  # noqa: E402
 from harness.plan import learnable, weights  # noqa: E402
+from harness.plan.scenario import Cell  # noqa: E402
 from harness.report import accuracy as report  # noqa: E402
 from harness.report import build as report_build  # noqa: E402
 
@@ -366,14 +367,27 @@ def judge_finished(results, run_id, out, joined=()):
     """--from: the verdicts of a finished accuracy run, its curves read against TARGETS, with the
     cells of the runs `joined` (--with) beside its own."""
     try:
-        models = {b.model for b in report_build.accuracy(results, run_id).models}
-        rep = report_build.accuracy(results, run_id, {m: TARGETS[m] for m in models if m in TARGETS},
+        store, run = stored_run(results, run_id)
+        models = {c.model for c in trained_cells(store, run.id)}
+        rep = report_build.accuracy(results, run.id, {m: TARGETS[m] for m in models if m in TARGETS},
                                     joined=joined)
     except UserError as exc:
         sys.stderr.write("time_to_accuracy: %s\n" % exc)
         return 2
     bf16 = any(s.precision == "bf16" for b in rep.models for s in b.series)
     return judge(rep, bf16, "the run has no bf16 cells (add them with --add-bf16)", False, out)
+
+
+def stored_run(results, run_id):
+    """The store at `results` and its accuracy run `run_id` (the newest where "latest")."""
+    store = Store(results, create=False)
+    ids = store.accuracy().runs()
+    return store, store.read_run(ids[-1] if run_id == "latest" and ids else run_id)
+
+
+def trained_cells(store, run_id):
+    """The cells of the stored accuracy run `run_id` that have trials, read from the trials alone."""
+    return {Cell.from_key(str(t["cell_key"])) for t in store.accuracy().trials(run_id)}
 
 
 def bf16_scenario(run, path):
@@ -407,10 +421,8 @@ def add_bf16(results, run_id, out):
         sys.stderr.write("time_to_accuracy: --add-bf16: %s\n" % why)
         return 2
     try:
-        store = Store(results, create=False)
-        ids = store.accuracy().runs()
-        run = store.read_run(ids[-1] if run_id == "latest" and ids else run_id)
-        cells = {tuple(str(t["cell_key"]).split("/")[0:3:2]) for t in store.accuracy().trials(run.id)}
+        store, run = stored_run(results, run_id)
+        cells = {(c.framework, c.precision) for c in trained_cells(store, run.id)}
         if (TRAINER, "fp32") not in cells:
             raise UserError("run %s has no fp32 cell of the bundled trainer: a bf16 curve would have no fp32 one "
                             "to meet" % run.id)

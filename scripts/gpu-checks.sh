@@ -11,7 +11,7 @@
 # Usage: scripts/gpu-checks.sh OUT_DIR [STAGE...]   (default stages: tests run bench)
 # DETBENCH_GPU_TEST_WORKERS=N runs the tests stage in N pytest-xdist processes where it is installed;
 # DETBENCH_GPU_TESTS_LIMIT=S ends that stage after S seconds (default 900; with 4 workers on an H200 the
-# 170 cases take about 6.5 minutes). Each test's outcome is logged as it ends, and the stage is ended
+# 170 cases take about 6.5 minutes; each worker then gets its share of the cores through OMP_NUM_THREADS). Each test's outcome is logged as it ends, and the stage is ended
 # with SIGINT, on which pytest still prints each failure's reason and the summary.
 # Each stage's whole log goes to OUT_DIR; where pytest-timeout is installed each test ends at 120 s.
 set -uo pipefail
@@ -27,7 +27,11 @@ python=${DETBENCH_GPU_PYTHON:-python3}
 per_test=()   # with pytest-timeout, a stuck test ends and the summary of failures is still written
 "$python" -c 'import pytest_timeout' 2>/dev/null && per_test=(--timeout 120)
 workers=${DETBENCH_GPU_TEST_WORKERS:-0}
-[ "$workers" -gt 0 ] && "$python" -c 'import xdist' 2>/dev/null && per_test+=(-n "$workers")
+if [ "$workers" -gt 0 ] && "$python" -c 'import xdist' 2>/dev/null; then
+    per_test+=(-n "$workers")
+    # each worker's torch would take every core: the CPU cases then starve each other past their limit
+    export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( $(nproc) / workers > 0 ? $(nproc) / workers : 1 ))}
+fi
 status=0
 for stage in $stages; do
     case $stage in

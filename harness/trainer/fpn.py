@@ -3,6 +3,26 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+def strided_conv(conv, x):
+    """`conv(x)` for the strided 3x3 convs of the extra levels, the same function with the same
+    gradients. Where a side of `x` is one pixel wide, the kernel's taps on that axis other than
+    the centre read only zero padding, so they are left out of the product and get no gradient.
+    torch 2.14's CPU bf16 convolution (oneDNN, with or without AMX) returns a wrong weight
+    gradient for a stride-2 3x3 conv over an input one pixel wide: P7 of a 64x64 image, whose P6
+    is 1x1, trained RetinaNet's P7 with garbage (up to 1e28, or NaN) in most steps."""
+    (kh, kw), (ph, pw) = conv.kernel_size, conv.padding
+    h, w = x.shape[-2:]
+    centred = (h != 1 or kh == 2 * ph + 1) and (w != 1 or kw == 2 * pw + 1)
+    if (h != 1 and w != 1) or not centred or conv.padding_mode != "zeros":
+        return conv(x)
+    weight = conv.weight
+    if h == 1:
+        weight, ph = weight[:, :, ph:ph + 1], 0
+    if w == 1:
+        weight, pw = weight[:, :, :, pw:pw + 1], 0
+    return F.conv2d(x, weight, conv.bias, conv.stride, (ph, pw), conv.dilation, conv.groups)
+
+
 class FPN(nn.Module):
     """extra='pool' adds one level by stride-2 subsampling of the last output (R-CNN, P6);
     extra='p6p7' adds two strided 3x3 convs on the last output (RetinaNet, P6 and P7)."""
@@ -33,6 +53,6 @@ class FPN(nn.Module):
         if self.extra == "pool":
             outs.append(F.max_pool2d(outs[-1], 1, 2))
         elif self.extra == "p6p7":
-            p6 = self.p6(outs[-1])
-            outs.extend([p6, self.p7(F.relu(p6))])
+            p6 = strided_conv(self.p6, outs[-1])
+            outs.extend([p6, strided_conv(self.p7, F.relu(p6))])
         return outs

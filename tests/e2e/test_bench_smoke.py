@@ -73,10 +73,9 @@ def test_time_to_accuracy_adds_the_trainer_s_bf16_cells_to_a_stored_run_and_judg
     assert "[1/1] detbench-trainer/retinanet/bf16/local/1/1 seed 0" in out
     assert "# Time to accuracy: time-to-accuracy-quick (run %s, with run " % first in out
     assert "| detbench-trainer | fp32 | 2 |" in out and "| detbench-trainer | bf16 | 2 |" in out
-    # judged, or not judged because the bf16 seed diverged: on an AMX Xeon the trainer's bf16
-    # RetinaNet at this size and rate ends at a NaN loss in about one start in three
-    assert "retinanet: bf16 vs fp32 final bbox_AP50 " in out or "retinanet: bf16 vs fp32: not judged: bf16 seed 0 " \
-        "failed (error: loss is nan" in out
+    # judged: at 64x64 P7 sits on a 1x1 P6, the input whose bf16 weight gradient torch's CPU
+    # kernels got wrong (the trainer's FPN leaves out the taps that read only padding)
+    assert "retinanet: bf16 vs fp32 final bbox_AP50 " in out
     assert out.rstrip().endswith("time to accuracy: FAIL")
 
 
