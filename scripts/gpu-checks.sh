@@ -11,7 +11,8 @@
 # Usage: scripts/gpu-checks.sh OUT_DIR [STAGE...]   (default stages: tests run bench)
 # DETBENCH_GPU_TEST_WORKERS=N runs the tests stage in N pytest-xdist processes where it is installed;
 # DETBENCH_GPU_TESTS_LIMIT=S ends that stage after S seconds (default 900; with 4 workers on an H200 the
-# 170 cases take about 6.5 minutes; each worker then gets its share of the cores through OMP_NUM_THREADS). Each test's outcome is logged as it ends, and the stage is ended
+# 170 cases take about 6.5 minutes; each worker then gets its share of the cores through
+# OMP_NUM_THREADS). Each test's outcome is logged as it ends, and the stage is ended
 # with SIGINT, on which pytest still prints each failure's reason and the summary.
 # Each stage's whole log goes to OUT_DIR; where pytest-timeout is installed each test ends at 120 s.
 set -uo pipefail

@@ -13,7 +13,8 @@ def strided_conv(conv, x):
     (kh, kw), (ph, pw) = conv.kernel_size, conv.padding
     h, w = x.shape[-2:]
     centred = (h != 1 or kh == 2 * ph + 1) and (w != 1 or kw == 2 * pw + 1)
-    if (h != 1 and w != 1) or not centred or conv.padding_mode != "zeros":
+    plain = conv.padding_mode != "zeros" or tuple(conv.dilation) != (1, 1)
+    if (h != 1 and w != 1) or not centred or plain:
         return conv(x)
     weight = conv.weight
     if h == 1:

@@ -8,21 +8,22 @@ from harness.trainer.fpn import FPN, strided_conv  # noqa: E402
 SIDES = [(1, 1), (2, 1), (1, 2), (1, 5), (3, 3)]
 
 
-def _conv():
-    conv = torch.nn.Conv2d(16, 8, 3, stride=2, padding=1)
+def _conv(dilation=1):
+    conv = torch.nn.Conv2d(16, 8, 3, stride=2, padding=dilation, dilation=dilation)
     torch.nn.init.normal_(conv.bias)
     return conv
 
 
+@pytest.mark.parametrize("dilation", [1, 2])
 @pytest.mark.parametrize("side", SIDES)
-def test_the_strided_conv_is_the_conv_with_the_same_gradients(side):
+def test_the_strided_conv_is_the_conv_with_the_same_gradients(side, dilation):
     torch.manual_seed(0)
-    conv = _conv()
+    conv = _conv(dilation)
     x = torch.randn(2, 16, *side, requires_grad=True)
     y = strided_conv(conv, x)
     g = torch.randn(y.shape)
     y.backward(g)
-    ref = _conv()
+    ref = _conv(dilation)
     ref.load_state_dict(conv.state_dict())
     x_ref = x.detach().clone().requires_grad_()
     y_ref = ref(x_ref)
