@@ -19,6 +19,7 @@ prints the report's tables and PASS/FAIL for:
     python -m benchmarks.time_to_accuracy                 # retinanet, faster_rcnn, mask_rcnn; 3 seeds
     python -m benchmarks.time_to_accuracy --quick         # retinanet, one seed, a few hundred iterations
     python -m benchmarks.time_to_accuracy --from DIR/results [--run ID]   # judge a finished run again
+    python -m benchmarks.time_to_accuracy --from RUN.json             # judge a run saved by `detbench accuracy save`
     python -m benchmarks.time_to_accuracy --from DIR/results --run ID --with ID2   # with ID2's cells joined
     python -m benchmarks.time_to_accuracy --from DIR/results --run ID --add-bf16   # train the bf16 cells ID lacks
 
@@ -83,6 +84,8 @@ def parse_args(argv):
     p.add_argument("--models", help="comma-separated (default: retinanet,faster_rcnn; --quick: retinanet)")
     p.add_argument("--frameworks", default="detbench-trainer,torchvision,mmdetection,detectron2")
     p.add_argument("--iterations", type=int)
+    p.add_argument("--eval-every", type=int, help="a checkpoint every N iterations (default: 200; with --iterations, "
+                   "a quarter of them)")
     p.add_argument("--seeds", type=int, help="how many seeds (0, 1, ...)")
     p.add_argument("--size", type=int, default=128, help="input side (square), also the images' size")
     p.add_argument("--batch", type=int, default=4)
@@ -96,8 +99,8 @@ def parse_args(argv):
                    "curve check) even where the CPU has bf16 kernels")
     p.add_argument("--work", help="folder for data, weights, scenario and results (default: a temporary one)")
     p.add_argument("--from", dest="from_results", metavar="RESULTS",
-                   help="train nothing: judge a finished (or resumed) accuracy run of this results folder against "
-                        "this benchmark's targets")
+                   help="train nothing: judge a finished (or resumed) accuracy run of this results folder, or the "
+                        "run saved in this file (detbench accuracy save), against this benchmark's targets")
     p.add_argument("--run", default="latest", help="with --from: the accuracy run (default: the newest)")
     p.add_argument("--with", dest="joined", action="append", default=[], metavar="RUN",
                    help="with --from: join this accuracy run's cells (trained later with the run's recipe on the "
@@ -106,6 +109,15 @@ def parse_args(argv):
                    help="with --from: train the bundled trainer's bf16 cells of the run's models, with its recipe "
                         "and seeds, as a new run of the same store, then judge the run with them joined")
     return p.parse_args(argv)
+
+
+def reshaped(settings, iterations):
+    """`settings` on a schedule of `iterations`, with its shape kept: the rate steps at the same
+    fractions of it, warmup at most half of it, a checkpoint every quarter."""
+    scale = iterations / float(settings["iterations"])
+    return dict(settings, iterations=iterations, eval_every=max(1, iterations // 4),
+                warmup_iters=min(settings["warmup_iters"], iterations // 2),
+                lr_steps=sorted({max(1, int(round(s * scale))) for s in settings["lr_steps"]} - {iterations}))
 
 
 def usable(name, out):
@@ -290,15 +302,15 @@ def main(argv=None):
         raise SystemExit("--add-bf16 adds to a stored run: give its results folder with --from")
     if args.from_results and args.add_bf16:
         return add_bf16(args.from_results, args.run, out)
+    if args.from_results and os.path.isfile(args.from_results):
+        return judge_saved(args.from_results, out, args.joined)
     if args.from_results:
         return judge_finished(args.from_results, args.run, out, args.joined)
     settings = dict(QUICK if args.quick else FULL)
     if args.iterations:
-        settings["iterations"] = args.iterations
-        settings["eval_every"] = max(1, args.iterations // 4)
-        # a shorter schedule keeps its shape: warmup at most half of it, steps inside it
-        settings["warmup_iters"] = min(settings["warmup_iters"], args.iterations // 2)
-        settings["lr_steps"] = [s for s in settings["lr_steps"] if s < args.iterations]
+        settings = reshaped(settings, args.iterations)
+    if args.eval_every:
+        settings["eval_every"] = args.eval_every
     if args.seeds:
         settings["seeds"] = list(range(args.seeds))
     if args.lr_per_image:
@@ -376,6 +388,26 @@ def judge_finished(results, run_id, out, joined=()):
         return 2
     bf16 = any(s.precision == "bf16" for b in rep.models for s in b.series)
     return judge(rep, bf16, "the run has no bf16 cells (add them with --add-bf16)", False, out)
+
+
+def judge_saved(path, out, joined=()):
+    """--from FILE: the verdicts of an accuracy run saved by `detbench accuracy save`, loaded into a
+    temporary store."""
+    from harness.results import accuracy_file
+
+    if joined:
+        sys.stderr.write("time_to_accuracy: --with joins runs of a results folder; %s is one saved run\n" % path)
+        return 2
+    work = tempfile.mkdtemp(prefix="detbench-tta-saved-")
+    try:
+        results = os.path.join(work, "results")
+        run_id = accuracy_file.load(Store(results), path)
+        return judge_finished(results, run_id, out)
+    except UserError as exc:
+        sys.stderr.write("time_to_accuracy: %s\n" % exc)
+        return 2
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def stored_run(results, run_id):

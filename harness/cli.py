@@ -14,6 +14,13 @@ from harness.errors import UserError
 RESULTS = click.option("--results", "results_dir", default="results", show_default=True,
                        type=click.Path(file_okay=False), help="results folder (SQLite store + trial folders)")
 
+SAVED_RUN = click.argument("run_id", metavar="RUN_ID|latest")
+
+
+def saved_to(what):
+    return click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False),
+                        help="%s to write (JSON, meant to be committed)" % what)
+
 
 def user_errors(fn):
     @functools.wraps(fn)
@@ -174,6 +181,34 @@ def accuracy_report(results_dir, run_id, fmt, out_path, targets, published, join
     report = report_build.accuracy(results_dir, run_id, given, None if published == "none" else published, joined)
     text = accuracy_report_mod.render_html(report) if fmt == "html" else accuracy_report_mod.render_markdown(report)
     _emit(text, out_path)
+
+
+@accuracy.command("save")
+@SAVED_RUN
+@RESULTS
+@saved_to("file")
+@user_errors
+def accuracy_save(run_id, results_dir, out_path):
+    """Write an accuracy run (its finished trials' curves, losses and settings) to one JSON file."""
+    from harness.results import accuracy_file
+    from harness.results.store import Store
+
+    counts = accuracy_file.save(Store(results_dir, create=False), run_id, out_path)
+    click.echo("%s: %d finished trials, %d pending" % (out_path, counts["finished"], counts["pending"]))
+
+
+@accuracy.command("load")
+@click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
+@RESULTS
+@user_errors
+def accuracy_load(path, results_dir):
+    """Put a saved accuracy run into a results store, to report it or go on with it (--resume)."""
+    from harness.results import accuracy_file
+    from harness.results.store import Store
+
+    accuracy_file.read(path)     # a bad file makes no results folder
+    run_id = accuracy_file.load(Store(results_dir), path)
+    click.echo("run %s loaded into %s" % (run_id, results_dir))
 
 
 @accuracy.command("compare")
@@ -468,10 +503,9 @@ def baseline():
 
 
 @baseline.command("save")
-@click.argument("run_id", metavar="RUN_ID|latest")
+@SAVED_RUN
 @RESULTS
-@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False),
-              help="baseline file to write (JSON, meant to be committed)")
+@saved_to("baseline file")
 @user_errors
 def baseline_save(run_id, results_dir, out_path):
     """Save a run's per-repeat throughputs, settings and host to a baseline file."""

@@ -45,13 +45,8 @@ from harness.plan import accuracy as plan_accuracy
 from harness.plan import coderev, fingerprint, platforms, scenario as scenario_mod
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TRIALS_DIR = "accuracy"
 DUMP_TIMEOUT_S = 3600
 STOP_S = 10   # an interrupted run: SIGTERM to the program's process group, then SIGKILL after this long
-
-
-def _folder(results_dir: str, run_id: str, key: str) -> str:
-    return os.path.join(os.path.abspath(results_dir), TRIALS_DIR, run_id, key.replace("/", "_"))
 
 
 def _env(sc) -> Dict[str, str]:
@@ -90,7 +85,7 @@ def start(scenario_path: str, store, run_id: str, out=None) -> str:
     for seed in sc.accuracy.seeds:
         for cell in runnable:
             key = trial_key(cell.key, seed)
-            folder = _folder(results_dir, run_id, key)
+            folder = tables.folder(run_id, key)
             trials.append(dict(trial_key=key, cell_key=cell.key, seed=seed, folder=folder,
                                argv=_train_argv(sc, cell, seed, folder, None)))
     tables.add_trials(run_id, trials)

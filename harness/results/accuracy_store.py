@@ -24,11 +24,13 @@ knows how much training time the checkpoint it resumes from stands for.
 
 import json
 import math
+import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from harness.frameworks.accuracy import trial_key  # noqa: F401  (the key of a trial, re-exported)
 from harness.measure.accuracy import AccuracyPoint, LossPoint
 
+TRIALS_DIR = "accuracy"  # the trials' folders, under the store's
 TABLES = """
 CREATE TABLE IF NOT EXISTS accuracy_trials (
     run_id TEXT NOT NULL, trial_key TEXT NOT NULL, cell_key TEXT NOT NULL, seed INTEGER NOT NULL,
@@ -76,6 +78,10 @@ class AccuracyTables:
             for statement in TABLES.split(";"):
                 if statement.strip():
                     db.execute(statement)
+
+    def folder(self, run_id: str, key: str) -> str:
+        """Where trial `key` of run `run_id` keeps its files: its log and checkpoints."""
+        return os.path.join(os.path.abspath(str(self.store.root)), TRIALS_DIR, run_id, key.replace("/", "_"))
 
     def add_trials(self, run_id: str, trials: List[Dict[str, Any]]) -> None:
         """trials: dicts of trial_key, cell_key, seed, folder, argv (the first command)."""

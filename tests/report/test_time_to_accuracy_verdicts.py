@@ -63,6 +63,20 @@ def test_the_trainer_missing_the_target_fails_whatever_the_rival_did(tmp_path):
     assert not ok
 
 
+def test_from_a_saved_file_judges_the_run_as_from_its_store(tmp_path, capsys):
+    from harness.results import accuracy_file
+
+    store = fill(tmp_path / "results")
+    saved = tmp_path / "run.json"
+    accuracy_file.save(store, "r1", str(saved))
+    assert tta.main(["--from", str(tmp_path / "results"), "--run", "r1"]) == 1
+    from_store = capsys.readouterr().out
+    assert tta.main(["--from", str(saved)]) == 1
+    assert capsys.readouterr().out == from_store
+    assert "retinanet vs torchvision: time to target 17.5 s vs 42.5 s" in from_store
+    assert tta.main(["--from", str(saved), "--with", "r2"]) == 2
+
+
 def test_a_time_read_off_the_start_line_is_not_judged(tmp_path):
     store = fill(tmp_path)
     # the trainer's seed 0 past 0.5 by its first checkpoint: its time there is an assumption
@@ -233,3 +247,13 @@ def test_add_bf16_is_refused_in_one_line_without_bf16_kernels_or_without_the_tra
     assert capsys.readouterr().err == ("time_to_accuracy: run r1 has the bundled trainer's bf16 cells already: "
                                        "judge it with --from alone\n")
     assert not (tmp_path / "scenario-bf16-of-r1.yaml").exists()
+
+
+def test_a_shorter_schedule_keeps_the_full_one_s_shape():
+    # 1000 iterations with the rate's step at 800: at 500 the step comes at 400, not never
+    short = tta.reshaped(tta.FULL, 500)
+    assert (short["iterations"], short["lr_steps"]) == (500, [400])
+    assert (short["warmup_iters"], short["eval_every"]) == (100, 125)
+    tiny = tta.reshaped(tta.QUICK, 8)
+    assert (tiny["lr_steps"], tiny["warmup_iters"], tiny["eval_every"]) == ([], 4, 2)
+    assert tta.reshaped(dict(tta.FULL, lr_steps=[800, 999]), 1)["lr_steps"] == []
