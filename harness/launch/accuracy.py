@@ -22,12 +22,15 @@ scored checkpoint), which the report names.
 Each training program a trial starts (from the start or a checkpoint) stores the detbench code
 it ran (`accuracy_code`), and the report names a run whose trainings ran more than one.
 A resume goes on only on the machine the run started on (the same fingerprint facts: CPU and
-its instruction set, cores, memory, kernel, GPUs); elsewhere it is refused in one line.
+its instruction set, cores, memory, kernel, GPUs), and only with the inputs it started with (the
+SHA-256 of each shared weights file and of the data's splits, stored at the start); otherwise it
+is refused in one line.
 An interrupt (SIGINT, even where the run started with it ignored, or SIGTERM) stops the training
 program in flight too, with every process it started (its own process group: progroup.py), and says
 how to resume: at most that trial's iterations since its last checkpoint are lost.
 """
 import datetime
+import hashlib
 import json
 import os
 import signal
@@ -79,8 +82,10 @@ def start(scenario_path: str, store, run_id: str, out=None) -> str:
     rows = [dict(cell_key=p.cell.key, framework=p.cell.framework, model=p.cell.model, precision=p.cell.precision,
                  platform=p.cell.platform, gpus=p.cell.gpus, nodes=p.cell.nodes, batch_per_gpu=sc.batch_per_gpu,
                  images_per_iteration=sc.batch_per_gpu, excluded=p.excluded) for p in planned]
+    digests = input_digests(sc)
     store.create_run(run_id, sc.name, str(scenario_path), sc.model_dump_json(), "local", host, rows, [])
     tables = store.accuracy()
+    tables.add_inputs(run_id, digests)
     trials = []
     for seed in sc.accuracy.seeds:
         for cell in runnable:
@@ -108,6 +113,7 @@ def resume(run_id: str, store, out=None, redo: Sequence[str] = ()) -> str:
     if sc.mode != plan_accuracy.ACCURACY or not store.accuracy().trials(run_id):
         raise UserError("run %s is not an accuracy run: resume it with `detbench run --resume`" % run_id)
     same_machine(run)
+    same_inputs(run.id, store.accuracy().inputs(run.id))
     redo_trials(store.accuracy(), run_id, redo, out)
     execute(store, run_id, sc, out)
     return run_id
@@ -151,6 +157,50 @@ def same_machine(run, facts=None) -> None:
         raise UserError("run %s was started on another machine (%s): its trials' training times would not "
                         "compare with times taken here; resume it on the machine it started on, or start a "
                         "new run here" % (run.id, "; ".join(diffs)))
+
+
+def input_digests(sc) -> Dict[str, str]:
+    """{path: SHA-256 of its content} of the scenario's shared weights files and its data's splits
+    (annotations and image folders), absolute paths."""
+    paths = {os.path.abspath(p) for p in sc.weights.values()}
+    for name in ("train", "val"):
+        paths.update(plan_accuracy.split(sc.accuracy, name))
+    return {p: _digest(p) for p in sorted(paths)}
+
+
+def _digest(path: str) -> str:
+    """SHA-256 of a file's bytes; of a folder, over each file's name relative to it and digest,
+    in name order ("missing" where nothing is there)."""
+    if os.path.isfile(path):
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+    if not os.path.isdir(path):
+        return "missing"
+    h = hashlib.sha256()
+    for folder, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(folder, name)
+            h.update(("%s %s\n" % (os.path.relpath(full, path), _digest(full))).encode())
+    return h.hexdigest()
+
+
+def same_inputs(run_id: str, started: Dict[str, str]) -> None:
+    """Refuse to go on with a run whose weights or data are not what it started with (one line
+    naming each): a resumed trial would train another detector on other data. A run stored
+    without digests has nothing to compare and goes on."""
+    changed = []
+    for path, digest in sorted(started.items()):
+        now = _digest(path)
+        if now != digest:
+            changed.append("%s %s" % (path, "is missing" if now == "missing" else "has other content"))
+    if changed:
+        raise UserError("run %s: its inputs are not those it started with (%s): make them again as they were "
+                        "(the same data and weights commands and seeds), or start a new run"
+                        % (run_id, "; ".join(changed)))
 
 
 def _train_argv(sc, cell, seed, folder, resume_from):

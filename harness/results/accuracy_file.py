@@ -5,7 +5,8 @@ A time-to-accuracy run takes hours on a small machine and lives in one store; th
 can be committed beside the code (as `detbench baseline save` does for speed runs), read by a
 later `accuracy report` or `compare`, and carried to a fresh results folder on the same machine
 to go on with `accuracy run --resume`. It holds the run's row and cells and every accuracy table's
-rows of the run: each finished trial's curve, losses, load, resumes, settings and code. A trial
+rows of the run: each finished trial's curve, losses, load, resumes, settings and code, and the
+digests of the run's inputs (a resume checks the weights and data made again against them). A trial
 not finished when saved is written as pending with nothing of its partial training: its
 checkpoint files stay behind, so after a load it trains again from the start, in a folder of
 the store it was loaded into. Checkpoint and log files are never in the file.
@@ -29,7 +30,8 @@ from harness.results.accuracy_store import PER_TRAINING
 FORMAT = "detbench-accuracy-run"
 VERSION = 1
 # every table of the accuracy tables with rows of a run; the trials first (a load checks the rest against them)
-TABLES = ("accuracy_trials",) + PER_TRAINING + ("accuracy_redos",)
+TABLES = ("accuracy_trials",) + PER_TRAINING + ("accuracy_redos", "accuracy_inputs")
+PER_RUN = ("accuracy_inputs",)  # rows of the run as a whole, of no trial
 FINISHED = ("done", "failed")
 
 
@@ -118,7 +120,7 @@ def read(path: str) -> Dict[str, Any]:
     for table, rows in tables.items():
         if table not in TABLES:
             raise UserError("%s: tables: %r is not an accuracy table (%s)" % (path, table, ", ".join(TABLES)))
-        stray = sorted({str(r.get("trial_key")) for r in rows} - keys)
+        stray = [] if table in PER_RUN else sorted({str(r.get("trial_key")) for r in rows} - keys)
         if stray:
             raise UserError(
                 "%s: tables: %s: rows of trials the run does not have: %s" % (path, table, ", ".join(stray))

@@ -16,7 +16,9 @@
   checkpoint): the iteration it went on from (0 for the start) and the detbench code it ran
   (harness.plan.coderev);
 - `accuracy_redos`, one row per time a trial was trained again from the start (`--redo`): when,
-  the folder its earlier files were moved to, and that training's last scored checkpoint.
+  the folder its earlier files were moved to, and that training's last scored checkpoint;
+- `accuracy_inputs`, one row per input file or folder of a run (the shared weights, the data's
+  splits): its path and the SHA-256 of its content when the run started.
 
 A checkpoint's row is written when its line arrives, before it is scored, so an interrupted run
 knows how much training time the checkpoint it resumes from stands for.
@@ -56,6 +58,8 @@ CREATE TABLE IF NOT EXISTS accuracy_code (
 CREATE TABLE IF NOT EXISTS accuracy_redos (
     run_id TEXT NOT NULL, trial_key TEXT NOT NULL, redone_at TEXT NOT NULL, kept_folder TEXT,
     previous_json TEXT NOT NULL, PRIMARY KEY (run_id, trial_key, redone_at));
+CREATE TABLE IF NOT EXISTS accuracy_inputs (
+    run_id TEXT NOT NULL, path TEXT NOT NULL, sha256 TEXT NOT NULL, PRIMARY KEY (run_id, path));
 CREATE TABLE IF NOT EXISTS accuracy_settings (
     run_id TEXT NOT NULL, trial_key TEXT NOT NULL, settings_json TEXT NOT NULL, implementation_json TEXT NOT NULL,
     PRIMARY KEY (run_id, trial_key));
@@ -257,6 +261,19 @@ class AccuracyTables:
         ).fetchall():
             out.setdefault(str(r[0]), []).append((int(r[1]), json.loads(r[2])))
         return out
+
+    def add_inputs(self, run_id: str, digests: Dict[str, str]) -> None:
+        """The content digests ({path: sha256}) of the run's inputs, taken when it started."""
+        with self.store.transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO accuracy_inputs VALUES (?, ?, ?)",
+                [(run_id, path, digest) for path, digest in sorted(digests.items())],
+            )
+
+    def inputs(self, run_id: str) -> Dict[str, str]:
+        """{path: sha256} of the run's inputs ({} for a run stored before they were recorded)."""
+        rows = self.store.db.execute("SELECT path, sha256 FROM accuracy_inputs WHERE run_id=?", (run_id,))
+        return {str(r[0]): str(r[1]) for r in rows.fetchall()}
 
     def add_settings(self, run_id: str, key: str, settings: Dict[str, Any], implementation: Dict[str, str]) -> None:
         """The settings a trial's training program logged (its DETBENCH_SETTINGS line, read from its

@@ -73,6 +73,18 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(scenario, tmp_path):
     assert rows(results, "SELECT count(*) FROM accuracy_points WHERE iteration = 8") == [(0,)], \
         "the run was killed after its last checkpoint: nothing left to resume"
 
+    # the run's inputs, by content: the weights file and each split's annotations and images
+    inputs = dict(rows(results, "SELECT path, sha256 FROM accuracy_inputs"))
+    assert str(scenario.parent / "r18.pt") in inputs and len(inputs) == 5
+    # saved as it stands, to go on elsewhere: the unfinished trial is pending there, with nothing of its training
+    saved, elsewhere = tmp_path / "run.json", tmp_path / "elsewhere"
+    code, out = finish(detbench("accuracy", "save", run_id, "--results", results, "--out", saved))
+    assert code == 0 and "0 finished trials, 1 pending" in out, out
+    code, out = finish(detbench("accuracy", "load", saved, "--results", elsewhere))
+    assert code == 0, out
+    assert rows(elsewhere, "SELECT status FROM accuracy_trials") == [("pending",)]
+    assert rows(elsewhere, "SELECT count(*) FROM accuracy_points") == [(0,)]
+
     code, out = finish(detbench("accuracy", "run", "--resume", run_id, "--results", results), timeout=400)
     assert code == 0, out
     assert "resuming after iteration 4" in out
@@ -132,6 +144,14 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(scenario, tmp_path):
     assert out.returncode == 0, out.stderr
     assert "Trained again from the start: detbench-trainer fp32 seed 0 at " in out.stdout
     assert "files kept as %s" % kept.name in out.stdout and "Resumed from a checkpoint" not in out.stdout
+
+    # the loaded run goes on in its new store, from the start: its checkpoints were not carried
+    code, said = finish(detbench("accuracy", "run", "--resume", run_id, "--results", elsewhere), timeout=400)
+    assert code == 0, said
+    assert "resuming" not in said
+    assert rows(elsewhere, "SELECT status FROM accuracy_trials") == [("done",)]
+    assert [r[0] for r in rows(elsewhere, "SELECT iteration FROM accuracy_points ORDER BY iteration")] == [4, 8]
+    assert list((elsewhere / "accuracy" / run_id).glob("*/log.txt"))
 
 
 def test_redo_names_a_trial_of_a_stored_run(tmp_path):

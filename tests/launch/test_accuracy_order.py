@@ -1,6 +1,6 @@
 """An accuracy run trains seed by seed, every cell within a seed, whatever order its trials were
 stored in: a run stopped part way has whole seeds of every framework, not every seed of a few;
-and it goes on only on the machine it started on."""
+and it goes on only on the machine it started on, with the inputs it started with."""
 import io
 import json
 
@@ -66,3 +66,20 @@ def test_a_resume_on_another_machine_is_refused_naming_what_differs(tmp_path):
 def test_a_resume_on_the_same_machine_or_of_a_run_without_facts_goes_on(tmp_path):
     accuracy_run.same_machine(started_on(tmp_path / "a", facts("avx512f")), facts("avx512f"))
     accuracy_run.same_machine(started_on(tmp_path / "b", None), facts())
+
+
+def test_a_resume_with_other_weights_or_data_is_refused_naming_each(tmp_path):
+    weights, images = tmp_path / "r18.pt", tmp_path / "images"
+    weights.write_bytes(b"weights")
+    images.mkdir()
+    (images / "0.png").write_bytes(b"image 0")
+    digests = {str(weights): accuracy_run._digest(str(weights)), str(images): accuracy_run._digest(str(images))}
+    accuracy_run.same_inputs("r1", digests)          # made again as they were: goes on
+    accuracy_run.same_inputs("r1", {})               # a run stored without digests has nothing to compare
+    (images / "0.png").write_bytes(b"image 1")
+    weights.unlink()
+    with pytest.raises(UserError) as err:
+        accuracy_run.same_inputs("r1", digests)
+    said = str(err.value)
+    assert "\n" not in said and said.startswith("run r1: its inputs are not those it started with (")
+    assert "%s is missing" % weights in said and "%s has other content" % images in said
