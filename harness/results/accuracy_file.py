@@ -11,6 +11,13 @@ not finished when saved is written as pending with nothing of its partial traini
 checkpoint files stay behind, so after a load it trains again from the start, in a folder of
 the store it was loaded into. Checkpoint and log files are never in the file.
 
+Paths are kept relative to the run's folder, the one that holds its results folder (where
+`benchmarks/time_to_accuracy.py` also keeps the data and weights): the file says `{run}/data`
+where the store said `/that/folder/data`, and a load puts the folder of the store it fills in its
+place, so a run saved on one machine resumes in any folder that has its inputs made again there.
+The training commands are not kept (they name this machine's interpreters); each trial's logged
+settings are.
+
 A load refuses a file of another format or version, a run the store already holds, and a file
 whose trials do not match its tables, each in one line naming the file; the store is changed
 in one transaction or not at all.
@@ -33,6 +40,22 @@ VERSION = 1
 TABLES = ("accuracy_trials",) + PER_TRAINING + ("accuracy_redos", "accuracy_inputs")
 PER_RUN = ("accuracy_inputs",)  # rows of the run as a whole, of no trial
 FINISHED = ("done", "failed")
+RUN_FOLDER = "{run}/"  # in a saved file, the folder that held the run's results folder
+
+
+def _swap(value: Any, old: str, new: str) -> Any:
+    """`value` with `old` replaced by `new` in every string it holds (the JSON text of a column too)."""
+    if isinstance(value, str):
+        return value.replace(old, new)
+    if isinstance(value, dict):
+        return {k: _swap(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_swap(v, old, new) for v in value]
+    return value
+
+
+def _run_folder(store: "Store") -> str:
+    return os.path.dirname(os.path.abspath(str(store.root))).rstrip(os.sep) + os.sep
 
 
 def _rows(db: sqlite3.Connection, table: str, run_id: str) -> List[Dict[str, Any]]:
@@ -67,8 +90,11 @@ def dump(store: "Store", run_id: str) -> Dict[str, Any]:
             rows = [r for r in rows if r["trial_key"] not in unfinished]
         for row in rows:
             del row["run_id"]
+            if table == "accuracy_trials":
+                row["argv_json"] = None
         out["tables"][table] = rows
-    return out
+    saved: Dict[str, Any] = _swap(out, _run_folder(store), RUN_FOLDER)
+    return saved
 
 
 def save(store: "Store", run_id: str, path: str) -> Dict[str, int]:
@@ -142,7 +168,7 @@ def _insert(db: sqlite3.Connection, table: str, row: Dict[str, Any], path: str) 
 
 def load(store: "Store", path: str) -> str:
     """Put the saved accuracy run of `path` into `store`; its id."""
-    data = read(path)
+    data = _swap(read(path), RUN_FOLDER, _run_folder(store))
     run_id = str(data["run"]["id"])
     tables = store.accuracy()  # the accuracy tables exist before the transaction writes to them
     if store.db.execute("SELECT 1 FROM runs WHERE id=?", (run_id,)).fetchone():

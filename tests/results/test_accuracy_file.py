@@ -32,6 +32,7 @@ def fill(results, unfinished=()):
                            nodes=1, batch_per_gpu=4, images_per_iteration=4, excluded=None)
                       for fw, c in CELLS.items()], [])
     tables = store.accuracy()
+    tables.add_inputs("r1", {str(results.parent / "data" / "images"): "1a2b", str(results.parent / "r18.pt"): "3c4d"})
     tables.add_trials("r1", [dict(trial_key=trial_key(c, s), cell_key=c, seed=s, folder=str(results / "f"),
                                   argv=["python", "train.py"]) for c in CELLS.values() for s in (0, 1)])
     for fw, cell in CELLS.items():
@@ -66,6 +67,22 @@ def test_a_saved_run_loaded_elsewhere_reports_the_same_tables(tmp_path):
     key = trial_key(CELLS["torchvision"], 1)
     assert b.losses("r1", key) == a.losses("r1", key)
     assert b.settings("r1") == a.settings("r1") and b.codes("r1") == a.codes("r1")
+
+
+def test_paths_are_kept_relative_to_the_run_s_folder_and_land_in_the_new_one(tmp_path):
+    fill(tmp_path / "a")
+    saved = tmp_path / "run.json"
+    accuracy_file.save(Store(tmp_path / "a", create=False), "r1", str(saved))
+    text = saved.read_text()
+    assert str(tmp_path) not in text and '"{run}/r18.pt"' in text
+    assert "train.py" not in text                      # the commands name this machine's interpreters
+    elsewhere = tmp_path / "elsewhere" / "results"
+    accuracy_file.load(Store(elsewhere), str(saved))
+    tables = Store(elsewhere).accuracy()
+    assert tables.inputs("r1") == {str(tmp_path / "elsewhere" / "data" / "images"): "1a2b",
+                                   str(tmp_path / "elsewhere" / "r18.pt"): "3c4d"}
+    key = trial_key(CELLS["torchvision"], 0)
+    assert tables.checkpoints("r1", key)[-1]["checkpoint"] == str(tmp_path / "elsewhere" / "a" / "ck300")
 
 
 def test_a_trial_unfinished_when_saved_comes_back_pending_with_nothing_of_its_partial_training(tmp_path):
