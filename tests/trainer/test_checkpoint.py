@@ -308,7 +308,9 @@ def test_checkpoint_writes_are_in_no_iterations_time(tmp_path, monkeypatch):
     assert [r["iteration"] for r in iters] == [1, 2, 3, 4]
     assert sorted(os.listdir(tmp_path)) == ["iter_0000002.pth", "iter_0000004.pth"]
     assert len(spent) == 2
-    assert iters[2]["time_s"] < WRITE_DELAY_S, iters      # iteration 3 follows a write
+    # iteration 3 follows a write, iteration 4 none: a write counted in 3 would add its whole delay
+    # (against the next iteration, not a fixed bound: a loaded machine's tiny step alone nears 1 s)
+    assert iters[2]["time_s"] < iters[3]["time_s"] + WRITE_DELAY_S / 2, iters
     # the iterations' times add up to the loop's wall time less the writes and the set-up (which
     # a loaded machine may stretch: half a write's delay still tells one write counted from none)
     total = sum(r["time_s"] for r in iters)
