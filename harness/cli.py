@@ -107,16 +107,13 @@ def _emit(text, out_path):
         click.echo(text, nl=False)
         return
     import os
-    import tempfile
+
+    from harness import atomic
 
     target = os.path.abspath(out_path)
     if not os.path.isdir(os.path.dirname(target)):
         raise UserError("--out %s: no such folder" % out_path)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".detbench-report-")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, target)
+    atomic.write_text(target, text)
     click.echo("wrote %s" % out_path, err=True)
 
 

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BASE = 0
 RANKS = {
     # the first name under harness/ -> its rank; a module may import its own rank or lower
-    "__init__": BASE, "errors": BASE, "jsonlog": BASE,
+    "__init__": BASE, "atomic": BASE, "errors": BASE, "jsonlog": BASE,
     "vocab": 1, "drivers": 1,
     "frameworks": 2,
     "plan": 3,
@@ -152,9 +152,11 @@ def test_the_checker_keeps_the_programs_apart(tmp_path):
     ]
 
 
-def test_harness_keeps_at_most_six_top_level_modules():
+def test_harness_keeps_at_most_seven_top_level_modules():
+    # the package marker, the base modules every stage and program may use (atomic, errors,
+    # jsonlog) and the entry points (run, cli, api); anything else belongs in a stage
     top = sorted(p.name for p in (ROOT / "harness").glob("*.py"))
-    assert len(top) <= 6, top
+    assert len(top) <= 7, top
 
 
 def docstrings(tree):

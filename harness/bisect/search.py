@@ -9,7 +9,6 @@ candidate in rounds of one trial each of the good endpoint, the candidate and th
 in an order drawn per round, so that drift over the bisect lands on all three alike.
 """
 import json
-import os
 import random
 import signal
 import sys
@@ -18,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from harness import frameworks, launch
+from harness import atomic, frameworks, launch
 from harness.bisect import decide, envaxis
 from harness.bisect import git as gitmod
 from harness.errors import UserError
@@ -224,9 +223,7 @@ class Bisect:
     def save_state(self):
         assert self.state_path is not None
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_name(self.state_path.name + ".tmp")
-        tmp.write_text(json.dumps(self.state, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, self.state_path)
+        atomic.write_json(self.state_path, self.state, indent=1, sort_keys=True)
 
     def value(self, trial) -> float:
         rule = self.opts.judge.rule

@@ -23,11 +23,10 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from harness import frameworks
+from harness import atomic, frameworks
 from harness.launch.envs import cache_root
 from harness.plan import scenario
 
@@ -56,10 +55,7 @@ def _cached(path: Path, compute: Callable[[], JSON], current: Callable[[JSON], b
     if "error" not in value:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=path.name + ".")
-            with os.fdopen(fd, "w") as f:
-                json.dump(value, f, sort_keys=True)
-            os.replace(tmp, path)
+            atomic.write_json(path, value, sort_keys=True)
         except OSError:
             pass  # an unwritable cache costs a recount next time, nothing else
     return value

@@ -10,13 +10,13 @@ mask heads train on real polygon masks. The same arguments always give byte-iden
 
 import json
 import math
-import os
 import random
 import struct
 import zlib
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Sequence, Tuple, Union
 
+from harness import atomic
 from harness.errors import UserError
 
 Points = List[float]  # a polygon's corners [x0, y0, x1, y1, ...]
@@ -236,10 +236,7 @@ def make_coco(
 
 
 def _write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    atomic.write_bytes(path, data)
 
 
 def parse_size(text: str) -> Tuple[int, int]:

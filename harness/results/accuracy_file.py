@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Dict, List
 if TYPE_CHECKING:
     from harness.results.store import Store
 
+from harness import atomic
 from harness.errors import UserError
 from harness.results.accuracy_store import PER_TRAINING
 
@@ -104,11 +105,7 @@ def save(store: "Store", run_id: str, path: str) -> Dict[str, int]:
     target = os.path.abspath(path)
     if not os.path.isdir(os.path.dirname(target)):
         raise UserError("--out %s: no such folder" % path)
-    tmp = target + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1, sort_keys=True)
-        fh.write("\n")
-    os.replace(tmp, target)
+    atomic.write_json(target, data, indent=1, sort_keys=True)
     trials = data["tables"]["accuracy_trials"]
     return {
         "finished": sum(t["status"] in FINISHED for t in trials),

@@ -22,11 +22,11 @@ each repeat's latency average and percentiles in ms, what `detbench compare --me
 import json
 import os
 import re
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Union
 
+from harness import atomic
 from harness.results.records import StoredCell, StoredScenario, StoredTrial
 
 if TYPE_CHECKING:
@@ -151,17 +151,7 @@ def save(side: Mapping[str, Any], path: Union[str, Path]) -> None:
     """Write atomically (temp file, fsync, rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % path.name, dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(dumps(side))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic.write_text(path, dumps(side))
 
 
 def load(path: Union[str, Path]) -> Side:

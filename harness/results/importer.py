@@ -13,7 +13,6 @@ log has passed.
 """
 
 import dataclasses
-import json
 import os
 import re
 import shutil
@@ -22,6 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from pydantic import ValidationError
 
+from harness import atomic
 from harness.vocab import catalog
 from harness.plan import platforms
 from harness import frameworks
@@ -331,9 +331,7 @@ def _trial_folder(trial_dir: Path, log: Log) -> None:
     trial_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(log, str(trial_dir / trialfiles.LOG))
     record = {"imported": True, "source": os.path.abspath(log), "exit_code": 0, "end_wall": os.stat(log).st_mtime}
-    tmp = trial_dir / (trialfiles.RECORD + ".tmp")
-    tmp.write_text(json.dumps(record, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(str(tmp), str(trial_dir / trialfiles.RECORD))
+    atomic.write_json(trial_dir / trialfiles.RECORD, record, sort_keys=True)
 
 
 def _fail_rest(store: Store, run_id: str, done: int, reason: str) -> None:

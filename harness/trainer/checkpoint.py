@@ -14,15 +14,14 @@ Resuming (`--resume FILE`) refuses, before training starts and in one line namin
 and the first key that differs, a checkpoint whose model settings or data-order settings
 (KEYS_THAT_MUST_MATCH) differ from the run's, or whose tensors do not fit the model.
 """
-import contextlib
 import dataclasses
 import os
 import random
-import secrets
 
 import torch
 import torch.distributed as torch_dist
 
+from .. import atomic
 from . import dist
 from .config import ConfigError
 
@@ -70,25 +69,8 @@ def prepare_dir(folder):
 
 def write_atomic(path, obj):
     """torch.save `obj` to `path` so that `path` holds either its old content or all of `obj`."""
-    folder = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)   # the umask applies, as to open()
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            torch.save(obj, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):   # the rename reaches the disk with the folder's entry
-        folder_fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(folder_fd)
-        finally:
-            os.close(folder_fd)
+    with atomic.replacing(path, "wb") as fh:
+        torch.save(obj, fh)
 
 
 def rng_state(device):

@@ -23,6 +23,7 @@ import os
 import sys
 import time
 
+from .. import atomic
 from .config import ConfigError, apply_overrides, load_config_module
 from .infer import detector_for_inference
 
@@ -151,10 +152,8 @@ def run(args, out):
     seconds = time.perf_counter() - started
     iou_types = ["bbox", "segm"] if cfg.model.name == "mask" else ["bbox"]
     if args.detections_out:
-        tmp = args.detections_out + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
+        with atomic.replacing(args.detections_out) as fh:
             json.dump(detections, fh)
-        os.replace(tmp, args.detections_out)
     if args.dump_only:
         line = dict(model=MODELS[cfg.model.name], weights=args.weights, annotations=ann_file, images=len(records),
                     detections=len(detections), seconds=round(seconds, 2), out=args.detections_out)

@@ -13,8 +13,8 @@ framework lacks. Exit codes: 0 done, 2 bad input (one line on stderr).
 import argparse
 import os
 import sys
-import tempfile
 
+from harness import atomic
 from harness.drivers import weights_map
 from harness.drivers.weights_map import MODELS, WeightsError, check, reference_model
 
@@ -69,23 +69,12 @@ def writable(path):
 def save(path, model, seed, state):
     """Write atomically: a half-written file never carries the name."""
     import torch
-    folder = writable(path)
+    writable(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".weights-", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise WeightsError("%s: cannot write: %s" % (path, exc.strerror or exc)) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
+        with atomic.replacing(path, "wb") as f:   # readable by a container user, as open() makes it
             torch.save(weights_map.pack(model, seed, state, versions()), f)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)       # mkstemp's 0600 would hide the file from a container user
-        os.replace(tmp, path)
     except OSError as exc:
         raise WeightsError("%s: cannot write: %s" % (path, exc.strerror or exc)) from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 load_into = weights_map.load      # (net, path, model, framework) -> tensors loaded
