@@ -637,12 +637,17 @@ def _curves(
     return fig, ax
 
 
+def scored_points(curve: List[acc.AccuracyPoint], metric: str) -> List[Tuple[float, float]]:
+    """(training seconds, metric) of the checkpoints that scored `metric`; one that did not is left
+    out, not drawn at 0."""
+    return [(p.train_seconds, v) for p in curve for v in [p.metric(metric)] if v is not None]
+
+
 def ap_time_figure(block: ModelBlock, scope: str) -> Any:
+    from harness.report import plots
+
     def points(s: Series) -> Dict[int, List[Tuple[float, float]]]:
-        return {
-            seed: [(0.0, 0.0)] + [(p.train_seconds, p.metric(block.metric) or 0.0) for p in curve]
-            for seed, curve in s.curves.items()
-        }
+        return {seed: scored_points(curve, block.metric) for seed, curve in s.curves.items()}
 
     fig, ax = _curves(
         block,
@@ -655,6 +660,12 @@ def ap_time_figure(block: ModelBlock, scope: str) -> Any:
         marker="o",
         markersize=3,
     )
+    # the assumed start (0 s, AP 0) of time_to_target, dotted and unmarked: it was not scored
+    for i, s in enumerate(block.series):
+        for pts in points(s).values():
+            if pts:
+                ax.plot([0.0, pts[0][0]], [0.0, pts[0][1]], color=plots.PALETTE[i % len(plots.PALETTE)],
+                        linestyle=":", linewidth=0.8)
     ax.axhline(block.target, color="#888888", linestyle="--", linewidth=0.8, label="target")
     ax.set_ylim(bottom=0)
     ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))

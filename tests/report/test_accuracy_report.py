@@ -193,6 +193,26 @@ def test_html_is_autoescaped_and_has_both_curves(tmp_path):
     assert page.count("precision fp32, batch 4, threads 1") >= 3     # every table carries the scope
 
 
+def test_the_ap_curve_leaves_out_an_unscored_checkpoint_and_dots_the_assumed_start(tmp_path):
+    store = Store(tmp_path)
+    store.create_run("r1", "tta", "s.yaml", json.dumps(SCENARIO), "local", HOST, [], [])
+    tables = store.accuracy()
+    cell = "detbench-trainer/mask_rcnn/fp32/local/1/1"
+    key = trial_key(cell, 0)
+    tables.add_trials("r1", [dict(trial_key=key, cell_key=cell, seed=0, folder="f", argv=[])])
+    for it, seconds, segm in ((100, 10.0, 0.5), (200, 20.0, None), (300, 30.0, 0.7)):
+        tables.add_checkpoint("r1", key, it, seconds, "ck")
+        tables.add_score("r1", key, AccuracyPoint(it, seconds, 0.4, 0.8, segm, None, eval_seconds=1.0))
+    tables.set_status("r1", key, "done")
+    block = report_build.accuracy(str(tmp_path), "r1", {"mask_rcnn": ("segm_AP", 0.6)}).models[0]
+    lines = report.ap_time_figure(block, "scope").axes[0].lines
+    marked = [ln.get_xydata().tolist() for ln in lines if ln.get_marker() == "o"]
+    start = [ln for ln in lines if ln.get_linestyle() == ":"]
+    assert marked == [[[10.0, 0.5], [30.0, 0.7]]]          # the checkpoint without segm is not drawn at 0
+    assert [ln.get_xydata().tolist() for ln in start] == [[[0.0, 0.0], [10.0, 0.5]]]
+    assert start[0].get_marker() in (None, "None", "")
+
+
 def test_a_store_without_accuracy_runs_says_so(tmp_path):
     Store(tmp_path)
     from harness.errors import UserError
