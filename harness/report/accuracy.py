@@ -664,8 +664,13 @@ def ap_time_figure(block: ModelBlock, scope: str) -> Any:
     for i, s in enumerate(block.series):
         for pts in points(s).values():
             if pts:
-                ax.plot([0.0, pts[0][0]], [0.0, pts[0][1]], color=plots.PALETTE[i % len(plots.PALETTE)],
-                        linestyle=":", linewidth=0.8)
+                ax.plot(
+                    [0.0, pts[0][0]],
+                    [0.0, pts[0][1]],
+                    color=plots.PALETTE[i % len(plots.PALETTE)],
+                    linestyle=":",
+                    linewidth=0.8,
+                )
     ax.axhline(block.target, color="#888888", linestyle="--", linewidth=0.8, label="target")
     ax.set_ylim(bottom=0)
     ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
