@@ -6,12 +6,17 @@ val-split detections are scored by the one shared COCOeval (an accuracy scenario
 `detbench accuracy run`; this script writes that scenario, runs it and reads the store). It
 prints the report's tables and PASS/FAIL for:
 
-  * time to target: the trainer's mean time to target <= 1/1.2 of each rival's (where a rival
-    missed the target in some seed, of the lower bound that counts that seed at its whole
-    training time; where the trainer missed it, FAIL; where either reached it by its first
-    checkpoint, not judged: that time is read off the line from the start);
+  * time to target: the ratio of the trainer's time to target to each rival's (their geometric
+    means over seeds) with its Welch 95% interval, taken on the logarithms: PASS where the whole
+    interval is at or below 1/1.2, "parity" where it holds 1 (a few seeds give wide intervals:
+    more seeds narrow them), "faster, but 1.2x is not shown" or "slower" otherwise; with one seed
+    on a side, the means alone, said so (where a rival missed the target in some seed, its times
+    count that seed at its whole training time, a lower bound; where the trainer missed it, FAIL;
+    where either reached it by its first checkpoint, not judged: that time is read off the line
+    from the start);
   * final AP: the trainer's mean final target metric within one seed standard deviation of
-    each rival's (not judged with one seed: there is no spread);
+    each rival's (not judged with one seed: there is no spread), with the Welch 95% interval of the
+    difference beside it ("parity" where it holds 0);
   * bf16: the trainer's bf16 final metric within one fp32 seed standard deviation of its fp32
     one, and so its mean at every checkpoint both precisions scored (the curves by iteration),
     only on a CPU with avx512_bf16 kernels (or a GPU); otherwise it says it was not checked, and why.
@@ -21,6 +26,7 @@ prints the report's tables and PASS/FAIL for:
     python -m benchmarks.time_to_accuracy --from DIR/results [--run ID]   # judge a finished run again
     python -m benchmarks.time_to_accuracy --from RUN.json             # judge a run saved by `detbench accuracy save`
     python -m benchmarks.time_to_accuracy --from DIR/results --run ID --with ID2   # with ID2's cells joined
+    python -m benchmarks.time_to_accuracy --from RUN.json --with RUN2.json     # the same, of two saved runs
     python -m benchmarks.time_to_accuracy --from DIR/results --run ID --add-bf16   # train the bf16 cells ID lacks
 
 Rivals run in their pinned envs: `source scripts/env.sh; export DETBENCH_CACHE=...` first where
@@ -43,6 +49,7 @@ from harness.launch import envs, hostcpu  # noqa: E402
 from harness import frameworks  # noqa: E402
 from harness.errors import UserError  # noqa: E402
 from harness.measure import accuracy as acc  # noqa: E402
+from harness.measure import welch  # noqa: E402
 from harness.plan import learnable, weights  # noqa: E402
 from harness.plan.scenario import Cell  # noqa: E402
 from harness.report import accuracy as report  # noqa: E402
@@ -104,7 +111,8 @@ def parse_args(argv):
     p.add_argument("--run", default="latest", help="with --from: the accuracy run (default: the newest)")
     p.add_argument("--with", dest="joined", action="append", default=[], metavar="RUN",
                    help="with --from: join this accuracy run's cells (trained later with the run's recipe on the "
-                        "same machine, e.g. by --add-bf16) to the judged run; repeatable")
+                        "same machine: more seeds, or cells made by --add-bf16) to the judged run; with --from FILE, "
+                        "a saved run's file; repeatable")
     p.add_argument("--add-bf16", action="store_true",
                    help="with --from: train the bundled trainer's bf16 cells of the run's models, with its recipe "
                         "and seeds, as a new run of the same store, then judge the run with them joined")
@@ -166,6 +174,37 @@ def write_scenario(path, names, models, settings, args, data, weight_files, targ
         fh.write("\n".join(lines) + "\n")
 
 
+# how welch.verdict's words read for a ratio of times to target (the trainer's over a rival's)
+TIME_WORDS = {welch.PARITY: "parity (the interval holds 1x)", "lower, the limit not shown":
+              "faster, but 1.2x is not shown", "higher": "slower"}
+
+
+def time_ratio_verdict(mine, theirs):
+    """(passed, the words) of the trainer's times to target (a Spread over its seeds) against a
+    rival's: the ratio of their geometric means with its Welch 95% interval (on the logarithms),
+    PASS only where the whole interval is at or below 1/1.2, "parity" where it holds 1. With one
+    seed on a side there is no interval, and the means alone are judged, as said."""
+    limit = 1 / SPEEDUP
+    r = welch.ratio(mine.values, theirs.values)
+    if r is None:
+        good = mine.mean <= theirs.mean * limit
+        return good, "the trainer's / its %.2fx on the means (one seed on a side: no interval; limit %.2fx): %s" % (
+            mine.mean / theirs.mean, limit, "PASS" if good else "FAIL")
+    word = welch.verdict(r, limit)
+    said = "the trainer's / its %.2fx [%.2f, %.2f] (ratio of geometric means, Welch %d%% over %d vs %d seeds; " \
+           "limit %.2fx): " % (r.estimate, r.low, r.high, round(r.level * 100), r.n[0], r.n[1], limit)
+    return word == "PASS", said + ("PASS" if word == "PASS" else "FAIL: " + TIME_WORDS[word])
+
+
+def difference_said(a, b, what="the trainer's - its"):
+    """The Welch 95% interval of mean(a) - mean(b) in words, "parity" where it holds 0."""
+    d = welch.difference(a, b)
+    if d is None:
+        return "no interval (one seed on a side)"
+    return "%s %+.3f [%+.3f, %+.3f] (Welch %d%%)%s" % (what, d.estimate, d.low, d.high, round(d.level * 100),
+                                                      ": parity" if d.holds(0.0) else "")
+
+
 def verdicts(block, out):
     """PASS/FAIL lines of the trainer against each rival; True when none failed."""
     rows = {r.framework: r for r in report.rows(block) if r.precision == "fp32"}
@@ -205,26 +244,23 @@ def verdicts(block, out):
                       "read off the line from the start, not measured)\n" % (block.model, name, ", ".join(early)))
         elif theirs.time_to_target is None:
             # the rival missed the target in some seed: counted at its whole training time there,
-            # its mean is a lower bound, so the trainer passes only if it clears even that
+            # its times are lower bounds, so the ratio read off them is at most the true one
             bound = theirs.time_bound
             if bound is None:
                 out.write("%s vs %s: time to target: FAIL (%s has a seed with no curve)\n" % (block.model, name, name))
                 ok = False
             else:
-                limit = bound.mean / SPEEDUP
-                good = mine.time_to_target.mean <= limit
+                good, said = time_ratio_verdict(mine.time_to_target, bound)
                 ok &= good
                 out.write("%s vs %s: time to target %.1f s vs >= %.1f s (%s missed it in %d of %d seeds, counted at "
-                          "their training time; limit %.1f s, interpolated): %s\n" % (
+                          "their training time, so the ratio is at most this; interpolated): %s\n" % (
                               block.model, name, mine.time_to_target.mean, bound.mean, name,
-                              theirs.seeds - theirs.reached, theirs.seeds, limit, "PASS" if good else "FAIL"))
+                              theirs.seeds - theirs.reached, theirs.seeds, said))
         else:
-            limit = theirs.time_to_target.mean / SPEEDUP
-            good = mine.time_to_target.mean <= limit
+            good, said = time_ratio_verdict(mine.time_to_target, theirs.time_to_target)
             ok &= good
-            out.write("%s vs %s: time to target %.1f s vs %.1f s (limit %.1f s, interpolated): %s\n" % (
-                block.model, name, mine.time_to_target.mean, theirs.time_to_target.mean, limit,
-                "PASS" if good else "FAIL"))
+            out.write("%s vs %s: time to target %.1f s vs %.1f s (interpolated): %s\n" % (
+                block.model, name, mine.time_to_target.mean, theirs.time_to_target.mean, said))
         a = acc.spread([p.metric(block.metric) for p in finals[TRAINER].values()])
         b = acc.spread([p.metric(block.metric) for p in finals[name].values()])
         if a is None or b is None:
@@ -238,8 +274,9 @@ def verdicts(block, out):
             ok &= good
             side = "" if good else " (the trainer's is %s by %.1f sd)" % (
                 "higher" if a.mean > b.mean else "lower", abs(a.mean - b.mean) / b.std)
-            out.write("%s vs %s: final %s %.3f vs %.3f +- %.3f (one seed sd): %s%s\n" % (
-                block.model, name, block.metric, a.mean, b.mean, b.std, "PASS" if good else "FAIL", side))
+            out.write("%s vs %s: final %s %.3f vs %.3f +- %.3f (one seed sd): %s%s; %s\n" % (
+                block.model, name, block.metric, a.mean, b.mean, b.std, "PASS" if good else "FAIL", side,
+                difference_said(a.values, b.values)))
     return ok
 
 
@@ -265,8 +302,9 @@ def bf16_verdict(block, out):
             block.model, block.metric, b.mean, a.mean))
         return True
     good = abs(a.mean - b.mean) <= a.std
-    out.write("%s: bf16 vs fp32 final %s %.3f vs %.3f +- %.3f: %s\n" % (
-        block.model, block.metric, b.mean, a.mean, a.std, "PASS" if good else "FAIL"))
+    out.write("%s: bf16 vs fp32 final %s %.3f vs %.3f +- %.3f: %s; %s\n" % (
+        block.model, block.metric, b.mean, a.mean, a.std, "PASS" if good else "FAIL",
+        difference_said(b.values, a.values, "bf16 - fp32")))
     return curve_verdict(block, series, out) and good
 
 
@@ -392,17 +430,22 @@ def judge_finished(results, run_id, out, joined=()):
 
 def judge_saved(path, out, joined=()):
     """--from FILE: the verdicts of an accuracy run saved by `detbench accuracy save`, loaded into a
-    temporary store."""
+    temporary store, with the runs saved in the files `joined` (--with FILE2) loaded beside it and
+    joined (more seeds, a precision or a framework trained later with its recipe)."""
     from harness.results import accuracy_file
 
-    if joined:
-        sys.stderr.write("time_to_accuracy: --with joins runs of a results folder; %s is one saved run\n" % path)
+    folders = [j for j in joined if not os.path.isfile(j)]
+    if folders:
+        sys.stderr.write("time_to_accuracy: --with %s: with --from FILE, --with names a saved run's file too\n"
+                         % folders[0])
         return 2
     work = tempfile.mkdtemp(prefix="detbench-tta-saved-")
     try:
         results = os.path.join(work, "results")
-        run_id = accuracy_file.load(Store(results), path)
-        return judge_finished(results, run_id, out)
+        store = Store(results)
+        run_id = accuracy_file.load(store, path)
+        others = [accuracy_file.load(store, j) for j in joined]
+        return judge_finished(results, run_id, out, others)
     except UserError as exc:
         sys.stderr.write("time_to_accuracy: %s\n" % exc)
         return 2

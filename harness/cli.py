@@ -163,8 +163,9 @@ def accuracy_run(scenario_path, results_dir, resume_id, redo):
               help="print the accuracy, time-to-train and stability tables of these published figures "
                    "(reports/published/NAME.yaml) beside the run's; 'none' leaves them out")
 @click.option("--with", "joined", multiple=True, metavar="RUN_ID",
-              help="join this accuracy run's cells (a precision or framework trained later with the same recipe "
-                   "on the same machine) to the report, read against its targets; repeatable")
+              help="join this accuracy run's cells (a precision, framework or more seeds of a cell trained later "
+                   "with the same recipe and inputs on the same machine) to the report, read against its targets; "
+                   "repeatable")
 @user_errors
 def accuracy_report(results_dir, run_id, fmt, out_path, targets, published, joined):
     """The time-to-accuracy tables (and, as html, the curves) of one accuracy run."""

@@ -19,10 +19,11 @@ by default) follow, printed as published and not compared.
 
 import os
 import textwrap
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from harness.measure import accuracy as acc
+from harness.measure import welch
 from harness.report import measured
 from harness.vocab import catalog
 
@@ -55,6 +56,25 @@ class Series:
     # per seed the detbench code of each training program: (iteration it went on from, code)
     code: Dict[int, List[Tuple[int, Dict[str, Any]]]] = field(default_factory=dict)
 
+    def trained_seeds(self) -> Set[int]:
+        """Every seed of this series a run planned: finished, failed or not finished."""
+        return set(self.curves) | set(self.failed) | set(self.unfinished)
+
+    def add_seeds(self, other: "Series") -> None:
+        """Take in the seeds of `other`, the same framework and precision from another run of the
+        same recipe (join), each with everything stored of it; ValueError for another batch."""
+        if (other.framework, other.precision) != (self.framework, self.precision) or other.batch != self.batch:
+            raise ValueError(
+                "%s %s batch %d cannot take the seeds of %s %s batch %d"
+                % (self.framework, self.precision, self.batch, other.framework, other.precision, other.batch)
+            )
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(mine, dict):
+                mine.update(theirs)
+            elif isinstance(mine, list):
+                mine.extend(theirs)
+
     def finals(self) -> Dict[int, acc.AccuracyPoint]:
         out = {}
         for seed, c in self.curves.items():
@@ -74,9 +94,9 @@ class ModelBlock:
     seeds: List[int]
     # the run's own (metric, value) where the report was asked for another target (--target)
     scenario_target: Optional[Tuple[str, float]] = None
-    # series that came from another accuracy run of the same recipe and machine (join):
-    # (that run's id, framework, precision)
-    joined: List[Tuple[str, str, str]] = field(default_factory=list)
+    # series that came from another accuracy run of the same recipe and machine (join): (that run's
+    # id, framework, precision, and the seeds it added to a series of this run, () for a whole series)
+    joined: List[Tuple[str, str, str, Tuple[int, ...]]] = field(default_factory=list)
 
 
 @dataclass
@@ -232,9 +252,10 @@ def from_records(
 def join(base: AccuracyReport, other: AccuracyReport, host: Dict[str, Any], sc: Dict[str, Any]) -> None:
     """Add to `base` (whose run stored `host` and scenario `sc`) the cells of `other`, an accuracy run
     of the same recipe on the same machine (the caller checks both): each of its series goes into
-    the block of its model, read against that block's target, and is named in the notes; the scope
-    names every precision. ValueError, saying which, for a cell both runs trained (a cell's seeds
-    come from one run) or a model the base run did not train."""
+    the block of its model, read against that block's target, and is named in the notes; a series
+    of a cell `base` has already brings more seeds of it (Series.add_seeds). The scope names every
+    precision. ValueError, saying which, for a seed both runs trained (a seed's curve comes from
+    one run) or a model the base run did not train."""
     for theirs in other.models:
         block = next((b for b in base.models if b.model == theirs.model), None)
         if block is None:
@@ -243,17 +264,23 @@ def join(base: AccuracyReport, other: AccuracyReport, host: Dict[str, Any], sc: 
                 % (other.run_id, theirs.model, base.run_id)
             )
         for s in theirs.series:
-            if any((s.framework, s.precision) == (mine.framework, mine.precision) for mine in block.series):
+            mine = next((m for m in block.series if (m.framework, m.precision) == (s.framework, s.precision)), None)
+            if mine is None:
+                block.series.append(s)
+                block.joined.append((other.run_id, s.framework, s.precision, ()))
+                continue
+            both = sorted(mine.trained_seeds() & s.trained_seeds())
+            if both:
                 raise ValueError(
-                    "%s %s %s was trained in both run %s and run %s: a cell's seeds come from one run"
-                    % (s.framework, theirs.model, s.precision, base.run_id, other.run_id)
+                    "%s %s %s seed %s was trained in both run %s and run %s: a seed's curve comes from one run"
+                    % (s.framework, theirs.model, s.precision, ", ".join(map(str, both)), base.run_id, other.run_id)
                 )
-            block.series.append(s)
-            block.joined.append((other.run_id, s.framework, s.precision))
+            mine.add_seeds(s)
+            block.joined.append((other.run_id, s.framework, s.precision, tuple(sorted(s.trained_seeds()))))
         block.seeds = sorted(set(block.seeds) | set(theirs.seeds))
     base.joined += (other.run_id,)
     precisions = list((sc.get("matrix") or {}).get("precision") or ["fp32"])
-    precisions += [p for b in base.models for _, _, p in b.joined if p not in precisions]
+    precisions += [j[2] for b in base.models for j in b.joined if j[2] not in precisions]
     base.scope = scope_of(host, sc, list(dict.fromkeys(precisions)))
 
 
@@ -315,9 +342,7 @@ def rows(block: ModelBlock) -> List[Row]:
                 from_start=sum(1 for x in crossings if x is not None and x.from_start),
             )
         )
-    ref = next((r for r in out if r.framework == block.reference and r.precision == "fp32"), None) or next(
-        (r for r in out if r.framework == block.reference), None
-    )
+    ref = reference_row(block, out)
     for r in out:
         if ref is None:
             continue
@@ -400,6 +425,32 @@ def stability_table(block: ModelBlock) -> Tuple[List[str], List[List[str]]]:
     return head, body
 
 
+def reference_row(block: ModelBlock, table: List[Row]) -> Optional[Row]:
+    """The row speedups are taken against: the reference framework's fp32 row, else its first."""
+    named = [r for r in table if r.framework == block.reference]
+    return next((r for r in named if r.precision == "fp32"), None) or next(iter(named), None)
+
+
+def speedup_bounds(block: ModelBlock) -> List[str]:
+    """Per row but the reference's own, where both it and the reference reached the target in two
+    seeds or more (every seed): its speedup as welch.ratio of the reference's times to this one's."""
+    table = rows(block)
+    ref = reference_row(block, table)
+    if ref is None or ref.time_to_target is None:
+        return []
+    out = []
+    for r in table:
+        if r is ref or r.time_to_target is None:
+            continue
+        x = welch.ratio(ref.time_to_target.values, r.time_to_target.values)
+        if x is not None:
+            out.append(
+                "%s %s %.2fx [%.2f, %.2f]%s"
+                % (r.framework, r.precision, x.estimate, x.low, x.high, ", parity" if x.holds(1.0) else "")
+            )
+    return out
+
+
 def notes(block: ModelBlock) -> List[str]:
     ref = block.reference or "none named"
     out = [
@@ -411,12 +462,25 @@ def notes(block: ModelBlock) -> List[str]:
     ]
     if block.scenario_target:
         out.append("The target was given at report time; the run's scenario set %s >= %g." % block.scenario_target)
-    for run_id in dict.fromkeys(r for r, _, _ in block.joined):
+    bounds = speedup_bounds(block)
+    if bounds:
+        out.append(
+            "Speedup with its bound: the reference's time to target / this one's as a ratio of geometric means "
+            'over seeds, with Welch\'s 95%% interval on the logarithms ("parity" where it holds 1x): %s.'
+            % "; ".join(bounds)
+        )
+    for run_id in dict.fromkeys(j[0] for j in block.joined):
+        cells = [
+            "%s %s%s" % (fw, p, " seed %s" % ", ".join(map(str, seeds)) if seeds else "")
+            for r, fw, p, seeds in block.joined
+            if r == run_id
+        ]
+        more = any(seeds for r, _, _, seeds in block.joined if r == run_id)
         out.append(
             "From accuracy run %s, trained with this run's recipe (data, weights, schedule, input, batch, threads) "
-            "on the same machine and joined to this report: %s. Its seeds trained at other hours than this "
+            "on the same machine and joined to this report: %s%s. Its seeds trained at other hours than this "
             "run's, as this run's seeds did one after another."
-            % (run_id, ", ".join("%s %s" % (fw, p) for r, fw, p in block.joined if r == run_id))
+            % (run_id, ", ".join(cells), " (more seeds of this run's cells)" if more else "")
         )
     early = [
         "%s %s in %d of %d seeds" % (r.framework, r.precision, r.from_start, r.seeds)
@@ -613,22 +677,28 @@ def _curves(
     xlabel: str,
     ylabel: str,
     points: Callable[[Series], Dict[int, List[Tuple[float, float]]]],
+    start: Optional[Tuple[float, float]] = None,
     **style: Any,
 ) -> Any:
-    """One line per framework, precision and seed (one legend entry per framework and precision)."""
+    """One line per framework, precision and seed (one legend entry per framework and precision);
+    with `start`, each line is joined to that point by a thin dotted, unmarked one (a point assumed,
+    not measured)."""
     from harness.report import plots
 
     fig = plots._figure(3.0)
     ax = fig.add_subplot(1, 1, 1)
     for i, s in enumerate(block.series):
+        color = plots.PALETTE[i % len(plots.PALETTE)]
         for n, (_seed, pts) in enumerate(sorted(points(s).items())):
             ax.plot(
                 [p[0] for p in pts],
                 [p[1] for p in pts],
-                color=plots.PALETTE[i % len(plots.PALETTE)],
+                color=color,
                 label="%s %s" % (s.framework, s.precision) if n == 0 else None,
                 **style,
             )
+            if start is not None and pts:
+                ax.plot([start[0], pts[0][0]], [start[1], pts[0][1]], color=color, linestyle=":", linewidth=0.8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     # the scope wrapped to the plot's width: one long line would widen the image past the page
@@ -644,11 +714,10 @@ def scored_points(curve: List[acc.AccuracyPoint], metric: str) -> List[Tuple[flo
 
 
 def ap_time_figure(block: ModelBlock, scope: str) -> Any:
-    from harness.report import plots
-
     def points(s: Series) -> Dict[int, List[Tuple[float, float]]]:
         return {seed: scored_points(curve, block.metric) for seed, curve in s.curves.items()}
 
+    # from the assumed start (0 s, AP 0) of time_to_target, which was not scored
     fig, ax = _curves(
         block,
         scope,
@@ -656,21 +725,11 @@ def ap_time_figure(block: ModelBlock, scope: str) -> Any:
         "training wall time, s (eval excluded)",
         block.metric,
         points,
+        start=(0.0, 0.0),
         linewidth=1.2,
         marker="o",
         markersize=3,
     )
-    # the assumed start (0 s, AP 0) of time_to_target, dotted and unmarked: it was not scored
-    for i, s in enumerate(block.series):
-        for pts in points(s).values():
-            if pts:
-                ax.plot(
-                    [0.0, pts[0][0]],
-                    [0.0, pts[0][1]],
-                    color=plots.PALETTE[i % len(plots.PALETTE)],
-                    linestyle=":",
-                    linewidth=0.8,
-                )
     ax.axhline(block.target, color="#888888", linestyle="--", linewidth=0.8, label="target")
     ax.set_ylim(bottom=0)
     ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))

@@ -217,9 +217,10 @@ def accuracy(
     """The time-to-accuracy report of one accuracy run of the store (`detbench accuracy report`);
     `targets` ({model: (metric, value)}) reads its curves against other targets than its scenario's;
     the accuracy tables of the published figures named `published` are printed beside. The cells of
-    each run of `joined` (`--with`: a precision or framework trained later with the same recipe on
-    the same machine) join the report, read against its targets; a run of another recipe or
-    machine, or one that trained a cell of this run again, is refused in one line."""
+    each run of `joined` (`--with`: a precision, framework or more seeds of a cell trained later with
+    the same recipe and inputs on the same machine) join the report, read against its targets; a run
+    of another recipe, machine or inputs, or one that trained a seed of this run again, is refused
+    in one line."""
     pub = published_mod.load(published) if published else None
     store = Store(str(results_dir), create=False)
     tables = store.accuracy()
@@ -234,7 +235,7 @@ def accuracy(
     for other_id in joined:
         other = store.read_run(other_id)
         trials = list(tables.trials(other.id))
-        _joinable(run, other, trials)
+        _joinable(run, other, trials, (tables.inputs(run.id), tables.inputs(other.id)))
         theirs = {str(t["cell_key"]).split("/")[1] for t in trials}
         try:
             accuracy_mod.join(
@@ -280,10 +281,13 @@ def _accuracy_of(
     )
 
 
-def _joinable(run: Any, other: Any, trials: Sequence[Any]) -> None:
+def _joinable(
+    run: Any, other: Any, trials: Sequence[Any], inputs: Tuple[Dict[str, str], Dict[str, str]] = ({}, {})
+) -> None:
     """UserError (one line naming every difference) unless `other` (whose accuracy trials are
     `trials`) is another accuracy run of `run`'s recipe, started on the same machine (the
-    fingerprint facts both stored)."""
+    fingerprint facts both stored) from the same inputs (`inputs`: each run's {path: SHA-256} of its
+    weights files and data splits; a path both stored must have one digest)."""
     from harness.plan import accuracy as plan_accuracy
     from harness.plan import fingerprint
 
@@ -297,6 +301,12 @@ def _joinable(run: Any, other: Any, trials: Sequence[Any]) -> None:
         first, second = ((r.host or {}).get("facts") for r in (run, other))
         if first and second:
             why += fingerprint.differences(first, second, ("run %s" % run.id, "run %s" % other.id))
+        mine, theirs = inputs
+        why += [
+            "%s had other content when run %s started than when run %s did" % (path, other.id, run.id)
+            for path in sorted(set(mine) & set(theirs))
+            if mine[path] != theirs[path]
+        ]
     if why:
         raise UserError("--with %s: its cells cannot join run %s's report: %s" % (other.id, run.id, "; ".join(why)))
 

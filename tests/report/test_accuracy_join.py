@@ -1,7 +1,7 @@
-"""Joining accuracy runs: a precision (or framework) trained later as its own run, with the first
-run's recipe on the same machine, joins that run's report (`detbench accuracy report --with`),
-read against its targets and named; a run of another recipe or machine, or one that trained a
-cell of the first again, is refused in one line naming why."""
+"""Joining accuracy runs: a precision (or framework), or more seeds of a cell, trained later as its
+own run with the first run's recipe on the same machine and inputs, joins that run's report
+(`detbench accuracy report --with`), read against its targets and named; a run of another recipe,
+machine or inputs, or one that trained a seed of the first again, is refused in one line naming why."""
 import json
 
 import pytest
@@ -104,12 +104,45 @@ def test_a_run_started_on_another_machine_is_refused(tmp_path):
     assert "avx512_bf16: run r1 yes, run r2 no" in str(exc.value) and "\n" not in str(exc.value)
 
 
-def test_a_cell_both_runs_trained_is_refused(tmp_path):
+def test_a_seed_both_runs_trained_is_refused(tmp_path):
     add_run(fill(tmp_path), cell="torchvision/retinanet/fp32/local/1/1", matrix={"precision": ["fp32"]})
     with pytest.raises(UserError) as exc:
         report_build.accuracy(str(tmp_path), "r1", joined=["r2"])
-    assert str(exc.value) == ("--with r2: torchvision retinanet fp32 was trained in both run r1 and run r2: a "
-                              "cell's seeds come from one run")
+    assert str(exc.value) == ("--with r2: torchvision retinanet fp32 seed 0, 1 was trained in both run r1 and run "
+                              "r2: a seed's curve comes from one run")
+
+
+def test_more_seeds_of_a_cell_join_its_series_and_every_figure_is_over_all_of_them(tmp_path):
+    # seeds 2 and 3 of the trainer's fp32 cell, trained later as run r2 with r1's recipe
+    more = {2: [(100, 10.0, 0.2), (200, 20.0, 0.6), (300, 30.0, 0.75)],
+            3: [(100, 10.0, 0.2), (200, 20.0, 0.5), (300, 30.0, 0.65)]}
+    add_run(fill(tmp_path), cell="detbench-trainer/retinanet/fp32/local/1/1", curves=more,
+            matrix={"precision": ["fp32"]}, accuracy_seeds=[2, 3])
+    rep = report_build.accuracy(str(tmp_path), "r1", joined=["r2"])
+    [block] = rep.models
+    assert [(s.framework, s.precision) for s in block.series] == [("detbench-trainer", "fp32"), ("torchvision", "fp32")]
+    assert block.seeds == [0, 1, 2, 3] and sorted(block.series[0].curves) == [0, 1, 2, 3]
+    # crossings of AP50 0.5: 15 s and 20 s (r1), 17.5 s and 20 s (r2)
+    trainer = report.rows(block)[0]
+    assert trainer.seeds == 4 and trainer.time_to_target.mean == pytest.approx((15 + 20 + 17.5 + 20) / 4)
+    head, body = report.stability_table(block)
+    assert head[2:6] == ["Seed 1", "Seed 2", "Seed 3", "Seed 4"]
+    assert body[0][2:6] == ["0.800", "0.700", "0.750", "0.650"] and body[1][2:6] == ["0.700", "0.600", "-", "-"]
+    [note] = [n for n in report.notes(block) if n.startswith("From accuracy run r2")]
+    assert "joined to this report: detbench-trainer fp32 seed 2, 3 (more seeds of this run's cells)." in note
+    assert "precision fp32," in rep.scope
+
+
+def test_a_run_whose_inputs_had_other_content_is_refused(tmp_path):
+    store = fill(tmp_path)
+    store.accuracy().add_inputs("r1", {"/somewhere/learnable/annotations/instances_train.json": "a" * 64})
+    add_run(store, cell="detbench-trainer/retinanet/fp32/local/1/1", curves={2: BF16[0]},
+            matrix={"precision": ["fp32"]}, accuracy_seeds=[2])
+    store.accuracy().add_inputs("r2", {"/somewhere/learnable/annotations/instances_train.json": "b" * 64})
+    with pytest.raises(UserError) as exc:
+        report_build.accuracy(str(tmp_path), "r1", joined=["r2"])
+    assert str(exc.value) == ("--with r2: its cells cannot join run r1's report: /somewhere/learnable/annotations/"
+                              "instances_train.json had other content when run r2 started than when run r1 did")
 
 
 def test_a_run_is_not_joined_to_itself_and_a_run_without_accuracy_trials_is_refused(tmp_path):

@@ -420,3 +420,25 @@ def test_a_trial_redone_twice_within_a_second_keeps_both_redo_rows_and_prints_th
     for when in whens:
         assert report._to_second(when) in note and when not in note
     assert report._to_second("2026-11-27T22:50:01.123456+0000") == "2026-11-27T22:50:01+0000"
+
+
+def test_the_speedup_gets_its_welch_bound_in_a_note_and_parity_where_the_bound_holds_one(tmp_path):
+    store = fill(tmp_path)
+    [block] = report_build.accuracy(str(tmp_path), "r1").models
+    # torchvision (the reference) crosses at 35 and 50 s, the trainer at 15 and 20 s: sqrt(1750 / 300) = 2.42
+    [note] = [n for n in report.notes(block) if n.startswith("Speedup with its bound")]
+    assert note.endswith("on the logarithms (\"parity\" where it holds 1x): detbench-trainer fp32 2.42x [0.86, "
+                         "6.76], parity.")
+    # a third seed each, the trainer's at 15 s and torchvision's at 30 s: (52500 / 4500) ** (1 / 3) = 2.27, and
+    # the interval (scipy's Welch interval on the logarithms: 1.33 to 3.87) leaves 1 behind
+    for fw, seconds in (("detbench-trainer", 10.0), ("torchvision", 20.0)):
+        cell = "%s/retinanet/fp32/local/1/1" % fw
+        key = trial_key(cell, 2)
+        store.accuracy().add_trials("r1", [dict(trial_key=key, cell_key=cell, seed=2, folder="f", argv=[])])
+        for it, ap50 in ((100, 0.25), (200, 0.75)):
+            store.accuracy().add_checkpoint("r1", key, it, seconds * it / 100, "ck")
+            store.accuracy().add_score("r1", key, AccuracyPoint(it, seconds * it / 100, ap50 / 2, ap50))
+        store.accuracy().set_status("r1", key, "done")
+    [block] = report_build.accuracy(str(tmp_path), "r1").models
+    assert [r.time_to_target.values for r in report.rows(block)] == [(15.0, 20.0, 15.0), (35.0, 50.0, 30.0)]
+    assert report.speedup_bounds(block) == ["detbench-trainer fp32 2.27x [1.33, 3.87]"]
