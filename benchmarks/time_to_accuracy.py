@@ -12,8 +12,9 @@ prints the report's tables and PASS/FAIL for:
     more seeds narrow them), "faster, but 1.2x is not shown" or "slower" otherwise; with one seed
     on a side, the means alone, said so (where a rival missed the target in some seed, its times
     count that seed at its whole training time, a lower bound; where the trainer missed it, FAIL;
-    where either reached it by its first checkpoint, not judged: that time is read off the line
-    from the start);
+    where either reached it by its first checkpoint, or trained on a shared machine before it
+    reached the target, not judged: that time is read off the line from the start, or longer than
+    a quiet machine's);
   * final AP: the trainer's mean final target metric within one seed standard deviation of
     each rival's (not judged with one seed: there is no spread), with the Welch 95% interval of the
     difference beside it ("parity" where it holds 0);
@@ -205,6 +206,19 @@ def difference_said(a, b, what="the trainer's - its"):
                                                       ": parity" if d.holds(0.0) else "")
 
 
+def shared_before_target(series, metric, target):
+    """The seeds of `series` with a checkpoint interval on a shared machine that its time to target
+    holds: one that starts before the checkpoint the crossing is read at (anywhere, for a seed that
+    never reached the target: its bound is its whole training time). An interval after the crossing
+    lengthens the time to train, which the report's note names, not the time to target."""
+    seeds = []
+    for seed, spans in sorted(series.shared.items()):
+        crossing = acc.time_to_target(series.curves.get(seed, []), metric, target)
+        if any(crossing is None or start < crossing.after for start, _, _ in spans):
+            seeds.append(seed)
+    return seeds
+
+
 def verdicts(block, out):
     """PASS/FAIL lines of the trainer against each rival; True when none failed."""
     rows = {r.framework: r for r in report.rows(block) if r.precision == "fp32"}
@@ -228,8 +242,9 @@ def verdicts(block, out):
             continue
         early = ["%s in %d of %d seeds" % (n, r.from_start, r.seeds) for n, r in ((TRAINER, mine), (name, theirs))
                  if r.from_start]
-        shared = ["%s seed %s" % (s.framework, ", ".join(str(k) for k in sorted(s.shared)))
-                  for s in block.series if s.precision == "fp32" and s.framework in (TRAINER, name) and s.shared]
+        shared = ["%s seed %s" % (s.framework, ", ".join(map(str, seeds))) for s in block.series
+                  if s.precision == "fp32" and s.framework in (TRAINER, name)
+                  for seeds in [shared_before_target(s, block.metric, block.target)] if seeds]
         if mine.time_to_target is None:
             out.write("%s vs %s: time to target: FAIL (the trainer missed it in %d of %d seeds)\n" % (
                 block.model, name, mine.seeds - mine.reached, mine.seeds))

@@ -176,6 +176,26 @@ def test_a_seed_that_trained_on_a_shared_machine_is_not_judged_on_time(tmp_path)
     assert "limit" not in text
 
 
+def test_a_shared_interval_after_the_crossing_leaves_the_time_to_target_judged(tmp_path):
+    from harness.launch.machine_load import Load
+
+    store = fill(tmp_path)
+    trainer = trial_key("detbench-trainer/retinanet/fp32/local/1/1", 0)
+    # the trainer's seed 0 crosses between iterations 100 and 200: 200 to 300 only lengthens its time to train
+    store.accuracy().add_load("r1", trainer, 200, 300, Load(20.0, 4.0, 0.0))
+    _, text = verdict(tmp_path)
+    assert PARITY in text
+    store.accuracy().add_load("r1", trainer, 100, 200, Load(20.0, 4.0, 0.0))
+    _, text = verdict(tmp_path)
+    assert ("retinanet vs torchvision: time to target: not judged (trained on a shared machine: detbench-trainer "
+            "seed 0; see the report's note)") in text
+    # a seed that never reached the target is bounded by its whole training time: any shared interval counts
+    store.db.execute("UPDATE accuracy_points SET bbox_ap50 = 0.3 WHERE trial_key = ?", (trial_key(TV, 1),))
+    store.accuracy().add_load("r1", trial_key(TV, 1), 200, 300, Load(20.0, 4.0, 0.0))
+    assert tta.shared_before_target(report_build.accuracy(str(tmp_path), "r1").models[0].series[1], "bbox_AP50",
+                                    0.5) == [1]
+
+
 def test_an_interrupted_benchmark_keeps_its_run_and_says_how_to_go_on(tmp_path, monkeypatch, capsys):
     import tempfile
 
