@@ -281,9 +281,7 @@ def _accuracy_of(
     )
 
 
-def _joinable(
-    run: Any, other: Any, trials: Sequence[Any], inputs: Tuple[Dict[str, str], Dict[str, str]] = ({}, {})
-) -> None:
+def _joinable(run: Any, other: Any, trials: Sequence[Any], inputs: Tuple[Dict[str, str], Dict[str, str]]) -> None:
     """UserError (one line naming every difference) unless `other` (whose accuracy trials are
     `trials`) is another accuracy run of `run`'s recipe, started on the same machine (the
     fingerprint facts both stored) from the same inputs (`inputs`: each run's {path: SHA-256} of its
