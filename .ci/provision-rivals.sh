@@ -27,6 +27,18 @@ mkdir -p "$DETBENCH_CACHE/logs"
 # detectron2's source: the pinned commit's archive, fetched once into the cache when nothing names one
 d2_commit=$(python -c "from harness.frameworks.detectron2 import COMMIT; print(COMMIT)")
 d2_archive="$DETBENCH_CACHE/sources/detectron2-$d2_commit.tar"
+# a copy of the pinned archive beside the clone (../shared/sources/, as CI lays it out) is taken
+# before the network: a machine that reaches no GitHub still builds and tests every rival
+shared_sources="$(cd .. && pwd)/shared/sources"
+if [ "$stage" != images ] && [ -z "${DETBENCH_DETECTRON2_SOURCE:-}" ] && [ ! -f "$d2_archive" ]; then
+    for candidate in "$shared_sources/detectron2-$d2_commit.tar.gz" "$shared_sources/detectron2-$d2_commit.tar"; do
+        if [ -f "$candidate" ]; then
+            echo "provision-rivals: detectron2 $d2_commit from $candidate"
+            export DETBENCH_DETECTRON2_SOURCE="$candidate"    # env build checks the commit ID in it
+            break
+        fi
+    done
+fi
 if [ "$stage" != images ] && [ -z "${DETBENCH_DETECTRON2_SOURCE:-}" ] && [ ! -f "$d2_archive" ]; then
     mkdir -p "$DETBENCH_CACHE/sources"
     d2_download="$DETBENCH_CACHE/sources/detectron2-$d2_commit.download.tar.gz"
