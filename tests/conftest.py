@@ -48,12 +48,21 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "timing: its figures hold only on an otherwise idle CPU; with workers, "
         "scripts/test.sh runs these after the others, one at a time")
+    config.addinivalue_line(
+        "markers", "nightly: a slow end-to-end case (real revisions, whole trainings) that the nightly "
+        "workflow runs (DETBENCH_NIGHTLY=1); left out of every other run, where a fast case of the same "
+        "path stands in for it")
 
 
 # tryfirst: pytest-xdist's worker reads the xdist_group marks in this same hook, so they must be
 # there before it runs
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    if os.environ.get("DETBENCH_NIGHTLY") != "1":
+        nightly = [item for item in items if item.get_closest_marker("nightly")]
+        if nightly:
+            config.hook.pytest_deselected(items=nightly)
+            items[:] = [item for item in items if not item.get_closest_marker("nightly")]
     for item in items:
         if uses_shared_services(str(item.path)):
             item.add_marker(pytest.mark.xdist_group("shared-services"))
