@@ -21,6 +21,9 @@ WORK_PREFIX = "DETBENCH_WORK "   # work done in one iteration: {"iteration": N, 
 SETTINGS_PREFIX = "DETBENCH_SETTINGS "
 # the parts of one inference batch: {"iteration": N, "pre_s": .., "net_s": .., "post_s": .., "detections": D}
 PHASES_PREFIX = "DETBENCH_PHASES "
+# what one training iteration drew from the data set, as the framework's own loader drew it:
+# {"iteration": N, "epoch": E, "views": [[image_id, flipped], ...]}
+DATA_PREFIX = "DETBENCH_DATA "
 
 # keys of an ITER object
 ITERATION = "iteration"      # 1-based index of the iteration that just ended
@@ -86,6 +89,37 @@ def work_line(iteration, **counts):
     obj = {ITERATION: int(iteration)}
     obj.update((k, int(v)) for k, v in counts.items() if v is not None)
     return WORK_PREFIX + json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+# keys of a DATA object besides ITERATION
+EPOCH = "epoch"  # 0-based epoch of the loader's pass through the data set this batch came from (rank 0)
+VIEWS = "views"  # [image id, 1 if mirrored else 0] of each image of the batch, in the order drawn (rank 0)
+
+
+def data_line(iteration, epoch, views):
+    """Return one DATA line (without the newline): the images of one iteration's batch, each with
+    whether the framework's own augmentation mirrored it, and the loader's epoch."""
+    obj = {ITERATION: int(iteration), EPOCH: None if epoch is None else int(epoch),
+           VIEWS: [[int(image_id), 1 if flipped else 0] for image_id, flipped in views]}
+    return DATA_PREFIX + json.dumps(obj, separators=(",", ":"))
+
+
+def read_data(payload: str) -> Tuple[int, Any, list]:
+    """(iteration, epoch or None, [(image_id, flipped)]) of the JSON text after a DATA prefix;
+    ValueError saying what is wrong otherwise."""
+    try:
+        obj = json.loads(payload)
+    except (ValueError, RecursionError):
+        raise ValueError("the %sline is not JSON" % DATA_PREFIX) from None
+    views = obj.get(VIEWS) if isinstance(obj, dict) else None
+    iteration = obj.get(ITERATION) if isinstance(obj, dict) else None
+    epoch = obj.get(EPOCH) if isinstance(obj, dict) else None
+    if not isinstance(iteration, int) or isinstance(iteration, bool) or not isinstance(views, list) \
+            or not (epoch is None or (isinstance(epoch, int) and not isinstance(epoch, bool))) \
+            or not all(isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) for x in v) for v in views):
+        raise ValueError("the %sline is not {%r: N, %r: E, %r: [[image_id, 0|1], ...]}"
+                         % (DATA_PREFIX, ITERATION, EPOCH, VIEWS))
+    return iteration, epoch, [(int(i), bool(f)) for i, f in views]
 
 
 def meta_line(settings):
