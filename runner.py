@@ -12,7 +12,7 @@ It spawns ARGV (never through a shell) in DIR/work, a fresh writable folder of t
 and stderr merged into one pipe, and for every output line writes the raw bytes to DIR/log.txt
 and, on the same line number of DIR/log.times, the monotonic and wall-clock seconds at which the
 line arrived. It forwards SIGINT and SIGTERM to the trial's whole process group, kills the group at the
-timeout, and finally writes DIR/trial.json atomically (write, fsync, rename).
+timeout, and finally writes DIR/trial.json atomically (write, fsync, rename, folder fsync).
 
 trial.json also describes the machine ("host": CPU, memory, NUMA, kernel, GPUs and how
 they are connected) and, unless --sample-interval is 0, a "telemetry" summary of the
@@ -84,13 +84,36 @@ def recorded_env(environ, extra_keys):
 
 
 def write_json_atomic(path, obj):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.rename(tmp, path)
+    """Replace `path` whole with `obj` as JSON: a hidden temporary file beside it, unique to this
+    process and call, written, fsynced and renamed over it, then the folder fsynced so the rename
+    survives a crash. On any error (or interrupt) the temporary file goes and `path` keeps what
+    it had. (harness/atomic.py does the same for the harness; this file cannot import it.)"""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, ".%s.%d.%s.tmp" % (os.path.basename(path), os.getpid(), os.urandom(4).hex()))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=1, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:
+        folder_fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return   # a folder that cannot be opened (some file systems): the rename is the kernel's to flush
+    try:
+        os.fsync(folder_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(folder_fd)
 
 
 def read_json(path):

@@ -6,6 +6,7 @@ import stat
 import pytest
 
 from harness import atomic
+from tests.support.fsyncs import record_fsyncs
 
 
 def names(folder):
@@ -68,3 +69,11 @@ def test_only_whole_file_modes_are_offered(tmp_path):
         with atomic.replacing(tmp_path / "f", "a"):
             pass
     assert names(tmp_path) == []
+
+
+def test_the_folder_is_fsynced_after_the_rename_so_the_new_entry_survives_a_crash(tmp_path, monkeypatch):
+    path = tmp_path / "trial.json"
+    path.write_text("old", encoding="utf-8")
+    seen = record_fsyncs(monkeypatch, path)
+    atomic.write_text(path, "new")
+    assert seen == [("file", "old"), ("folder", "new")]

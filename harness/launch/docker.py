@@ -26,7 +26,7 @@ from typing import Dict, Literal, Optional, Union
 
 from pydantic import Field, field_validator
 
-from harness import frameworks
+from harness import atomic, frameworks
 from harness.errors import BackendDown, BackendLost, UserError
 from harness.launch import engine, hostcpu, image_lock, images, trialfiles
 from harness.launch.docker_reaper import alive
@@ -34,7 +34,6 @@ from harness.launch.local import ROOT, runner_argv
 from harness.vocab import names
 from harness.plan.scenario import CocoData
 from harness.plan.strict import Strict
-from runner import write_json_atomic
 
 RECORD = "container.json"
 GRACE_S = 60.0           # runner.py enforces the timeout inside; the launcher kills after this much more
@@ -314,7 +313,7 @@ class DockerLauncher:
     def _note(trial_dir, facts, why):
         """container.json always; trial.json's "container" (and "error" when `why`) too."""
         from harness.launch.trialfiles import read_trial_json
-        write_json_atomic(str(trial_dir / RECORD), dict(facts, error=why))
+        atomic.write_json(trial_dir / RECORD, dict(facts, error=why), indent=1, sort_keys=True)
         record = read_trial_json(str(trial_dir))
         if record is None:
             if why is None:
@@ -323,7 +322,7 @@ class DockerLauncher:
         if why:
             record["error"] = why + ("; runner: " + record["error"] if record.get("error") else "")
         record["container"] = facts
-        write_json_atomic(str(trial_dir / trialfiles.RECORD), record)
+        atomic.write_json(trial_dir / trialfiles.RECORD, record, indent=1, sort_keys=True)
 
 
 def _data_paths(scenario):

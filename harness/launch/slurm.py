@@ -18,11 +18,11 @@ import threading
 import time
 from pathlib import Path
 
+from harness import atomic
 from harness.plan import platforms
 from harness.errors import BackendDown, BackendLost, UserError
 from harness.launch import local, sbatch, trialfiles
 from harness.launch.local import ROOT, RUNNER
-from runner import write_json_atomic
 
 RENDEZVOUS = "static"      # see TrialContext.rendezvous: node ranks follow SLURM_NODEID
 SCRIPT = "job.sbatch"
@@ -314,8 +314,9 @@ def record_end(trial_dir, job_id, state, exit_code, reason):
     Returns True when the job completed and the trial may have succeeded."""
     from harness.launch.trialfiles import read_trial_json
     trial_dir = str(trial_dir)
-    write_json_atomic(os.path.join(trial_dir, RECORD),
-                      {"job_id": job_id, "state": state, "exit_code": exit_code, "reason": reason})
+    atomic.write_json(os.path.join(trial_dir, RECORD),
+                      {"job_id": job_id, "state": state, "exit_code": exit_code, "reason": reason},
+                      indent=1, sort_keys=True)
     record = read_trial_json(trial_dir)
     why = failure(state, exit_code, reason, record)
     if why is None:
@@ -329,7 +330,7 @@ def record_end(trial_dir, job_id, state, exit_code, reason):
         why += "; " + on_nodes
     record["error"] = why
     record["slurm"] = {"job_id": job_id, "state": state, "exit_code": exit_code}
-    write_json_atomic(os.path.join(trial_dir, trialfiles.RECORD), record)
+    atomic.write_json(os.path.join(trial_dir, trialfiles.RECORD), record, indent=1, sort_keys=True)
     return False
 
 

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+import runner
+from tests.support.fsyncs import record_fsyncs
+
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = ROOT / "runner.py"
 
@@ -159,6 +162,39 @@ def test_secrets_never_reach_the_record(tmp_path):
                              extra=["--env-key", "MY_SETTING", "--env-key", "HF_TOKEN"])
     assert record["env"]["OMP_NUM_THREADS"] == "1" and record["env"]["MY_SETTING"] == "kept"
     assert not {"HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD"} & set(record["env"])
+
+
+def test_the_record_is_replaced_whole_through_a_temporary_of_its_own_and_the_folder_fsynced(tmp_path, monkeypatch):
+    path = tmp_path / "trial.json"
+    path.write_text('{"error": "the launcher said so"}\n')
+    (tmp_path / "trial.json.tmp").write_text("another writer's half")   # the name a fixed temporary would take
+    during = []
+    real_dump = json.dump
+
+    def dump(obj, fh, **options):
+        during.append(sorted(os.listdir(tmp_path)))
+        return real_dump(obj, fh, **options)
+
+    monkeypatch.setattr(json, "dump", dump)
+    seen = record_fsyncs(monkeypatch, path)
+    runner.write_json_atomic(str(path), {"exit_code": 0, "b": [1]})
+    text = path.read_text()
+    assert text == '{\n "b": [\n  1\n ],\n "exit_code": 0\n}\n'
+    [names] = during
+    [temporary] = [n for n in names if n not in ("trial.json", "trial.json.tmp")]
+    assert temporary.startswith(".trial.json.%d." % os.getpid()) and temporary.endswith(".tmp")
+    assert seen == [("file", '{"error": "the launcher said so"}\n'), ("folder", text)]
+    assert sorted(os.listdir(tmp_path)) == ["trial.json", "trial.json.tmp"]
+    assert (tmp_path / "trial.json.tmp").read_text() == "another writer's half"
+
+
+def test_a_record_that_cannot_be_written_leaves_the_old_one_and_no_temporary(tmp_path):
+    path = tmp_path / "trial.json"
+    path.write_text('{"error": "the launcher said so"}\n')
+    with pytest.raises(TypeError):
+        runner.write_json_atomic(str(path), {"exit_code": object()})
+    assert path.read_text() == '{"error": "the launcher said so"}\n'
+    assert os.listdir(tmp_path) == ["trial.json"]
 
 
 def test_command_that_cannot_start(tmp_path):
