@@ -85,8 +85,11 @@ REPORT_RENDERERS = {
               help="which rows --format csv writes (json carries both)")
 @click.option("--batch", type=click.IntRange(min=1), default=None,
               help="inference: the batch size frameworks are compared at (default: the largest all measured)")
+@click.option("--details", is_flag=True,
+              help="in the terminal, also each table's scope, implementation, work and place-check lines "
+                   "(a file written with --out always has them)")
 @user_errors
-def report(platform_name, results_dir, run_id, published, fmt, out_path, rows, batch):
+def report(platform_name, results_dir, run_id, published, fmt, out_path, rows, batch, details):
     """Report a platform's results: SimpleDet-style tables, HTML with figures, CSV or JSON."""
     import importlib
 
@@ -98,7 +101,10 @@ def report(platform_name, results_dir, run_id, published, fmt, out_path, rows, b
                                 ci=fmt != "md", traces=fmt == "html", rows=rows, batch=batch)
     module, name = REPORT_RENDERERS[fmt]
     renderer = getattr(importlib.import_module("harness.report." + module), name)
-    _emit(renderer(report_value), out_path)
+    if fmt == "md" and not out_path and not details:
+        _emit(renderer(report_value, details=False), out_path)   # the terminal leads with the tables
+    else:
+        _emit(renderer(report_value), out_path)
 
 
 def _emit(text, out_path):

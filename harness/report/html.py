@@ -18,6 +18,7 @@ from harness import __version__, frameworks
 from harness.vocab import catalog
 from harness.measure import flags, work
 from harness.report import figures, markdown, plots
+from harness.report.digits import figure
 from harness.report.model import ITERATION, THROUGHPUT, Entry, LatencyTable, Report, Run, Table, Trace
 from harness.report.scaling import Layout, ScalingPoint, SeriesKey
 
@@ -101,13 +102,13 @@ def detail_text(entry: Entry, column: str = "") -> str:
         return ""
     parts = ["n=%s" % d.n]
     if d.ci:
-        parts.append("95%% CI %.2f-%.2f" % tuple(d.ci))
+        parts.append("95%% CI %s-%s" % (figure(d.ci[0]), figure(d.ci[1])))
     if d.minimum is not None:
-        parts.append("min %.2f max %.2f" % (d.minimum, d.maximum))
+        parts.append("min %s max %s" % (figure(d.minimum), figure(d.maximum)))
     if d.cv is not None:
         parts.append("CV %.2f%%" % (d.cv * 100))
     if d.observed:
-        parts.append("observed %.2f img/s" % d.observed)
+        parts.append("observed %s img/s" % figure(d.observed))
     if d.failed:
         parts.append("%d failed" % d.failed)
     if d.kinds:
@@ -283,7 +284,7 @@ def latency_table_view(table: LatencyTable) -> View:
             if as_given
             else "NA"
             if entry.throughput is None
-            else "%.1f" % entry.throughput
+            else figure(entry.throughput)
         )
         rows.append(
             {

@@ -5,6 +5,7 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple
 from harness.vocab import catalog
 from harness.measure import flags
 from harness.report import inference, scaling
+from harness.report.digits import figure
 from harness.report.model import INFERENCE, ITERATION, THROUGHPUT, Entry, LatencyTable, Report, Table
 from harness.report.published import SPEED
 
@@ -19,49 +20,59 @@ INTRO = {
 FEATURE = {True: "✓", False: "✗"}
 
 
-def render(report: Report) -> str:
+def render(report: Report, details: bool = True) -> str:
     """The published tables, the measured ones (with published columns beside them) and the
-    scaling tables, each part under its heading."""
+    scaling tables, each part under its heading. Without `details` (the terminal's default) the
+    measured tables leave out their detail notes (Table.details) and the report ends saying how
+    to see them."""
     parts: List[str] = []
     if report.published:
         parts.append(render_tables(report.published, "Published: %s" % report.published_name))
     if report.published_latency or report.published_grids:
         parts.append(published_extra(report))
     if report.measured:
-        parts.append(render_tables(report.shown, "Measured on %s" % report.platform))
+        parts.append(render_tables(report.shown, "Measured on %s" % report.platform, details))
     if report.latency:
         parts.append(latency_text(report.latency, report.inference, report.platform))
     text = scaling_text(report.scaling)
     if text:
         parts.append(text)
+    if not details and any(t.details for t in report.shown):
+        parts.append("Scope, implementation, work and place check under each table: detbench report --details.\n")
     return "\n".join(parts)
 
 
 def cell_text(entry: Optional[Entry], form: str, percentile: Optional[float] = None) -> str:
-    """The text of one table cell in the table's form."""
+    """The text of one table cell in the table's form: a measured figure to its significant
+    digits (harness.report.digits), a published one as its source prints it."""
     if entry is None:
         return "-"
     if entry.na is not None:
         return "NA"
+    if entry.detail is None and form in (THROUGHPUT, ITERATION):  # SimpleDet's form: 55.5(288ms), 360ms(40ms)
+        rate, time = "%.1f".__mod__, "%.0f".__mod__
+    else:
+        rate = time = figure
     if form == INFERENCE:
         ms = inference.latency_ms(entry, percentile)
         if entry.throughput is None or ms is None:
             return "NA"
-        return "%.1f(%.1fms)" % (entry.throughput, ms)
+        return "%s(%sms)" % (figure(entry.throughput), figure(ms))
     if form == THROUGHPUT:
         if entry.throughput is None or entry.iteration_ms is None:
             return "NA"
-        return "%.1f(%.0fms)" % (entry.throughput, entry.iteration_ms)
+        return "%s(%sms)" % (rate(entry.throughput), time(entry.iteration_ms))
     if form == SPEED:
         return "NA" if entry.throughput is None else "%g" % entry.throughput
     if entry.iteration_ms is None:
         return "NA"
-    data = "?" if entry.data_ms is None else "%.0f" % entry.data_ms
-    return "%.0fms(%sms)" % (entry.iteration_ms, data)
+    data = "?" if entry.data_ms is None else time(entry.data_ms)
+    return "%sms(%sms)" % (time(entry.iteration_ms), data)
 
 
-def render_table(table: Table) -> str:
-    """One table as Markdown: its rows, the footnotes its marks point at, and its notes."""
+def render_table(table: Table, details: bool = True) -> str:
+    """One table as Markdown: its rows, the footnotes its marks point at, a verdict per row, and
+    its notes (without `details`, those not in table.details)."""
     notes: List[str] = []  # footnote texts in order of first use
 
     def mark(text: str) -> str:
@@ -100,20 +111,55 @@ def render_table(table: Table) -> str:
             cells = [FEATURE.get(values[c.key], values[c.key]) if c.key in values else "-" for c in table.columns]
             lines.append("|%s|%s|" % (name, "|".join(cells)))
     footer = ["%s %s" % (MARKS[i] if i < len(MARKS) else "[%d]" % (i + 1), text) for i, text in enumerate(notes)]
-    extra = footer + list(table.notes)
+    notes_shown = [n for n in table.notes if details or n not in table.details]
+    extra = footer + verdict_lines(table) + notes_shown
     if extra:
         lines.append("")
         lines += [line + "  " if i < len(extra) - 1 else line for i, line in enumerate(extra)]
     return "\n".join(lines) + "\n"
 
 
-def render_tables(tables: Sequence[Table], heading: Optional[str] = None) -> str:
+def render_tables(tables: Sequence[Table], heading: Optional[str] = None, details: bool = True) -> str:
     """The tables under one heading."""
     parts: List[str] = []
     if heading:
         parts.append("### %s\n" % heading)
-    parts += [render_table(t) for t in tables]
+    parts += [render_table(t, details) for t in tables]
     return "\n".join(parts)
+
+
+def verdict_lines(table: Table) -> List[str]:
+    """Per model row of a measured throughput table, one line: the fastest measured column's
+    figure and, for each other one, how many times faster it is, or that the two are level where
+    their repeats' ranges overlap (no order between them holds in every repeat)."""
+    if table.form != THROUGHPUT or table.source != "measured":
+        return []
+    lines = []
+    for model in table.models:
+        ranked = sorted(
+            (
+                (entry.throughput, entry.detail.minimum, entry.detail.maximum, col.title)
+                for col in table.columns
+                for entry in [table.entries.get((model, col.key))]
+                if entry is not None and entry.detail is not None and entry.throughput
+            ),
+            key=lambda figures: -figures[0],
+        )
+        if not ranked:
+            continue
+        (best, lowest, _, leader), rest = ranked[0], ranked[1:]
+        said = ["%s %s images/s" % (leader, figure(best))]
+        said += [
+            "level with %s (repeats overlap)" % title
+            if highest >= lowest
+            else "%sx %s" % (figure(best / throughput), title)
+            for throughput, _, highest, title in rest
+        ]
+        lines.append(
+            "Verdict, %s: %s%s."
+            % (catalog.model_title(model), "; ".join(said), "" if rest else ", the only one measured")
+        )
+    return lines
 
 
 def table_percentile(table: Table) -> Optional[float]:
@@ -126,8 +172,8 @@ def table_percentile(table: Table) -> Optional[float]:
 
 
 def ms(value: Optional[float]) -> str:
-    """Milliseconds to two decimals, NA for None."""
-    return "NA" if value is None else "%.2f" % value
+    """Milliseconds to their significant digits, NA for None."""
+    return "NA" if value is None else figure(value)
 
 
 def printed(value: Any) -> str:
@@ -179,7 +225,7 @@ def latency_table_text(table: LatencyTable) -> str:
             continue
         lat = entry.latency
         shown = (
-            printed(entry.throughput) if as_given else "NA" if entry.throughput is None else "%.1f" % entry.throughput
+            printed(entry.throughput) if as_given else "NA" if entry.throughput is None else figure(entry.throughput)
         )
         lines.append(
             "| %d | %s | %s | %s |"
@@ -221,12 +267,12 @@ def scaling_text(series: Mapping[scaling.SeriesKey, Sequence[Tuple[scaling.Layou
         for layout, p in rows:
             speedup = p.efficiency * p.devices / base if p.efficiency is not None else None
             lines.append(
-                "|%d|%dx%d|%.1f|%s|%s|"
+                "|%d|%dx%d|%s|%s|%s|"
                 % (
                     p.devices,
                     layout.nodes,
                     layout.gpus,
-                    p.throughput,
+                    figure(p.throughput),
                     "%.2fx" % speedup if speedup is not None else "NA",
                     "%.0f%%" % (100 * p.efficiency) if p.efficiency is not None else "NA",
                 )

@@ -309,10 +309,11 @@ def tables(rows: Rows, ci: bool = True) -> List[Table]:
         notes += repeat_lines(members[(plat, prec, gpus, nodes, batch)], rows)
         notes += differing_settings(cells, models)
         notes += declared_lines(cells, models)
-        notes += implementation_lines(cells, columns, models)
-        notes += work_lines(cells, columns, models)
-        notes += compute_lines(cells, columns, models, prec)
-        notes += [line for line in (places.get(r, (None, None))[1] for r in sorted({d.run_id for d in done})) if line]
+        implementation = implementation_lines(cells, columns, models)
+        work = work_lines(cells, columns, models)
+        place = [line for line in (places.get(r, (None, None))[1] for r in sorted({d.run_id for d in done})) if line]
+        notes += implementation + work + compute_lines(cells, columns, models, prec) + place
+        details = notes[:1] + implementation + work + place  # the terminal shows these with --details only
         cells = work_flags(cells, columns, models)
         kinds = figures.table_line(columns, cells, models)
         notes += kinds
@@ -336,13 +337,16 @@ def tables(rows: Rows, ci: bool = True) -> List[Table]:
             models=models,
             entries=cells,
             notes=notes,
+            details=details,
         )
         out.append(Table(title=title, form=THROUGHPUT, **common))
         if gpus * nodes == 1:
             single = "%s-%s-1card" % (plat, catalog.precision_title(prec))
             if single == title:
                 single += " (iteration time)"
-            out.append(Table(title=single, form=ITERATION, **dict(common, notes=notes[:1] + kinds + forced)))
+            out.append(
+                Table(title=single, form=ITERATION, **dict(common, notes=notes[:1] + kinds + forced, details=notes[:1]))
+            )
     return out
 
 

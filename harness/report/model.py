@@ -164,6 +164,9 @@ class Table:
     models: List[str]
     entries: Dict[Tuple[str, str], Entry]  # (model, column key) -> entry
     notes: List[str] = field(default_factory=list)  # lines printed under the table
+    # those of the notes a terminal shows only when asked (--details): the scope, how each column
+    # implements its parts, the work per iteration and the place check; files show every note
+    details: List[str] = field(default_factory=list)
     source: str = "measured"
 
 

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from harness.cli import main
 from harness.report import export
+from harness.report.digits import figure
 
 pytestmark = pytest.mark.e2e
 
@@ -73,14 +74,15 @@ def test_csv_cells_match_the_markdown_table(results):
         if isinstance(row.na, str):
             assert cell.startswith("NA") and row.na == "not on two devices" and pd.isna(row.throughput)
             continue
-        assert re.sub(r"[¹²³⁴⁵⁶⁷⁸⁹]", "", cell) == "%.1f(%.0fms)" % (row.throughput, row.iteration_ms)
+        assert re.sub(r"[¹²³⁴⁵⁶⁷⁸⁹]", "", cell) == "%s(%sms)" % (figure(row.throughput), figure(row.iteration_ms))
         assert row.n == 2 and row.failed == 0
         assert row.min <= row.throughput <= row.max and row.ci_low <= row.throughput <= row.ci_high
         assert row.data_share == pytest.approx(row.data_ms / row.iteration_ms)
         assert row.observed == pytest.approx(row.throughput, rel=0.05)
         assert "data-bound" in row.flags.split(";")
     single = df[(df.gpus == 1) & (df.model == "retinanet")].iloc[0]
-    assert md["local-FP32-1card", "RetinaNet"].startswith("%.0fms(%.0fms)" % (single.iteration_ms, single.data_ms))
+    times = "%sms(%sms)" % (figure(single.iteration_ms), figure(single.data_ms))
+    assert md["local-FP32-1card", "RetinaNet"].startswith(times)
 
 
 def test_csv_trials_are_the_stored_trials(results):

@@ -6,21 +6,14 @@ from matplotlib.container import BarContainer
 from matplotlib.patches import Rectangle
 
 from harness.report import plots
-from harness.report.model import THROUGHPUT, Column, Detail, Entry, Table
+from harness.report.model import THROUGHPUT, Column, Entry, Table
+from tests.support.entries import detail
 
 
 def table(columns, entries, models=("retinanet", "faster_rcnn"), gpus=8):
     return Table(title="P2-FP32", platform="P2", precision="fp32", gpus=gpus, nodes=1, batch_per_gpu=2,
                  form=THROUGHPUT, columns=[Column(k, t) for k, t in columns], models=list(models),
                  entries=entries)
-
-
-def detail(**over):
-    fields = dict(n=3, failed=0, minimum=54.0, maximum=56.0, iqr=1.0, ci=None, cv=0.01, observed=None, outliers=0,
-                  settings={}, settings_variants=(), kinds=("exact",), windows=(), nominal_window=None, work=None,
-                  peak_rss_mb=None, peak_device_mb=None, peak_mem_mb=None, run_id="run-1")
-    fields.update(over)
-    return Detail(**fields)
 
 
 def bars(ax):

@@ -1,31 +1,17 @@
 """The report's lines on repeats: an adaptive run's repeats per cell and the cells short of the target, and
 each bimodal cell's two groups with their medians, in every renderer of the one Report."""
 
-import json
-
 from harness.measure import flags
-from harness.measure.result import TrialResult
 from harness.report import build, html, markdown, rows
-from harness.results.store import Store
+from tests.support.reportstore import store_run
 
 KEYS = ("calibrate/retinanet/fp32/P2/1/1", "calibrate/faster_rcnn/fp32/P2/1/1")
 
 
 def fill(root, figures, repeats):
     """One run on P2 of two calibrate cells; figures[key] lists each repeat's images/s."""
-    store = Store(root)
-    cells = [dict(cell_key=k, framework="calibrate", model=k.split("/")[1], precision="fp32", platform="P2",
-                  gpus=1, nodes=1, batch_per_gpu=2, images_per_iteration=2, excluded=None) for k in KEYS]
-    trials = [(i + 1, key, rep, ["true"]) for i, (rep, key) in enumerate(
-        [(r, k) for r in range(1, len(figures[KEYS[0]]) + 1) for k in KEYS])]
-    store.create_run("run-1", "rep", "s.yaml", json.dumps({"name": "rep", "warmup": 2, "measure": 6,
-                                                            "repeats": repeats}), "local", {}, cells, trials)
-    for t in store.trials("run-1"):
-        value = figures[t["cell_key"]][t["repeat"] - 1]
-        store.finish_trial(t["id"], TrialResult(status="done", throughput=value, observed=value,
-                                                iteration_time_s=2 / value, data_time_s=0.0001, exact=True,
-                                                figure_kind="exact", window=(3, 8), records=8))
-    return store
+    return store_run(root, {key: figures[key] for key in KEYS},
+                     {"name": "rep", "warmup": 2, "measure": 6, "repeats": repeats})
 
 
 def report_of(store):

@@ -47,7 +47,7 @@ def test_markdown_table_shows_speedup_and_efficiency():
     assert "Throughput on N devices / (N x throughput on 1 device)." in text
     assert "|1|1x1|20.0|1.00x|100%|\n" in text
     assert "|2|1x2|36.0|1.80x|90%|\n" in text
-    assert "|16|2x8|256.0|12.80x|80%|\n" in text
+    assert "|16|2x8|256|12.80x|80%|\n" in text
 
 
 def test_nothing_is_rendered_for_a_single_device_count():

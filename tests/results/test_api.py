@@ -16,6 +16,7 @@ from harness import api, launch
 from harness.cli import main
 from harness.errors import UserError
 from harness.measure import stats
+from harness.report.digits import figure
 from harness.results import store as store_mod
 from tests.support.scenarios import GOOD_SCENARIO
 from tests.frameworks.test_inference import INFERENCE
@@ -81,8 +82,8 @@ def test_cells_carry_the_figures_the_report_shows(results):
             assert same(number(row[name]), getattr(cell, name)), name
     markdown = invoke("report", "--platform", "local", "--results", results)
     [train] = cells[cells["batch"] == 0].itertuples()
-    assert "|RetinaNet|%.1f(%.0fms)" % (train.throughput, train.iteration_ms) in markdown
-    assert "|RetinaNet|%.0fms(%.0fms)" % (train.iteration_ms, train.data_ms) in markdown
+    assert "|RetinaNet|%s(%sms)" % (figure(train.throughput), figure(train.iteration_ms)) in markdown
+    assert "|RetinaNet|%sms(%sms)" % (figure(train.iteration_ms), figure(train.data_ms)) in markdown
 
 
 def test_trials_and_iterations_are_the_stored_ones(results):
