@@ -659,7 +659,7 @@ def image_base(mirror):
 @click.option("--quiet", "-q", is_flag=True, help="print only the result, not the build's own output")
 @user_errors
 def image_build(recipe, base_image, build_args, force, quiet):
-    """Build dockerfiles/RECIPE and record its image ID in dockerfiles/images.lock."""
+    """Build dockerfiles/RECIPE and record its image ID among the images built on this machine."""
     from harness.launch import images
 
     args = {}
@@ -674,9 +674,27 @@ def image_build(recipe, base_image, build_args, force, quiet):
         click.echo("image %s %s" % (entry["image"], entry["id"]))
 
 
+@image.command("lock")
+@click.option("--check", is_flag=True, help="write nothing; exit 1 naming each recipe whose entry is not current")
+@user_errors
+def image_lock(check):
+    """Write dockerfiles/images.lock from the recipes as they are: each one's inputs and their digests."""
+    from harness.launch import image_lock as lock_mod
+    from harness.launch import images
+
+    if check:
+        stale = images.stale_lock_entries()
+        if stale:
+            click.echo("dockerfiles/images.lock is not current for: %s (run `detbench image lock`)"
+                       % ", ".join(stale), err=True)
+            sys.exit(1)
+        return
+    lock_mod.write_lock(images.lock_entries())
+
+
 @image.command("list")
 def image_list():
-    """The recipes, the images the lock file records, and whether this engine has them."""
+    """The recipes, the images built on this machine, and whether this engine has them."""
     from harness.launch import images
 
     rows = images.status()

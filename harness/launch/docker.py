@@ -151,8 +151,9 @@ def preflight(scenario, cells=()):
 
 
 def dry_run(scenario, out):
-    """Say which image each framework's trials would run in (from the lock file; no engine needed)."""
-    lock = image_lock.read_lock()
+    """Say which image each framework's trials would run in (from the record of the images built
+    here; no engine needed)."""
+    lock = image_lock.read_built()
     for fw in sorted(set(scenario.matrix.framework)):
         name = recipe_for(scenario, fw)
         entry = lock.get(name)

@@ -34,8 +34,14 @@ def base_tag():
     return "%sbase:%s-%s" % (REPOSITORY, BASE_SUITE, base_key())
 
 
-def make_base(mirror=BASE_MIRROR, out=sys.stdout, lock=None):
-    """Make (or reuse) the local base image; record it as "base" in the lock and return its entry."""
+def base_recipe():
+    """The command the local base's root filesystem comes from."""
+    return "debootstrap --variant=minbase --include=%s %s" % (",".join(BASE_PACKAGES), BASE_SUITE)
+
+
+def make_base(mirror=BASE_MIRROR, out=sys.stdout, built=None):
+    """Make (or reuse) the local base image; record it as "base" among the images built here and
+    return its entry."""
     client = engine.connect()
     tag = base_tag()
     tarball = cache_root() / "images" / ("base-%s-%s.tar" % (BASE_SUITE, base_key()))
@@ -49,9 +55,8 @@ def make_base(mirror=BASE_MIRROR, out=sys.stdout, lock=None):
             str(tarball), repository=repo, tag=version,
             changes=["ENV LANG=C.UTF-8", "LABEL %s.base=%s" % (engine.LABEL, base_key())])
         image = client.images.get(tag)
-    entry = {"image": tag, "id": image.id, "recipe": "debootstrap --variant=minbase --include=%s %s"
-             % (",".join(BASE_PACKAGES), BASE_SUITE)}
-    record("base", entry, lock)
+    entry = {"image": tag, "id": image.id, "recipe": base_recipe()}
+    record("base", entry, built)
     out.write("base image %s %s\n" % (tag, image.id))
     return entry
 

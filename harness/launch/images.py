@@ -6,7 +6,9 @@ checks it). Its trials run in its first recipe's image unless the scenario's `do
 names another. A build hashes the recipe's files, its build arguments (the base image's ID among
 them) and the host-compiled wheels it installs into its tag (image_lock.py), gets the wheels of
 a ``requirements.txt`` from the host (image_wheels.py, served by wheel_server.py) and builds
-from the local base (image_base.py) or another recipe's image where the recipe says so.
+from the local base (image_base.py) or another recipe's image where the recipe says so. The
+image each build gave is recorded on this machine (image_lock.record); the committed
+dockerfiles/images.lock holds only each recipe's inputs (lock_entries).
 """
 import contextlib
 import datetime
@@ -19,8 +21,9 @@ from harness import frameworks
 from harness.errors import UserError
 from harness.launch import engine
 from harness.launch.engine import local_image
-from harness.launch.image_base import BASE_PYTHON, base_tag
-from harness.launch.image_lock import RECIPES_DIR, REPOSITORY, digest, lock_path, read_lock, record
+from harness.launch.image_base import BASE_PYTHON, base_recipe, base_tag
+from harness.launch.image_lock import (RECIPES_DIR, REPOSITORY, built_path, digest, file_digests, read_built,
+                                       read_lock, recipe_files, record)
 from harness.launch.image_wheels import fetch_wheels, host_built_wheels, with_host_wheels
 from harness.launch.wheel_server import WheelServer, bridge_gateway
 
@@ -48,9 +51,10 @@ def _host_wheels(name):
 
 
 # ------------------------------------------------------------------ builds
-def build(name, base_image=None, build_args=None, recipes_dir=RECIPES_DIR, out=sys.stdout, lock=None,
+def build(name, base_image=None, build_args=None, recipes_dir=RECIPES_DIR, out=sys.stdout, built=None,
           force=False):
-    """Build recipe `name`; record and return its lock entry. UserError names a failing step."""
+    """Build recipe `name`; record and return its entry in this machine's record of built images.
+    UserError names a failing step."""
     spec = recipe(name)
     folder = Path(recipes_dir) / name
     if not (folder / "Dockerfile").exists():
@@ -60,14 +64,14 @@ def build(name, base_image=None, build_args=None, recipes_dir=RECIPES_DIR, out=s
     if base_image:
         args["BASE_IMAGE"] = base_image
     if "BASE_IMAGE" not in args and spec.base_recipe:
-        args["BASE_IMAGE"] = resolve(client, spec.base_recipe, lock)[1]
+        args["BASE_IMAGE"] = resolve(client, spec.base_recipe, built)[1]
     if "BASE_IMAGE" not in args and spec.local_base:
         base = local_image(client, base_tag())
         if base is None:
             raise UserError("image %s builds from the local base image, which is not here: make it with "
                             "`detbench image base` or pass --base-image" % name)
         args["BASE_IMAGE"] = base.id
-    files = _recipe_files(folder)
+    files = recipe_files(folder)
     host_wheels = _host_wheels(name)
     tag = _tag(name, args, files, host_wheels)
     image = None if force else local_image(client, tag)
@@ -90,10 +94,10 @@ def build(name, base_image=None, build_args=None, recipes_dir=RECIPES_DIR, out=s
         image = client.images.get(image_id)
     entry = {"image": tag, "id": image.id, "build_args": args,
              "built": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-    previous = read_lock(lock).get(name, {})
+    previous = read_built(built).get(name, {})
     if previous.get("id") == image.id:
         entry["built"] = previous.get("built", entry["built"])
-    record(name, entry, lock)
+    record(name, entry, built)
     out.write("image %s %s\n" % (tag, image.id))
     return entry
 
@@ -130,20 +134,49 @@ def _stream_build(client, context, tag, args, dockerfile, out):
     return image_id
 
 
-def _recipe_files(folder):
-    return [(str(p.relative_to(folder)), p.read_bytes())
-            for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
+# ------------------------------------------------------------------ the committed lock
+def lock_entries(recipes_dir=RECIPES_DIR):
+    """What dockerfiles/images.lock says, from the recipes as they are now: for every folder with
+    a Dockerfile, what it builds on and the digest of each of its files (plus, where the framework
+    record says so, the packages built into wheels on the host), and the local base's recipe.
+    Nothing of this machine enters: the same recipes give the same entries everywhere."""
+    entries = {"base": {"image": base_tag(), "recipe": base_recipe()}}
+    for dockerfile in sorted(Path(recipes_dir).glob("*/Dockerfile")):
+        name = dockerfile.parent.name
+        entry = {"builds_on": "its Dockerfile's FROM", "files": file_digests(dockerfile.parent)}
+        if name in _DECLARED:
+            spec, fw = _DECLARED[name]
+            if spec.base_recipe:
+                entry["builds_on"] = "image %s" % spec.base_recipe
+            elif spec.local_base:
+                entry["builds_on"] = "image base"
+            if spec.build_here:
+                entry["wheels_built_from_sdist"] = sorted(spec.build_here)
+            if spec.host_wheels:
+                entry["wheels_compiled_on_host"] = [
+                    "%s %s%s" % (b.name, b.version, " (git archive of %s)" % b.commit if b.commit else "")
+                    for b in fw.env.source_builds
+                ]
+        entries[name] = entry
+    return entries
+
+
+def stale_lock_entries(recipes_dir=RECIPES_DIR):
+    """The names whose committed lock entry differs from what the recipes give now (a recipe
+    changed, added or removed without `detbench image lock`)."""
+    committed, now = read_lock(recipes_dir), lock_entries(recipes_dir)
+    return sorted(name for name in set(committed) | set(now) if committed.get(name) != now.get(name))
 
 
 # ------------------------------------------------------------------ what is built here
-def resolve(client, name, lock=None):
+def resolve(client, name, built=None):
     """(tag, image id) of recipe `name` as built here; UserError when it is missing or stale."""
-    state, why, image = freshness(client, name, lock)
+    state, why, image = freshness(client, name, built)
     if state != BUILT:
         raise UserError("image %s is %s (%s); build it with `detbench image build %s`" % (name, state, why, name))
-    entry = read_lock(lock)[name]
+    entry = read_built(built)[name]
     if image.id != entry["id"]:
-        sys.stderr.write("detbench: note: image %s is %s here, the lock file says %s\n"
+        sys.stderr.write("detbench: note: image %s is %s here, the record of built images says %s\n"
                          % (entry["image"], image.id, entry["id"]))
     return entry["image"], image.id
 
@@ -151,14 +184,14 @@ def resolve(client, name, lock=None):
 BUILT, STALE, MISSING = "built", "stale", "missing"
 
 
-def freshness(client, name, lock=None, recipes_dir=RECIPES_DIR):
-    """(state, why, image): BUILT when the lock's image is on this engine and a build now would give
+def freshness(client, name, built=None, recipes_dir=RECIPES_DIR):
+    """(state, why, image): BUILT when the recorded image is on this engine and a build now would give
     the same tag, STALE when the recipe's files or its base changed since, MISSING when it was never
     built here (or the engine lost it). `why` says what, in a few words; image is the engine's or None."""
-    lock_entries = read_lock(lock)
-    entry = lock_entries.get(name)
+    built_entries = read_built(built)
+    entry = built_entries.get(name)
     if not entry:
-        return MISSING, "no entry in %s" % (lock or lock_path()), None
+        return MISSING, "no entry in %s" % (built or built_path()), None
     image = local_image(client, entry["image"])
     if image is None:
         return MISSING, "%s is not on this Docker engine" % entry["image"], None
@@ -166,26 +199,26 @@ def freshness(client, name, lock=None, recipes_dir=RECIPES_DIR):
     args = dict(entry.get("build_args") or {})
     given = args.get("BASE_IMAGE")
     if spec.base_recipe and given:
-        base_state, _, base_image = freshness(client, spec.base_recipe, lock, recipes_dir)
+        base_state, _, base_image = freshness(client, spec.base_recipe, built, recipes_dir)
         if base_state != BUILT or base_image.id != given:
             return STALE, "its base image %s changed since" % spec.base_recipe, image
     elif spec.local_base and given:
         base = local_image(client, base_tag())
-        if base is not None and base.id != given and lock_entries.get("base", {}).get("id") == base.id:
+        if base is not None and base.id != given and built_entries.get("base", {}).get("id") == base.id:
             return STALE, "the local base image changed since", image
     try:
         wheels = _host_wheels(name)
     except UserError:
         return BUILT, "", image          # its host wheels are gone: nothing to compare with
-    if _tag(name, args, _recipe_files(Path(recipes_dir) / name), wheels) != entry["image"]:
+    if _tag(name, args, recipe_files(Path(recipes_dir) / name), wheels) != entry["image"]:
         return STALE, "the recipe changed since", image
     return BUILT, "", image
 
 
-def status(lock=None):
-    """Rows (recipe, image, id in lock, state) for `detbench image list`: built, stale (what changed),
-    missing, or "?" when no engine answers."""
-    lock_entries = read_lock(lock)
+def status(built=None):
+    """Rows (recipe, image, id recorded here, state) for `detbench image list`: built, stale (what
+    changed), missing, or "?" when no engine answers."""
+    built_entries = read_built(built)
     client = None
     try:
         client = engine.connect(timeout=10)
@@ -193,14 +226,14 @@ def status(lock=None):
         pass
     rows = []
     for name in ["base"] + sorted(RECIPES):
-        entry = lock_entries.get(name, {})
+        entry = built_entries.get(name, {})
         if client is None:
             state = "?"
         elif name == "base":
             image = local_image(client, entry["image"]) if entry else None
             state = BUILT if image is not None and image.id == entry["id"] else MISSING
         else:
-            state, why, _ = freshness(client, name, lock)
+            state, why, _ = freshness(client, name, built)
             state = "%s (%s)" % (state, why) if state == STALE else state
         rows.append((name, entry.get("image", "-"), entry.get("id", "-"), state))
     return rows

