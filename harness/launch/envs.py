@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+from harness import atomic
 from harness.errors import UserError
 from harness.launch import installer
 from harness.vocab.pins import EnvSpec, SourceBuild
@@ -282,9 +283,7 @@ def build(spec: EnvSpec, log=None, force=False) -> Path:
               "pins": spec.pins, "tools": spec.tools,
               "source_builds": [wheel_key(s) for s in spec.source_builds],
               "freeze": freeze.splitlines()}
-    tmp_marker = target / (MARKER + ".tmp")
-    tmp_marker.write_text(json.dumps(marker, indent=1, sort_keys=True))
-    os.replace(tmp_marker, target / MARKER)
+    atomic.write_json(target / MARKER, marker, indent=1, sort_keys=True)
     return target
 
 
