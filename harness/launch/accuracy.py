@@ -1,6 +1,11 @@
 """Runs an accuracy scenario (`mode: accuracy`): `detbench accuracy run --scenario FILE | --resume RUN`.
 
-Each runnable cell trains once per seed (one trial). A trial's training runs in its framework's
+Each runnable cell trains once per seed (one trial) of the look asked for (`--look`: 1, the
+scenario's seeds, or a later look of its sequential plan), each seed a round of every cell in the
+order drawn from the order seed (the scenario's, else one drawn here; stored with the run). Before
+anything is stored, each model's shared weights file is scored untrained on the val split (the
+noise floor, kept in `accuracy_floor`), and a declared target at or below it is refused. A
+framework whose pinned env is not built here is NA with that reason. A trial's training runs in its framework's
 environment with a checkpoint every `eval_every` iterations; every `checkpoint PATH` line is
 stored on arrival with the training wall seconds since the process started (plus, after a
 resume, the seconds the checkpoint it went on from stood for), and every logged loss is kept.

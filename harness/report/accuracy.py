@@ -6,15 +6,20 @@ Per model, the table of NVIDIA's EfficientDet training results in our own terms:
 
 with every figure the mean over the run's seeds: the final checkpoint's bbox AP and AP50 (segm
 for Mask R-CNN beside them), the training wall time to the last checkpoint, the time to the
-model's target (interpolated linearly between the checkpoints around the first crossing;
+model's highest declared target (interpolated linearly between the checkpoints around the
+crossing its declared rule counts;
 "not reached" with the seeds that missed it, their best figure, and a lower bound on the mean
 that counts a missing seed at its whole training time) and the speedup in time to target
-against the scenario's reference framework (">=" or "<=" where one side is such a bound).
+against the scenario's reference framework of the same precision, else its fp32 (">=" or "<="
+where one side is such a bound).
 Then the stability table of the target metric over the seeds
 (`Seed 1..N | Mean | Standard deviation`), and, in HTML, the AP-vs-time and loss-vs-iteration
-curves per framework. Every table and figure carries its scope: CPU kind, input size,
-precision, batch, threads. Published accuracy, time-to-train and stability tables (NVIDIA's,
-by default) follow, printed as published and not compared.
+curves per framework. Under the protocol the run declared (`Protocol`; a run stored before it is
+labelled exploratory), the report leads with the overall verdict (harness.report.accuracy_verdict)
+and adds, per model, the speedup profile over the declared target levels. Every table and figure
+carries its scope: CPU kind, input size, precision, batch, threads. Published accuracy,
+time-to-train and stability tables (NVIDIA's, by default) follow, printed as published and not
+compared.
 """
 
 import os
@@ -486,9 +491,9 @@ def speedup_bounds(block: ModelBlock) -> List[str]:
 
 
 RULE_WORDS = {
-    "first": "the first checkpoint at or above it (no rule declared)",
+    "first": "that reaches it first (no rule was declared)",
     "stays": "after which the metric stays at or above it at every later checkpoint",
-    "end": "first reached, counted where the last checkpoint is at or above it",
+    "end": "that reaches it first, counted where the last checkpoint is at or above it",
 }
 
 

@@ -35,6 +35,7 @@ from harness.measure import welch
 from harness.report.accuracy import AccuracyReport, ModelBlock, Protocol, Row, Series, rows
 
 PASS, FAIL, NOT_JUDGED = "PASS", "FAIL", "not judged"
+TIME_TO = ": time to "  # in the name of every time-to-target check
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,9 @@ class Verdict:
         return said
 
     def unjudgeable(self) -> Optional[str]:
-        """The one line saying why nothing could be judged under the protocol, or None."""
-        if self.exploratory or any(c.status != NOT_JUDGED for c in self.checks):
+        """The one line saying why no time to target could be judged under the protocol (nothing
+        learned, no declared level reached, no rival), or None."""
+        if self.exploratory or any(c.status != NOT_JUDGED for c in self.checks if TIME_TO in c.name):
             return None
         why = self.unreached + ["nothing learned: %s" % m for m in self.nothing_learned]
         return "nothing could be judged: %s" % ("; ".join(why) or "no check applies (one framework, one seed)")
@@ -217,11 +219,16 @@ def judge(report: AccuracyReport) -> Verdict:
             )
             continue
         levels = block.levels or [block.target]
-        verdict.unreached += [u for u in (unreached(block, v) for v in levels) if u]
+        missed = {v: unreached(block, v) for v in levels}
+        verdict.unreached += [u for u in missed.values() if u]
         for mine, theirs in pairs(block, subject):
             name = "%s %s vs %s %s" % (block.model, mine.precision, theirs.framework, theirs.precision)
             for level in levels:
-                status, words = time_check(block, protocol, mine, theirs, level)
+                status, words = (
+                    (NOT_JUDGED, "no framework reached it")
+                    if missed[level]
+                    else time_check(block, protocol, mine, theirs, level)
+                )
                 verdict.checks.append(Check("%s: time to %s %g" % (name, block.metric, level), status, words))
             status, words = final_check(block, mine, theirs)
             verdict.checks.append(Check("%s: final %s" % (name, block.metric), status, words))

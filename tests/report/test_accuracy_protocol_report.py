@@ -119,7 +119,24 @@ def test_a_declared_level_no_framework_reached_is_named_with_each_one_s_best(tmp
     v = report_build.accuracy(str(tmp_path), "r1").verdict
     assert v.unreached == ["retinanet: bbox_AP50 0.9: no framework reached it (best: detbench-trainer fp32 0.810, "
                            "torchvision fp32 0.810)"]
-    assert [c.status for c in v.checks if c.name.endswith("0.9")] == ["FAIL"]   # the subject missed it
+    assert [(c.status, c.words) for c in v.checks if c.name.endswith("0.9")] == [
+        ("not judged", "no framework reached it")]
+    assert v.headline() == "not judged (retinanet fp32 vs torchvision fp32: time to bbox_AP50 0.9)"
+    assert v.unjudgeable() is None        # 0.5 was judged
+
+
+def test_where_no_declared_level_was_reached_the_report_says_so_in_one_line_with_exit_2(tmp_path):
+    doc = json.loads(json.dumps(DOC))
+    doc["accuracy"]["targets"]["retinanet"] = {"metric": "bbox_AP50", "range": [0.85, 0.95]}
+    protocol_run(tmp_path, doc=doc)
+    result = CliRunner().invoke(main, ["accuracy", "report", "--results", str(tmp_path), "--published", "none"])
+    assert result.exit_code == 2
+    assert "## Verdict" in result.output       # the report is printed first; nothing trained is touched
+    assert result.output.rstrip().splitlines()[-1] == (
+        "detbench: error: nothing could be judged: retinanet: bbox_AP50 0.85: no framework reached it (best: "
+        "detbench-trainer fp32 0.810, torchvision fp32 0.810); retinanet: bbox_AP50 0.9: no framework reached it "
+        "(best: detbench-trainer fp32 0.810, torchvision fp32 0.810); retinanet: bbox_AP50 0.95: no framework "
+        "reached it (best: detbench-trainer fp32 0.810, torchvision fp32 0.810)")
 
 
 def test_more_seeds_outside_a_declared_plan_are_shown_as_exploratory_and_never_make_a_pass(tmp_path):
