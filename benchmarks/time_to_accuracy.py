@@ -1,38 +1,37 @@
 """Time to accuracy: the bundled trainer against torchvision, mmdetection and detectron2 (where their envs are built).
 
-Every framework trains the same ResNet-18 FPN detector from one `detbench weights make --depth 18`
-file on the train split of a generated learnable set, with one schedule, and each checkpoint's
-val-split detections are scored by the one shared COCOeval (an accuracy scenario run by
-`detbench accuracy run`; this script writes that scenario, runs it and reads the store). It
-prints the report's tables and PASS/FAIL for:
+It runs the declared accuracy scenarios of scenarios/ as they are (`accuracy-retinanet.yaml`,
+`accuracy-faster_rcnn.yaml`, `accuracy-mask_rcnn.yaml`; `--quick`: `accuracy-quick.yaml`), the same
+files `detbench accuracy run --scenario` runs, so what is judged is what a user runs: seeds, target
+levels, the reached rule, the subject and its claimed speedup and any sequential plan were fixed in
+them before the data. It makes the learnable set and the weights files they name where missing,
+runs each scenario (a rival whose pinned env is not built here is NA with that reason), and prints
+the report, whose headline is the tool's own overall verdict on every declared check, failing
+checks named (harness/report/accuracy_verdict.py); the benchmark's own lines on the highest level
+follow as detail:
 
   * time to target: the ratio of the trainer's time to target to each rival's (their geometric
     means over seeds) with its Welch 95% interval, taken on the logarithms: PASS where the whole
-    interval is at or below 1/1.2, "parity" where it holds 1 (a few seeds give wide intervals:
-    more seeds narrow them), "faster, but 1.2x is not shown" or "slower" otherwise; with one seed
-    on a side, the means alone, said so (where a rival missed the target in some seed, its times
-    count that seed at its whole training time, a lower bound; where the trainer missed it, FAIL;
-    where either reached it by its first checkpoint, or trained on a shared machine before it
-    reached the target, not judged: that time is read off the line from the start, or longer than
-    a quiet machine's);
+    interval is at or below 1/1.2, "parity" where it holds 1, "faster, but 1.2x is not shown" or
+    "slower" otherwise; with one seed on a side, the means alone, said so (where a rival missed the
+    target in some seed, its times count that seed at its whole training time, a lower bound; where
+    the trainer missed it, FAIL; where either reached it by its first checkpoint, or trained on a
+    shared machine before it reached the target, not judged);
   * final AP: the trainer's mean final target metric within one seed standard deviation of
-    each rival's (not judged with one seed: there is no spread), with the Welch 95% interval of the
-    difference beside it ("parity" where it holds 0);
+    each rival's (not judged with one seed), with the Welch 95% interval of the difference beside;
   * bf16: the trainer's bf16 final metric within one fp32 seed standard deviation of its fp32
-    one, and so its mean at every checkpoint both precisions scored (the curves by iteration),
-    only on a CPU with avx512_bf16 kernels (or a GPU); otherwise it says it was not checked, and why.
+    one, and so its mean at every checkpoint both precisions scored.
 
-    python -m benchmarks.time_to_accuracy                 # retinanet, faster_rcnn, mask_rcnn; 3 seeds
-    python -m benchmarks.time_to_accuracy --quick         # retinanet, one seed, a few hundred iterations
-    python -m benchmarks.time_to_accuracy --from DIR/results [--run ID]   # judge a finished run again
-    python -m benchmarks.time_to_accuracy --from RUN.json             # judge a run saved by `detbench accuracy save`
-    python -m benchmarks.time_to_accuracy --from DIR/results --run ID --with ID2   # with ID2's cells joined
-    python -m benchmarks.time_to_accuracy --from RUN.json --with RUN2.json     # the same, of two saved runs
-    python -m benchmarks.time_to_accuracy --from DIR/results --run ID --add-bf16   # train the bf16 cells ID lacks
+    python -m benchmarks.time_to_accuracy                 # the three declared scenarios
+    python -m benchmarks.time_to_accuracy --quick         # scenarios/accuracy-quick.yaml: retinanet, one seed
+    python -m benchmarks.time_to_accuracy --scenario FILE # any accuracy scenario, as it is
+    python -m benchmarks.time_to_accuracy --from DIR/results [--run ID] [--with ID2]   # judge a stored run again
+    python -m benchmarks.time_to_accuracy --from RUN.json [--with RUN2.json]          # a run saved by `accuracy save`
+    python -m benchmarks.time_to_accuracy --from DIR/results --run ID --add-bf16   # bf16 cells ID lacks (exploratory)
 
-Rivals run in their pinned envs: `source scripts/env.sh; export DETBENCH_CACHE=...` first where
-those were built elsewhere. --threads sets OMP_NUM_THREADS for every framework (default 1: one
-intra-op thread plus one loader worker, two cores). Exit code 1 when a judged check fails.
+A run stored before the protocol (benchmarks/results/*.json) is judged as exploratory: its checks
+are printed, never a verdict. Exit code 0 on PASS, 1 on FAIL or an exploratory reading, 2 where
+nothing could be judged (nothing learned, no declared level reached, bad input).
 """
 import argparse
 import os
@@ -45,9 +44,7 @@ sys.path.insert(0, ROOT)
 
 from harness.launch import accuracy as accuracy_run  # noqa: E402
 from harness.results.store import Store, new_run_id  # noqa: E402
-from harness.frameworks import accuracy as recipes  # noqa: E402
-from harness.launch import envs, hostcpu  # noqa: E402
-from harness import frameworks  # noqa: E402
+from harness.launch import hostcpu  # noqa: E402
 from harness.errors import UserError  # noqa: E402
 from harness.measure import accuracy as acc  # noqa: E402
 from harness.measure import welch  # noqa: E402
@@ -58,87 +55,64 @@ from harness.report import build as report_build  # noqa: E402
 
 TRAINER = "detbench-trainer"
 SPEEDUP = 1.2
-# per model: (target metric, value), as MLPerf sets its quality targets: a little below what the reference
-# framework (torchvision) reaches at the end of the schedule, so that reaching it means having trained,
-# and never a figure a framework passes by its first checkpoint (there the time would be read off the
-# line from the start). Faster R-CNN with 128 sampled RoIs per image was past bbox AP50 0.9 at the first
-# checkpoint (iteration 200) in every framework and torchvision past bbox AP 0.5 (0.586); torchvision's
-# final bbox AP was 0.778 (seed 0), so its target is bbox AP (COCO's AP over IoU 0.5:0.95) 0.7. Mask R-CNN
-# the same way: every framework's segm AP50 was past 0.94 at iteration 200, and torchvision's seed 0 ended
-# at segm AP 0.747 (0.623 at 200, 0.662 at 400). 0.65 was set from that alone, and on the Intel AMX CPU
-# the trainer (0.689) and mmdetection (0.695) passed it at iteration 200 in seed 0, so it judged nothing;
-# the next multiple of 0.05, segm AP 0.7, is 0.94 of torchvision's final and no framework's first checkpoint
-TARGETS = {"retinanet": ("bbox_AP50", 0.5), "faster_rcnn": ("bbox_AP", 0.7), "mask_rcnn": ("segm_AP", 0.7)}
-# lr per image 0.0025 with the clip: RetinaNet's loss leaves focal loss's plateau at about 400 iterations
-# (AP50 0.44 at 800 at a constant rate, seed 0) where at 0.00125 unclipped it took 750-1000
-FULL = dict(iterations=1000, eval_every=200, warmup_iters=100, lr_steps=[800], images=600, val_images=100,
-            seeds=[0, 1, 2], models=["retinanet", "faster_rcnn", "mask_rcnn"], lr_per_image=0.0025)
-QUICK = dict(iterations=200, eval_every=50, warmup_iters=50, lr_steps=[], images=200, val_images=40,
-             seeds=[0], models=["retinanet"], lr_per_image=0.00125)
-# RetinaNet from a random ResNet-18 at lr 0.005 for 4 images: the gradients' total norm runs at 1-5 with
-# spikes of 20-250, and without a clip one seed in three diverged to NaN by iteration 200 in either
-# precision; 35 (mmdetection's usual bound for its detectors) cuts only the spikes
-CLIP_GRAD_NORM = 35.0
-# Faster and Mask R-CNN: the box head's sampled RoIs per image. COCO's 512 on 4 images of 128x128 with a
-# few objects each is almost all negatives, and its box head (about 170 GFLOP an iteration with the
-# backward) made the trainer's step 1.6 s; every framework samples this many with its own sampler
-ROI_BATCH_PER_IMAGE = 128
-QUICK_TARGET = 0.05    # a few hundred iterations from scratch: AP50 clearly above a random detector's 0
+SCENARIOS = os.path.join(ROOT, "scenarios")
+QUICK_SCENARIO = os.path.join(SCENARIOS, "accuracy-quick.yaml")
+MODELS = ("retinanet", "faster_rcnn", "mask_rcnn")
+# the learnable sets the declared scenarios name, made where missing: folder -> (train images, val images)
+DATA = {"data/shapes128": (600, 100), "data/shapes128-quick": (200, 40)}
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m benchmarks.time_to_accuracy", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="one model, one seed, a few hundred iterations")
-    p.add_argument("--models", help="comma-separated (default: retinanet,faster_rcnn; --quick: retinanet)")
-    p.add_argument("--frameworks", default="detbench-trainer,torchvision,mmdetection,detectron2")
-    p.add_argument("--iterations", type=int)
-    p.add_argument("--eval-every", type=int, help="a checkpoint every N iterations (default: 200; with --iterations, "
-                   "a quarter of them)")
-    p.add_argument("--seeds", type=int, help="how many seeds (0, 1, ...)")
-    p.add_argument("--size", type=int, default=128, help="input side (square), also the images' size")
-    p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--lr-per-image", type=float, help="default: 0.0025 (--quick: 0.00125)")
-    p.add_argument("--clip-grad-norm", type=float, default=CLIP_GRAD_NORM,
-                   help="every framework clips the gradients' total L2 norm to this (0: no clipping)")
-    p.add_argument("--roi-batch-per-image", type=int, default=ROI_BATCH_PER_IMAGE,
-                   help="Faster and Mask R-CNN: the box head's sampled RoIs per image, in every framework")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--no-bf16", action="store_true", help="leave out the trainer's bf16 cells (and the bf16 "
-                   "curve check) even where the CPU has bf16 kernels")
-    p.add_argument("--work", help="folder for data, weights, scenario and results (default: a temporary one)")
+    p.add_argument("--quick", action="store_true", help="run scenarios/accuracy-quick.yaml (one model, one seed)")
+    p.add_argument("--models", help="comma-separated: run scenarios/accuracy-MODEL.yaml of these (default: all three)")
+    p.add_argument("--scenario", action="append", default=[], metavar="FILE",
+                   help="run this accuracy scenario as it is instead (repeatable)")
+    p.add_argument("--work", help="folder for the results store (default: a temporary one)")
     p.add_argument("--from", dest="from_results", metavar="RESULTS",
                    help="train nothing: judge a finished (or resumed) accuracy run of this results folder, or the "
-                        "run saved in this file (detbench accuracy save), against this benchmark's targets")
+                        "run saved in this file (detbench accuracy save)")
     p.add_argument("--run", default="latest", help="with --from: the accuracy run (default: the newest)")
     p.add_argument("--with", dest="joined", action="append", default=[], metavar="RUN",
-                   help="with --from: join this accuracy run's cells (trained later with the run's recipe on the "
-                        "same machine: more seeds, or cells made by --add-bf16) to the judged run; with --from FILE, "
-                        "a saved run's file; repeatable")
+                   help="with --from: join this accuracy run's cells (a look of the run's sequential plan; any other "
+                        "run is shown as exploratory); with --from FILE, a saved run's file; repeatable")
     p.add_argument("--add-bf16", action="store_true",
                    help="with --from: train the bundled trainer's bf16 cells of the run's models, with its recipe "
-                        "and seeds, as a new run of the same store, then judge the run with them joined")
+                        "and seeds, as a new run of the same store, then show them joined (exploratory)")
     return p.parse_args(argv)
 
 
-def reshaped(settings, iterations):
-    """`settings` on a schedule of `iterations`, with its shape kept: the rate steps at the same
-    fractions of it, warmup at most half of it, a checkpoint every quarter."""
-    scale = iterations / float(settings["iterations"])
-    return dict(settings, iterations=iterations, eval_every=max(1, iterations // 4),
-                warmup_iters=min(settings["warmup_iters"], iterations // 2),
-                lr_steps=sorted({max(1, int(round(s * scale))) for s in settings["lr_steps"]} - {iterations}))
+def scenario_files(args):
+    """The scenario files this invocation runs, as they are."""
+    if args.scenario:
+        return [os.path.abspath(f) for f in args.scenario]
+    if args.quick:
+        return [QUICK_SCENARIO]
+    models = [m.strip() for m in args.models.split(",")] if args.models else list(MODELS)
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        raise UserError("--models %s: no declared scenario (known: %s)" % (unknown[0], ", ".join(MODELS)))
+    return [os.path.join(SCENARIOS, "accuracy-%s.yaml" % m) for m in models]
 
 
-def usable(name, out):
-    """Whether `name` can run an accuracy trial here: a recipe and, for a rival, its pinned env."""
-    if name not in recipes.RECIPES:
-        out.write("# %s: not run: %s\n" % (name, recipes.why_not(name)))
-        return False
-    fw = frameworks.FRAMEWORKS[name]
-    if fw.env is not None and not envs.is_built(fw.env):
-        out.write("# %s: not run: its pinned env is not built here (detbench env build %s)\n" % (name, name))
-        return False
-    return True
+def make_inputs(path, out):
+    """Make the learnable set and the weights files scenario `path` names, where they are missing
+    (the commands its comments give): the scenario itself is not changed."""
+    from harness.plan import yamlfile
+
+    doc, _ = yamlfile.load(path)
+    a = doc.get("accuracy") or {}
+    size = tuple(int(v) for v in doc.get("input_size") or (128, 128))
+    data = str(a.get("data") or "")
+    if data and not os.path.isdir(data):
+        images, val = DATA.get(os.path.normpath(data), (600, 100))
+        out.write("# making %s: %d train and %d val images of %dx%d\n" % (data, images, val, size[0], size[1]))
+        learnable.make_learnable(data, images=images, val_images=val, size=size, seed=0)
+    for model, file in sorted((doc.get("weights") or {}).items()):
+        if not os.path.isfile(file):
+            os.makedirs(os.path.dirname(os.path.abspath(file)), exist_ok=True)
+            out.write("# making %s: %s, ResNet-%d FPN, seed 0\n" % (file, model, int(a.get("depth") or 18)))
+            weights.make(model, file, 0, int(a.get("depth") or 18))
 
 
 def bf16_here():
@@ -148,31 +122,6 @@ def bf16_here():
         return True, ""
     return False, "this CPU (%s) has no avx512_bf16: torch would emulate bf16, whose curve says nothing of the " \
                   "trainer" % (name or "unknown")
-
-
-def write_scenario(path, names, models, settings, args, data, weight_files, target_value, bf16=False):
-    lines = ["name: time-to-accuracy%s" % ("-quick" if args.quick else ""), "mode: accuracy",
-             "matrix:", "  framework: [%s]" % ", ".join(names), "  model: [%s]" % ", ".join(models),
-             "  precision: [%s]" % ("fp32, bf16" if bf16 else "fp32"), "batch_per_gpu: %d" % args.batch,
-             "input_size: [%d, %d]" % (args.size, args.size),
-             "env: {OMP_NUM_THREADS: \"%d\"}" % args.threads, "weights:"]
-    lines += ["  %s: %s" % (m, weight_files[m]) for m in models]
-    lines += ["accuracy:", "  data: %s" % data, "  iterations: %d" % settings["iterations"],
-              "  eval_every: %d" % settings["eval_every"], "  lr_per_image: %r" % settings["lr_per_image"],
-              "  clip_grad_norm: %r" % args.clip_grad_norm, "  roi_batch_per_image: %d" % args.roi_batch_per_image,
-              "  warmup_iters: %d" % settings["warmup_iters"], "  lr_steps: %s" % settings["lr_steps"],
-              "  depth: 18", "  seeds: %s" % settings["seeds"], "  reference: torchvision" if "torchvision" in names
-              else "  reference: %s" % names[0], "  targets:"]
-    for m in models:
-        metric, value = TARGETS[m]
-        lines.append("    %s: {metric: %s, value: %r}" % (m, metric, target_value if target_value else value))
-    rivals = [n for n in names if n != TRAINER]
-    if bf16 and rivals:
-        lines.append("exclude:")
-        lines += ["  - {framework: %s, precision: bf16, reason: only the trainer's bf16 curve is compared}" % n
-                  for n in rivals]
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write("\n".join(lines) + "\n")
 
 
 # how welch.verdict's words read for a ratio of times to target (the trainer's over a rival's)
@@ -206,14 +155,14 @@ def difference_said(a, b, what="the trainer's - its"):
                                                       ": parity" if d.holds(0.0) else "")
 
 
-def shared_before_target(series, metric, target):
+def shared_before_target(series, metric, target, rule="first"):
     """The seeds of `series` with a checkpoint interval on a shared machine that its time to target
     holds: one that starts before the checkpoint the crossing is read at (anywhere, for a seed that
     never reached the target: its bound is its whole training time). An interval after the crossing
     lengthens the time to train, which the report's note names, not the time to target."""
     seeds = []
     for seed, spans in sorted(series.shared.items()):
-        crossing = acc.time_to_target(series.curves.get(seed, []), metric, target)
+        crossing = acc.time_to_target(series.curves.get(seed, []), metric, target, rule)
         if any(crossing is None or start < crossing.after for start, _, _ in spans):
             seeds.append(seed)
     return seeds
@@ -244,7 +193,7 @@ def verdicts(block, out):
                  if r.from_start]
         shared = ["%s seed %s" % (s.framework, ", ".join(map(str, seeds))) for s in block.series
                   if s.precision == "fp32" and s.framework in (TRAINER, name)
-                  for seeds in [shared_before_target(s, block.metric, block.target)] if seeds]
+                  for seeds in [shared_before_target(s, block.metric, block.target, block.rule)] if seeds]
         if mine.time_to_target is None:
             out.write("%s vs %s: time to target: FAIL (the trainer missed it in %d of %d seeds)\n" % (
                 block.model, name, mine.seeds - mine.reached, mine.seeds))
@@ -359,24 +308,16 @@ def main(argv=None):
         return judge_saved(args.from_results, out, args.joined)
     if args.from_results:
         return judge_finished(args.from_results, args.run, out, args.joined)
-    settings = dict(QUICK if args.quick else FULL)
-    if args.iterations:
-        settings = reshaped(settings, args.iterations)
-    if args.eval_every:
-        settings["eval_every"] = args.eval_every
-    if args.seeds:
-        settings["seeds"] = list(range(args.seeds))
-    if args.lr_per_image:
-        settings["lr_per_image"] = args.lr_per_image
-    models = [m.strip() for m in args.models.split(",")] if args.models else settings["models"]
-    names = [n for n in (x.strip() for x in args.frameworks.split(",")) if n and usable(n, out)]
-    if TRAINER not in names:
-        raise SystemExit("the bundled trainer must be among --frameworks")
+    try:
+        files = scenario_files(args)
+    except UserError as exc:
+        sys.stderr.write("time_to_accuracy: %s\n" % exc)
+        return 2
     # without --work the run lives in a temporary folder, removed once it is judged; an
     # interrupted run's folder is kept, since its finished trials are what a resume goes on from
     work = os.path.abspath(args.work or tempfile.mkdtemp(prefix="detbench-tta-"))
     try:
-        status = train_and_judge(args, work, names, models, settings, out)
+        status = train_and_judge(args, work, files, out)
     except KeyboardInterrupt:
         out.write("time_to_accuracy: interrupted; the run's trials so far stay in %s (after the resume above, "
                   "judge it with `python -m benchmarks.time_to_accuracy --from %s`)\n"
@@ -388,54 +329,53 @@ def main(argv=None):
     return status
 
 
-def train_and_judge(args, work, names, models, settings, out):
-    """Make the data and the shared weights in `work`, run the accuracy scenario there and judge it."""
-    data = os.path.join(work, "data")
-    learnable.make_learnable(data, images=settings["images"], val_images=settings["val_images"],
-                             size=(args.size, args.size), seed=0)
-    files = {}
-    for m in models:
-        files[m] = os.path.join(work, "%s-r18.pt" % m)
-        if not os.path.isfile(files[m]):
-            weights.make(m, files[m], 0, 18)
-    scenario = os.path.join(work, "scenario.yaml")
-    bf16, why = bf16_here()
-    if args.no_bf16:
-        bf16, why = False, "left out (--no-bf16)"
-    write_scenario(scenario, names, models, settings, args, data, files, QUICK_TARGET if args.quick else None,
-                   bf16=bf16)
+def train_and_judge(args, work, files, out):
+    """Run each declared scenario of `files` as it is into `work`'s results store and judge it; the
+    worst exit status (2 where a scenario could not run or nothing of it could be judged)."""
     results = os.path.join(work, "results")
-    try:
-        run_id = accuracy_run.start(scenario, Store(results), new_run_id(), out=out)
-    except UserError as exc:
-        out.flush()
-        sys.stderr.write("time_to_accuracy: %s\n" % exc)
-        return 2
-    return judge(report_build.accuracy(results, run_id), bf16, why, args.quick, out)
-
-
-def judge(rep, bf16, why, quick, out):
-    """Print the report's tables and every verdict; the exit status (1 when a judged check failed)."""
-    out.write("\n" + report.render_markdown(rep) + "\n")
     status = 0
-    for block in rep.models:
-        status |= not verdicts(block, out)
-        if bf16:
-            status |= not bf16_verdict(block, out)
-    if not bf16:
-        out.write("bf16 vs fp32 curves of the trainer: not checked: %s\n" % why)
-    out.write("time to accuracy: %s%s\n" % ("PASS" if not status else "FAIL", " (quick)" if quick else ""))
+    for path in files:
+        try:
+            make_inputs(path, out)
+            run_id = accuracy_run.start(path, Store(results), new_run_id(), out=out)
+        except UserError as exc:
+            out.flush()
+            sys.stderr.write("time_to_accuracy: %s\n" % exc)
+            status = 2
+            continue
+        rep = report_build.accuracy(results, run_id)
+        bf16 = any(s.precision == "bf16" for b in rep.models for s in b.series)
+        status = max(status, judge(rep, bf16, bf16_here()[1] or "the scenario has no bf16 cell that ran here",
+                                   args.quick, out))
     return status
 
 
+def judge(rep, bf16, why, quick, out):
+    """Print the report (its headline the tool's own verdict on every declared check), the benchmark's
+    detail lines on the main table's target, and the tool's verdict as the last line; the exit status:
+    0 PASS, 1 FAIL or exploratory, 2 where nothing could be judged."""
+    out.write("\n" + report.render_markdown(rep) + "\n")
+    out.write("Detail, on the main table's target (the verdict above is the tool's on every declared check):\n")
+    for block in rep.models:
+        verdicts(block, out)
+        if bf16:
+            bf16_verdict(block, out)
+    if not bf16:
+        out.write("bf16 vs fp32 curves of the trainer: not checked: %s\n" % why)
+    v = rep.verdict
+    out.write("time to accuracy: %s%s\n" % (v.headline(), " (quick)" if quick else ""))
+    if v.unjudgeable():
+        sys.stderr.write("time_to_accuracy: %s\n" % v.unjudgeable())
+        return 2
+    return 0 if v.status == "PASS" and not v.exploratory else 1
+
+
 def judge_finished(results, run_id, out, joined=()):
-    """--from: the verdicts of a finished accuracy run, its curves read against TARGETS, with the
-    cells of the runs `joined` (--with) beside its own."""
+    """--from: the verdicts of a finished accuracy run, read against its own declared targets, with
+    the cells of the runs `joined` (--with) beside its own."""
     try:
         store, run = stored_run(results, run_id)
-        models = {c.model for c in trained_cells(store, run.id)}
-        rep = report_build.accuracy(results, run.id, {m: TARGETS[m] for m in models if m in TARGETS},
-                                    joined=joined)
+        rep = report_build.accuracy(results, run.id, joined=joined)
     except UserError as exc:
         sys.stderr.write("time_to_accuracy: %s\n" % exc)
         return 2

@@ -135,8 +135,12 @@ def accuracy():
 @click.option("--redo", "redo", metavar="TRIAL", multiple=True,
               help="with --resume: train this trial (its key, e.g. detbench-trainer/mask_rcnn/fp32/local/1/1/s0) "
                    "again from the start; its earlier files are kept beside, and the report names the redo")
+@click.option("--look", type=click.IntRange(1, 11), default=1, show_default=True,
+              help="with --scenario: train the seeds of this look of the scenario's sequential plan "
+                   "(accuracy.sequential.looks) as a run of its own, joined to the first look's with "
+                   "`accuracy report --with`")
 @user_errors
-def accuracy_run(scenario_path, results_dir, resume_id, redo):
+def accuracy_run(scenario_path, results_dir, resume_id, redo, look):
     """Train every cell of an accuracy scenario once per seed, scoring each checkpoint."""
     from harness.launch import accuracy as accuracy_mod
     from harness.results.store import Store, new_run_id
@@ -152,7 +156,7 @@ def accuracy_run(scenario_path, results_dir, resume_id, redo):
             from harness import launch
 
             launch.load_scenario(scenario_path)     # a bad scenario makes no results folder
-            accuracy_mod.start(scenario_path, Store(results_dir), new_run_id())
+            accuracy_mod.start(scenario_path, Store(results_dir), new_run_id(), look=look)
     except KeyboardInterrupt:
         sys.exit(130)
 
@@ -185,6 +189,9 @@ def accuracy_report(results_dir, run_id, fmt, out_path, targets, published, join
     report = report_build.accuracy(results_dir, run_id, given, None if published == "none" else published, joined)
     text = accuracy_report_mod.render_html(report) if fmt == "html" else accuracy_report_mod.render_markdown(report)
     _emit(text, out_path)
+    unjudged = report.verdict.unjudgeable() if report.verdict is not None else None
+    if unjudged:        # the report is written; nothing in it could be judged
+        raise UserError(unjudged)
 
 
 @accuracy.command("save")

@@ -162,6 +162,20 @@ def dump_argv(framework: str, model: str, s: Schedule, checkpoint: str, val: Tup
     raise ValueError(why_not(framework))
 
 
+def floor_dump_argv(model: str, s: Schedule, weights: str, val: Tuple[str, str], out: str,
+                    python: str = sys.executable) -> List[str]:
+    """The command that writes the val-split detections of the shared initial weights, untrained
+    (iteration 0: the noise floor), through the bundled trainer's dump: the file is one state of
+    one architecture, so any framework loading it would score the same detector."""
+    ann, images = val
+    block, layers = BLOCKS[s.depth]
+    return [python, "-m", "harness.trainer.evaluate",
+            os.path.join(detbench_trainer.CONFIG_DIR, detbench_trainer.CONFIGS[model]),
+            "--weights", weights, "--data", ann, images, "--set", "data.input_size=%dx%d" % tuple(s.input_size),
+            "--set", "model.block=%s" % block, "--set", "model.layers=%s" % layers,
+            "--set", "model.norm=frozen_bn", "--dump-only", "--detections-out", out]
+
+
 def score_argv(model: str, val_annotations: str, detections: str, python: str = sys.executable) -> List[str]:
     """The one COCOeval every framework's detections go through (detbench's own environment)."""
     iou = "bbox,segm" if model == "mask_rcnn" else "bbox"

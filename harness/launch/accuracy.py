@@ -1,6 +1,11 @@
 """Runs an accuracy scenario (`mode: accuracy`): `detbench accuracy run --scenario FILE | --resume RUN`.
 
-Each runnable cell trains once per seed (one trial). A trial's training runs in its framework's
+Each runnable cell trains once per seed (one trial) of the look asked for (`--look`: 1, the
+scenario's seeds, or a later look of its sequential plan), each seed a round of every cell in the
+order drawn from the order seed (the scenario's, else one drawn here; stored with the run). Before
+anything is stored, each model's shared weights file is scored untrained on the val split (the
+noise floor, kept in `accuracy_floor`), and a declared target at or below it is refused. A
+framework whose pinned env is not built here is NA with that reason. A trial's training runs in its framework's
 environment with a checkpoint every `eval_every` iterations; every `checkpoint PATH` line is
 stored on arrival with the training wall seconds since the process started (plus, after a
 resume, the seconds the checkpoint it went on from stood for), and every logged loss is kept.
@@ -29,13 +34,16 @@ An interrupt (SIGINT, even where the run started with it ignored, or SIGTERM) st
 program in flight too, with every process it started (its own process group: progroup.py), and says
 how to resume: at most that trial's iterations since its last checkpoint are lost.
 """
+import dataclasses
 import datetime
 import hashlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Dict, List, Sequence
 
@@ -64,8 +72,9 @@ def _python(name: str) -> str:
     return sys.executable if fw.env is None else envs.python_for(fw.env, require=False)
 
 
-def start(scenario_path: str, store, run_id: str, out=None) -> str:
-    """Plan, store and run an accuracy scenario into `store` (a results Store) as run `run_id`."""
+def start(scenario_path: str, store, run_id: str, out=None, look: int = 1) -> str:
+    """Plan, store and run an accuracy scenario into `store` (a results Store) as run `run_id`:
+    the seeds of its look `look` (1: accuracy.seeds; later: a look of its sequential plan)."""
     from harness import launch
     out = out or sys.stdout
     results_dir = str(store.root)
@@ -73,7 +82,12 @@ def start(scenario_path: str, store, run_id: str, out=None) -> str:
     if sc.mode != plan_accuracy.ACCURACY:
         raise UserError("%s: mode is %s: `detbench accuracy` runs mode: accuracy scenarios (use `detbench run`)"
                         % (scenario_path, sc.mode))
-    planned = hostcpu.exclude_unmeasurable(scenario_mod.plan(sc))
+    try:
+        seeds = plan_accuracy.look_seeds(sc.accuracy, look)
+    except ValueError as exc:
+        raise UserError("%s: --look: %s" % (scenario_path, exc)) from None
+    planned = [dataclasses.replace(p, excluded=unbuilt(p.cell.framework)) if p.excluded is None
+               and unbuilt(p.cell.framework) else p for p in hostcpu.exclude_unmeasurable(scenario_mod.plan(sc))]
     runnable = [p.cell for p in planned if p.excluded is None]
     if not runnable:
         raise UserError("%s: no cell of this scenario can be measured on this host (%s)"
@@ -83,24 +97,78 @@ def start(scenario_path: str, store, run_id: str, out=None) -> str:
                  platform=p.cell.platform, gpus=p.cell.gpus, nodes=p.cell.nodes, batch_per_gpu=sc.batch_per_gpu,
                  images_per_iteration=sc.batch_per_gpu, excluded=p.excluded) for p in planned]
     digests = input_digests(sc)
-    store.create_run(run_id, sc.name, str(scenario_path), sc.model_dump_json(), "local", host, rows, [])
+    floors = noise_floors(scenario_path, sc, sorted({c.model for c in runnable}), out)
+    seed = order_seed(sc)
+    store.create_run(run_id, sc.name, str(scenario_path), sc.model_dump_json(), "local", host, rows, [],
+                     order={"seed": seed, "drawn": sc.order.seed is None, "look": look})
     tables = store.accuracy()
     tables.add_inputs(run_id, digests)
+    for model, figures in floors.items():
+        tables.add_floor(run_id, model, figures)
     trials = []
-    for seed in sc.accuracy.seeds:
-        for cell in runnable:
-            key = trial_key(cell.key, seed)
-            folder = tables.folder(run_id, key)
-            trials.append(dict(trial_key=key, cell_key=cell.key, seed=seed, folder=folder,
-                               argv=_train_argv(sc, cell, seed, folder, None)))
+    for _, cell, s in plan_accuracy.trial_order(runnable, seeds, seed):
+        key = trial_key(cell.key, s)
+        folder = tables.folder(run_id, key)
+        trials.append(dict(trial_key=key, cell_key=cell.key, seed=s, folder=folder,
+                           argv=_train_argv(sc, cell, s, folder, None)))
     tables.add_trials(run_id, trials)
-    out.write("accuracy run %s: %d trials (%d cells x %d seeds) of %s -> %s\n"
-              % (run_id, len(trials), len(runnable), len(sc.accuracy.seeds), sc.name, results_dir))
+    out.write("accuracy run %s: %d trials (%d cells x %d seeds%s) of %s, each seed's round in the order drawn "
+              "from seed %d -> %s\n" % (run_id, len(trials), len(runnable), len(seeds),
+                                        ", look %d" % look if look > 1 else "", sc.name, seed, results_dir))
     for p in planned:
         if p.excluded:
             out.write("# NA %s: %s\n" % (p.cell.key, p.excluded))
     execute(store, run_id, sc, out)
     return run_id
+
+
+def order_seed(sc) -> int:
+    """The seed of the trials' order: the scenario's `order: {seed: N}`, else one drawn now (stored)."""
+    if sc.order.seed is not None:
+        return int(sc.order.seed)
+    return random.SystemRandom().randrange(2 ** 31)
+
+
+def unbuilt(framework: str):
+    """Why `framework` cannot train here (its pinned env is not built), or None."""
+    fw = frameworks.FRAMEWORKS.get(framework)
+    if fw is None or fw.env is None or envs.is_built(fw.env):
+        return None
+    return "its pinned env is not built here (detbench env build %s)" % framework
+
+
+def noise_floors(scenario_path: str, sc, models: List[str], out) -> Dict[str, Dict[str, float]]:
+    """{model: {metric: value}}: what each model's shared initial weights score on the val split
+    untrained, through one dump and the shared COCOeval (iteration 0). A declared target at or below
+    it is refused in one line, before anything trains: reaching it would say nothing was learned."""
+    val = plan_accuracy.split(sc.accuracy, "val")
+    floors: Dict[str, Dict[str, float]] = {}
+    for model in models:
+        weights = sc.weights.get(model)
+        if not weights:
+            continue
+        cell = scenario_mod.Cell("detbench-trainer", model, "fp32", "local", 1, 1)
+        schedule = plan_accuracy.schedule(sc, cell, 0)
+        with tempfile.TemporaryDirectory(prefix="detbench-floor-") as tmp:
+            dets = os.path.join(tmp, "detections.json")
+            try:
+                _run(recipes.floor_dump_argv(model, schedule, os.path.abspath(weights), val, dets), _env(sc),
+                     "the untrained weights' dump")
+                figures = _run(recipes.score_argv(model, val[0], dets), _env(sc), "the untrained weights' scoring")
+            except TrialFailed as exc:
+                raise UserError("%s: weights.%s: its noise floor could not be measured: %s"
+                                % (scenario_path, model, exc)) from None
+        floors[model] = {"%s_%s" % (kind, k): float(v or 0.0) for kind in ("bbox", "segm")
+                         for k, v in (figures.get(kind) or {}).items() if k in ("AP", "AP50")}
+        target = sc.accuracy.targets[model]
+        floor = floors[model].get(target.metric, 0.0)
+        out.write("# noise floor of %s (untrained weights, val split): %s %.3f\n" % (model, target.metric, floor))
+        low = [v for v in target.levels() if v <= floor]
+        if low:
+            raise UserError("%s: accuracy.targets.%s: %s %g is at or below what the untrained weights score "
+                            "on the val split (%.3f): reaching it would not show learning; set targets above it"
+                            % (scenario_path, model, target.metric, low[-1], floor))
+    return floors
 
 
 def resume(run_id: str, store, out=None, redo: Sequence[str] = ()) -> str:
@@ -217,8 +285,14 @@ def _interrupt(signum, _frame):
 
 def execute(store, run_id: str, sc, out) -> None:
     tables = store.accuracy()
-    # seed by seed, every cell within a seed: an interrupted run has whole seeds of every cell
-    pending = sorted((t for t in tables.trials(run_id) if t["status"] != "done"), key=lambda t: int(t["seed"]))
+    # in the stored order (a seed's round, shuffled within it): an interrupted run has whole seeds of
+    # every cell; a run stored before shuffled orders seed by seed
+    pending = [t for t in tables.trials(run_id) if t["status"] != "done"]
+    order = store.read_run(run_id).order
+    places = {} if order is None else plan_accuracy.trial_places(
+        [str(t["cell_key"]) for t in tables.trials(run_id)], plan_accuracy.look_seeds(sc.accuracy, order.look),
+        order.seed)
+    pending.sort(key=lambda t: places.get(str(t["trial_key"]), (int(t["seed"]), 0)))
     # SIGTERM as an interrupt, and SIGINT even where it started ignored (a script's background
     # job): either stops the trial in flight, whose checkpoints a resume goes on from
     previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}

@@ -11,7 +11,11 @@ between the two checkpoints around that crossing (the reports say "interpolated"
 between checkpoints is not measured, so the figure is the straight line's crossing, and a
 curve that never reaches the target has none. A curve already past the target at its first
 checkpoint is placed on the line from the start (0 s, AP 0), an assumption the reports name
-(`Crossing.from_start`). `spread` gives the mean and sample standard
+(`Crossing.from_start`). The declared rule says which crossing counts: `first` (the first
+checkpoint at or above the target, as runs made before the protocol read it), `stays` (the
+first after which every checkpoint stays at or above it: a blip above the target at noise
+level is no crossing) or `end` (the first crossing, counted only where the last checkpoint is
+at or above the target). `spread` gives the mean and sample standard
 deviation over seeds (the stability table).
 """
 
@@ -67,20 +71,32 @@ class Crossing:
         return self.before == 0
 
 
-def time_to_target(curve: Sequence[AccuracyPoint], metric: str, target: float) -> Optional[Crossing]:
-    """The first crossing of `target` by `metric` along `curve` (sorted by iteration), or None.
+RULES = ("first", "stays", "end")
+
+
+def time_to_target(
+    curve: Sequence[AccuracyPoint], metric: str, target: float, rule: str = "first"
+) -> Optional[Crossing]:
+    """The crossing of `target` by `metric` along `curve` (sorted by iteration) that `rule` counts
+    (RULES), or None.
 
     Before the first checkpoint the curve starts at (0 s, iteration 0, AP 0): a detector of
     random weights finds nothing, so a target reached at the first checkpoint is placed on the
     line from the start to it."""
     if not 0 < target <= 1:
         raise ValueError("a target AP lies in (0, 1], got %r" % target)
+    if rule not in RULES:
+        raise ValueError("unknown rule %r (known: %s)" % (rule, ", ".join(RULES)))
+    scored = [(p, v) for p in sorted(curve, key=lambda p: p.iteration) for v in [p.metric(metric)] if v is not None]
+    if rule == "end" and (not scored or scored[-1][1] < target):
+        return None
+    # stays: the first checkpoint of the last stretch at or above the target (none where the last is below)
+    first_of_stay = len(scored)
+    while rule == "stays" and first_of_stay > 0 and scored[first_of_stay - 1][1] >= target:
+        first_of_stay -= 1
     prev_it, prev_s, prev_v = 0, 0.0, 0.0
-    for point in sorted(curve, key=lambda p: p.iteration):
-        value = point.metric(metric)
-        if value is None:
-            continue
-        if value >= target:
+    for i, (point, value) in enumerate(scored):
+        if value >= target and (rule != "stays" or i >= first_of_stay):
             if value == prev_v:
                 share = 1.0
             else:
@@ -99,6 +115,15 @@ def time_to_target(curve: Sequence[AccuracyPoint], metric: str, target: float) -
 def best(curve: Sequence[AccuracyPoint], metric: str) -> Optional[float]:
     """The highest `metric` any checkpoint of the curve scored; None where none scored it."""
     return max((v for v in (p.metric(metric) for p in curve) if v is not None), default=None)
+
+
+def iteration_seconds(curve: Sequence[AccuracyPoint]) -> Optional[float]:
+    """Training seconds per iteration between the first and the last checkpoint (the start-up and
+    the first interval's warm-up left out); None with fewer than two checkpoints."""
+    points = sorted(curve, key=lambda p: p.iteration)
+    if len(points) < 2 or points[-1].iteration <= points[0].iteration:
+        return None
+    return (points[-1].train_seconds - points[0].train_seconds) / (points[-1].iteration - points[0].iteration)
 
 
 def final(curve: Sequence[AccuracyPoint]) -> Optional[AccuracyPoint]:

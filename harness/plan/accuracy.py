@@ -4,23 +4,29 @@ The scenario's `accuracy:` section gives what every framework shares: the genera
 set (`detbench dataset make-coco --learnable` folder: its train split is trained on, its val
 split scored), the schedule (iterations, learning rate per image, warmup, LR steps, weight
 decay, flips), the ResNet depth of the FPN backbone, `eval_every` (a checkpoint every that many
-iterations and at the end), the seeds (one trial per seed and cell: the stability table), one
-target per model, and the reference framework the speedup is taken against. The matrix's
+iterations and at the end), the seeds (one trial per seed and cell: the stability table), the
+targets per model (one value, a list, or a range with a step: the speedup profile), the rule by
+which a target counts as reached, the subject framework judged against every other with the
+speedup it claims, an optional group-sequential plan under which more seeds may join later, and
+the reference framework of the table's speedup column. All of it is declared before the run: it
+is the protocol the report's verdict is read under. The matrix's
 models each need a `weights:` file (`detbench weights make MODEL --depth D`): every framework
 starts from it. `batch_per_gpu` and `input_size` apply as in the speed mode; the speed mode's
 warmup, measure, repeats and order do not.
 """
 
+import math
 import os
+import statistics
 from typing import Any, Callable, Dict, List, Literal, Optional, Tuple
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from harness.frameworks import accuracy as recipes
 from harness.plan.strict import Strict
 
 ACCURACY = "accuracy"
-SPEED_ONLY = ("warmup", "measure", "repeats", "order")  # keys an accuracy scenario has no use for
+SPEED_ONLY = ("warmup", "measure", "repeats")  # keys an accuracy scenario has no use for
 TRAIN_ANNOTATIONS = "annotations/instances_train.json"
 TRAIN_IMAGES = "images"
 VAL_ANNOTATIONS = "annotations/instances_val.json"
@@ -29,9 +35,94 @@ MAX_ITERATIONS = 1_000_000
 MAX_SEEDS = 100
 
 
+MAX_LEVELS = 50  # target levels of one model
+SPENDINGS = ("obrien_fleming", "pocock")
+
+
 class Target(Strict):
+    """A model's targets: one `value`, a list of `values`, or a `range: [low, high]` every `step`."""
+
     metric: Literal["bbox_AP50", "bbox_AP", "segm_AP50", "segm_AP"] = "bbox_AP50"
-    value: float = Field(gt=0, le=1)
+    value: Optional[float] = Field(default=None, gt=0, le=1)
+    values: Optional[List[float]] = Field(default=None, min_length=1, max_length=MAX_LEVELS)
+    range: Optional[List[float]] = Field(default=None, min_length=2, max_length=2)
+    step: Optional[float] = Field(default=None, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "Target":
+        given = [k for k in ("value", "values", "range") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give one of value, values or range (got %s)" % (", ".join(given) or "none"))
+        if self.step is not None and self.range is None:
+            raise ValueError("step goes with range")
+        if self.range is not None:
+            low, high = self.range
+            if not 0 < low < high <= 1:
+                raise ValueError("range is [low, high] with 0 < low < high <= 1")
+            if (high - low) / (self.step or 0.05) + 1 > MAX_LEVELS:
+                raise ValueError("range over step gives more than %d levels" % MAX_LEVELS)
+        if self.values is not None:
+            if any(not 0 < v <= 1 for v in self.values):
+                raise ValueError("values lie in (0, 1]")
+            if sorted(set(self.values)) != self.values:
+                raise ValueError("values rise, each once")
+        return self
+
+    def levels(self) -> List[float]:
+        """Every declared level, lowest first."""
+        if self.value is not None:
+            return [self.value]
+        if self.values is not None:
+            return list(self.values)
+        assert self.range is not None
+        low, high = self.range
+        step = self.step or 0.05
+        n = int(math.floor((high - low) / step + 1e-9))
+        return sorted({round(low + i * step, 6) for i in range(n + 1)} | {round(high, 6)})
+
+
+def target_levels(doc: Dict[str, Any]) -> Tuple[str, List[float]]:
+    """(metric, levels) of a stored target document (either form)."""
+    t = Target.model_validate(doc)
+    return t.metric, t.levels()
+
+
+class Sequential(Strict):
+    """More seeds after the first look, declared before the run: `looks` lists each later look's
+    seeds; the overall two-sided error `alpha` is spent over the looks by `spending` (Lan-DeMets'
+    O'Brien-Fleming-like or Pocock-like function of the share of seeds seen), each look's interval
+    taken at its own share (so their sum, and the overall error, is at most `alpha`)."""
+
+    looks: List[List[int]] = Field(min_length=1, max_length=10)
+    alpha: float = Field(default=0.05, gt=0, le=0.2)
+    spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
+
+
+def spent(plan: Optional[Sequential], first: int) -> List[Tuple[int, float]]:
+    """[(seeds seen, the alpha of that look)] of a plan whose first look has `first` seeds; one
+    look at 0.05 without a plan. The looks' alphas add up to the plan's alpha."""
+    if plan is None:
+        return [(first, 0.05)]
+    sizes = [first]
+    for look in plan.looks:
+        sizes.append(sizes[-1] + len(look))
+    total = float(sizes[-1])
+    out, before = [], 0.0
+    for n in sizes:
+        now = _spending(plan.spending, plan.alpha, n / total)
+        out.append((n, now - before))
+        before = now
+    return out
+
+
+def _spending(kind: str, alpha: float, t: float) -> float:
+    """The alpha spent by information share t (0 < t <= 1); alpha itself at t = 1."""
+    if t >= 1:
+        return alpha
+    if kind == "pocock":
+        return alpha * math.log(1 + (math.e - 1) * t)
+    z = statistics.NormalDist().inv_cdf(1 - alpha / 2)
+    return 2 * (1 - statistics.NormalDist().cdf(z / math.sqrt(t)))
 
 
 class AccuracyOptions(Strict):
@@ -51,6 +142,12 @@ class AccuracyOptions(Strict):
     depth: Literal[18, 50] = 18
     seeds: List[int] = Field(default=[0], min_length=1, max_length=MAX_SEEDS)
     targets: Dict[str, Target] = {}
+    # stays: reached where the metric is at or above the target at that checkpoint and every later
+    # one; end: where the last checkpoint is at or above it (the time is the first crossing)
+    reached: Literal["stays", "end"] = "stays"
+    subject: Optional[str] = None  # the framework judged against every other (its speedup profile)
+    speedup: float = Field(default=1.2, ge=1, le=100)  # the subject's claim at every target level
+    sequential: Optional[Sequential] = None
     reference: Optional[str] = None
     workers: int = Field(default=1, ge=0, le=64)
 
@@ -134,6 +231,10 @@ def check(scenario: Any, planned: List[Any], fail: Fail) -> None:
             fail(where + ("targets", model, "metric"), "%s has no masks: a bbox metric" % model)
     if a.reference is not None and a.reference not in scenario.matrix.framework:
         fail(where + ("reference",), "framework %r is not in the matrix" % a.reference)
+    if a.subject is not None and a.subject not in scenario.matrix.framework:
+        fail(where + ("subject",), "framework %r is not in the matrix" % a.subject)
+    if a.sequential is not None:
+        check_sequential(a, fail)
     for p in planned:
         if p.excluded is not None:
             continue
@@ -153,6 +254,77 @@ def check(scenario: Any, planned: List[Any], fail: Fail) -> None:
                 "%s has no weights: file: every framework of an accuracy cell starts "
                 "from one (`detbench weights make %s --depth %d`)" % (model, model, a.depth),
             )
+
+
+def check_sequential(a: AccuracyOptions, fail: Fail) -> None:
+    """A sequential plan that cannot be met: a look's seed given twice or already among the first
+    look's, a first look too small for an interval (two seeds a side), more seeds than a run takes."""
+    plan = a.sequential
+    assert plan is not None
+    where = ("accuracy", "sequential", "looks")
+    seen = set(a.seeds)
+    for i, look in enumerate(plan.looks):
+        if not look:
+            fail(where + (i,), "a look adds one seed or more")
+        again = sorted(set(look) & seen) or sorted(v for v in set(look) if look.count(v) > 1)
+        if again:
+            fail(where + (i,), "seed %d is already in an earlier look (or accuracy.seeds)" % again[0])
+        if any(v < 0 for v in look):
+            fail(where + (i,), "seeds are whole numbers from 0")
+        seen |= set(look)
+    if len(a.seeds) < 2:
+        fail(("accuracy", "seeds"), "a sequential plan's first look needs two seeds or more (a Welch interval)")
+    if len(seen) > MAX_SEEDS:
+        fail(where, "the looks hold %d seeds; at most %d" % (len(seen), MAX_SEEDS))
+
+
+def subject_of(a: Dict[str, Any], frameworks: List[str]) -> Optional[str]:
+    """The framework a stored accuracy section judges (its `subject`, else the bundled trainer
+    where it ran), or None."""
+    named = a.get("subject")
+    if named:
+        return str(named)
+    return "detbench-trainer" if "detbench-trainer" in frameworks else None
+
+
+def declared_looks(a: Dict[str, Any]) -> Tuple[List[List[int]], Optional[Sequential]]:
+    """(every look's seeds, the first look's first; the sequential plan or None) of a stored
+    accuracy section (its document)."""
+    plan = Sequential.model_validate(a["sequential"]) if a.get("sequential") else None
+    return [list(a.get("seeds") or [0])] + [list(x) for x in (plan.looks if plan else [])], plan
+
+
+def look_seeds(a: Any, look: int) -> List[int]:
+    """The seeds of look `look` (1: accuracy.seeds; 2, 3, ...: the sequential plan's later looks) of
+    an AccuracyOptions or a stored accuracy section."""
+    looks, _ = declared_looks(a if isinstance(a, dict) else a.model_dump())
+    if not 1 <= look <= len(looks):
+        raise ValueError(
+            "look %d: the scenario declares %d look%s (accuracy.seeds%s)"
+            % (look, len(looks), "" if len(looks) == 1 else "s", " and accuracy.sequential.looks" * (len(looks) > 1))
+        )
+    return looks[look - 1]
+
+
+def trial_order(cells: List[Any], seeds: List[int], seed: int) -> List[Tuple[int, Any, int]]:
+    """(round, cell, seed) of every trial in the order they run: one round per seed, in the seeds'
+    order, each round holding every cell once in its own shuffled order drawn from the order
+    `seed` (scenario.round_orders: the speed runs' rounds)."""
+    from harness.plan.scenario import round_orders
+
+    ordered = sorted(cells, key=lambda c: c.key)
+    rounds = round_orders(ordered, len(seeds), seed)
+    return [(i + 1, cell, s) for i, (s, order) in enumerate(zip(seeds, rounds)) for cell in order]
+
+
+def trial_places(cell_keys: List[str], seeds: List[int], seed: int) -> Dict[str, Tuple[int, int]]:
+    """{trial key: (its round, its run-wide place from 1)} of the trials of these cells and seeds
+    in the order `trial_order` draws from the order `seed` (the stored run's)."""
+    from harness.frameworks.accuracy import trial_key
+    from harness.plan.scenario import Cell
+
+    cells = [Cell.from_key(k) for k in sorted(set(cell_keys))]
+    return {trial_key(cell.key, s): (r, n) for n, (r, cell, s) in enumerate(trial_order(cells, seeds, seed), 1)}
 
 
 def schedule(scenario: Any, cell: Any, seed: int) -> recipes.Schedule:
@@ -184,7 +356,7 @@ def schedule(scenario: Any, cell: Any, seed: int) -> recipes.Schedule:
 # same way from the same files. The seeds, targets and reference are each run's own: the report
 # reads every cell against the first run's target and reference.
 SHARED_KEYS = ("backend", "batch_per_gpu", "input_size", "env", "extra_args", "options", "postprocess")
-OWN_ACCURACY_KEYS = ("seeds", "targets", "reference")
+OWN_ACCURACY_KEYS = ("seeds", "targets", "reference", "reached", "subject", "speedup", "sequential")
 
 
 def recipe_differences(base: Dict[str, Any], other: Dict[str, Any]) -> List[str]:

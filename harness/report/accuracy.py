@@ -6,15 +6,20 @@ Per model, the table of NVIDIA's EfficientDet training results in our own terms:
 
 with every figure the mean over the run's seeds: the final checkpoint's bbox AP and AP50 (segm
 for Mask R-CNN beside them), the training wall time to the last checkpoint, the time to the
-model's target (interpolated linearly between the checkpoints around the first crossing;
+model's highest declared target (interpolated linearly between the checkpoints around the
+crossing its declared rule counts;
 "not reached" with the seeds that missed it, their best figure, and a lower bound on the mean
 that counts a missing seed at its whole training time) and the speedup in time to target
-against the scenario's reference framework (">=" or "<=" where one side is such a bound).
+against the scenario's reference framework of the same precision, else its fp32 (">=" or "<="
+where one side is such a bound).
 Then the stability table of the target metric over the seeds
 (`Seed 1..N | Mean | Standard deviation`), and, in HTML, the AP-vs-time and loss-vs-iteration
-curves per framework. Every table and figure carries its scope: CPU kind, input size,
-precision, batch, threads. Published accuracy, time-to-train and stability tables (NVIDIA's,
-by default) follow, printed as published and not compared.
+curves per framework. Under the protocol the run declared (`Protocol`; a run stored before it is
+labelled exploratory), the report leads with the overall verdict (harness.report.accuracy_verdict)
+and adds, per model, the speedup profile over the declared target levels. Every table and figure
+carries its scope: CPU kind, input size, precision, batch, threads. Published accuracy,
+time-to-train and stability tables (NVIDIA's, by default) follow, printed as published and not
+compared.
 """
 
 import os
@@ -24,6 +29,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from harness.measure import accuracy as acc
 from harness.measure import welch
+from harness.plan import accuracy as plan_accuracy
 from harness.report import measured
 from harness.vocab import catalog
 
@@ -88,12 +94,14 @@ class Series:
 class ModelBlock:
     model: str
     metric: str
-    target: float
+    target: float  # the main table's target: the highest declared level
     reference: Optional[str]
     series: List[Series]
     seeds: List[int]
     # the run's own (metric, value) where the report was asked for another target (--target)
     scenario_target: Optional[Tuple[str, float]] = None
+    levels: List[float] = field(default_factory=list)  # every declared target level, lowest first
+    rule: str = "first"  # which crossing counts (measure.accuracy.RULES): "first" for runs before the protocol
     # series that came from another accuracy run of the same recipe and machine (join): (that run's
     # id, framework, precision, and the seeds it added to a series of this run, () for a whole series)
     joined: List[Tuple[str, str, str, Tuple[int, ...]]] = field(default_factory=list)
@@ -110,6 +118,12 @@ class AccuracyReport:
     published: Tuple[Any, ...] = ()
     published_source: str = ""
     joined: Tuple[str, ...] = ()  # the ids of the runs whose cells joined this one's (join)
+    # the protocol the run declared before it ran: None for a run stored before it (exploratory)
+    protocol: Optional["Protocol"] = None
+    floors: Dict[str, Dict[str, float]] = field(default_factory=dict)  # model -> metric -> untrained score
+    exploratory: List[str] = field(default_factory=list)  # why some of what is shown is outside the protocol
+    place: Optional[str] = None  # the place check's line (the trials' order within each seed's round)
+    verdict: Optional[Any] = None  # harness.report.accuracy_verdict.Verdict, read under the protocol
 
     def title(self) -> str:
         return "%s (run %s%s)" % (
@@ -117,6 +131,19 @@ class AccuracyReport:
             self.run_id,
             "".join(", with run %s" % other for other in self.joined),
         )
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """What an accuracy run declared before it ran (its stored scenario and order)."""
+
+    subject: Optional[str]  # the framework judged against every other
+    speedup: float  # its claim at every target level
+    rule: str  # which crossing counts: stays or end
+    order_seed: int  # the seed each seed round's order was drawn from
+    look: int  # the look of the sequential plan this run trained (1: accuracy.seeds)
+    looks: Tuple[Tuple[int, ...], ...]  # every look's seeds, the first look's first
+    alphas: Tuple[float, ...]  # each look's share of the overall two-sided error
 
 
 PUBLISHED_NOTE = (
@@ -206,8 +233,10 @@ def from_records(
     by_cell: Dict[Tuple[str, str], Series] = {}
     for trial in trials:
         fw, model, precision = str(trial["cell_key"]).split("/")[:3]
-        target = (a.get("targets") or {}).get(model) or {"metric": "bbox_AP50", "value": 0.5}
-        own = (str(target["metric"]), float(target["value"]))
+        declared, levels = plan_accuracy.target_levels(
+            (a.get("targets") or {}).get(model) or {"metric": "bbox_AP50", "value": 0.5}
+        )
+        own = (declared, levels[-1])
         metric, value = (targets or {}).get(model, own)
         block = blocks.setdefault(
             model,
@@ -217,8 +246,11 @@ def from_records(
                 float(value),
                 a.get("reference"),
                 [],
-                list(a.get("seeds") or []),
+                # the seeds this run trained (a later look of a sequential plan trains its own)
+                sorted({int(t["seed"]) for t in trials}),
                 own if (metric, float(value)) != own else None,
+                levels if (metric, float(value)) == own else [float(value)],
+                str(a.get("reached") or "first"),
             ),
         )
         s = by_cell.get((model, trial["cell_key"]))
@@ -309,12 +341,16 @@ class Row:
     from_start: int = 0  # seeds that reached the target by their first checkpoint (Crossing.from_start)
 
 
-def rows(block: ModelBlock) -> List[Row]:
+def rows(block: ModelBlock, target: Optional[float] = None, seeds: Optional[Set[int]] = None) -> List[Row]:
+    """The main table's rows at `target` (default the block's), over `seeds` (default every seed)."""
     out = []
+    level = block.target if target is None else target
     for s in block.series:
+        if seeds is not None:
+            s = Series(s.framework, s.precision, s.batch, {k: v for k, v in s.curves.items() if k in seeds})
         finals = s.finals()
         curves = [c for c in s.curves.values() if c]
-        crossings = [acc.time_to_target(c, block.metric, block.target) for c in curves]
+        crossings = [acc.time_to_target(c, block.metric, level, block.rule) for c in curves]
         # per seed its crossing's time or, where it never reaches the target, its training time to
         # its last checkpoint: a lower bound on the time it would take (censored, as survival data is)
         bounds = [
@@ -342,8 +378,8 @@ def rows(block: ModelBlock) -> List[Row]:
                 from_start=sum(1 for x in crossings if x is not None and x.from_start),
             )
         )
-    ref = reference_row(block, out)
     for r in out:
+        ref = reference_row(block, out, r.precision)
         if ref is None:
             continue
         if ref.time_to_target and r.time_to_target:
@@ -425,22 +461,25 @@ def stability_table(block: ModelBlock) -> Tuple[List[str], List[List[str]]]:
     return head, body
 
 
-def reference_row(block: ModelBlock, table: List[Row]) -> Optional[Row]:
-    """The row speedups are taken against: the reference framework's fp32 row, else its first."""
+def reference_row(block: ModelBlock, table: List[Row], precision: str = "fp32") -> Optional[Row]:
+    """The row a row of `precision` takes its speedup against: the reference framework's row of that
+    precision where it ran it, else its fp32 row, else its first."""
     named = [r for r in table if r.framework == block.reference]
-    return next((r for r in named if r.precision == "fp32"), None) or next(iter(named), None)
+    return (
+        next((r for r in named if r.precision == precision), None)
+        or next((r for r in named if r.precision == "fp32"), None)
+        or next(iter(named), None)
+    )
 
 
 def speedup_bounds(block: ModelBlock) -> List[str]:
     """Per row but the reference's own, where both it and the reference reached the target in two
     seeds or more (every seed): its speedup as welch.ratio of the reference's times to this one's."""
     table = rows(block)
-    ref = reference_row(block, table)
-    if ref is None or ref.time_to_target is None:
-        return []
     out = []
     for r in table:
-        if r is ref or r.time_to_target is None:
+        ref = reference_row(block, table, r.precision)
+        if ref is None or ref.time_to_target is None or r is ref or r.time_to_target is None:
             continue
         x = welch.ratio(ref.time_to_target.values, r.time_to_target.values)
         if x is not None:
@@ -451,14 +490,30 @@ def speedup_bounds(block: ModelBlock) -> List[str]:
     return out
 
 
+RULE_WORDS = {
+    "first": "that reaches it first (no rule was declared)",
+    "stays": "after which the metric stays at or above it at every later checkpoint",
+    "end": "that reaches it first, counted where the last checkpoint is at or above it",
+}
+
+
 def notes(block: ModelBlock) -> List[str]:
     ref = block.reference or "none named"
     out = [
-        "Target: %s >= %g. Time to target is interpolated linearly between the two checkpoints around the "
-        "first crossing (the AP between checkpoints is not measured); time to train runs to the last "
+        "Target: %s >= %g%s. Time to target is interpolated linearly between the two checkpoints around the "
+        "crossing %s (the AP between checkpoints is not measured); time to train runs to the last "
         "checkpoint; both are training wall time, evaluation excluded; mean +- sample standard deviation "
-        "over seeds. Speedup: reference framework's time to target / this one's (reference: %s)."
-        % (block.metric, block.target, ref)
+        "over seeds. Speedup: reference framework's time to target / this one's, of the same precision where "
+        "it ran it, else its fp32 (reference: %s)."
+        % (
+            block.metric,
+            block.target,
+            ""
+            if len(block.levels) < 2
+            else " (the highest of the declared levels %s)" % ", ".join("%g" % v for v in block.levels),
+            RULE_WORDS.get(block.rule, block.rule),
+            ref,
+        )
     ]
     if block.scenario_target:
         out.append("The target was given at report time; the run's scenario set %s >= %g." % block.scenario_target)
@@ -651,17 +706,82 @@ def _title(model: str) -> str:
     return str(catalog.MODELS.get(model) or model)
 
 
+def protocol_line(report: AccuracyReport) -> str:
+    """What the run declared before it ran, or that it declared nothing."""
+    p = report.protocol
+    if p is None:
+        return (
+            "No declared protocol: exploratory. The run predates it (its trials ran in a fixed order, its "
+            "targets and reached rule were not declared under it, no noise floor was measured); its figures "
+            "are shown, its checks are no verdict."
+        )
+    looks = "; ".join(
+        "look %d: seeds %s (alpha %.4f)" % (i + 1, ",".join(map(str, seeds)), alpha)
+        for i, (seeds, alpha) in enumerate(zip(p.looks, p.alphas))
+    )
+    return (
+        "Protocol declared before the run: subject %s, claim %.2fx at every target level; a level counts as "
+        "reached %s; %s; each seed's round ran in the order drawn from seed %d%s."
+        % (
+            p.subject or "none",
+            p.speedup,
+            "where the metric stays at or above it at every later checkpoint"
+            if p.rule == "stays"
+            else "where the last checkpoint is at or above it",
+            looks,
+            p.order_seed,
+            "" if p.look == 1 else " (this run trained look %d)" % p.look,
+        )
+    )
+
+
+def profile_sections(report: AccuracyReport, block: ModelBlock) -> List[Tuple[str, Tuple[List[str], List[List[str]]]]]:
+    """The speedup profile of the block's subject, where it has a rival."""
+    from harness.report import accuracy_verdict
+
+    subject = (report.protocol.subject if report.protocol else None) or "detbench-trainer"
+    if not accuracy_verdict.pairs(block, subject):
+        return []
+    return [
+        (
+            "%s: speedup profile of %s over each rival (their time / its time; Welch 95%%)"
+            % (_title(block.model), subject),
+            accuracy_verdict.profile(block, subject),
+        )
+    ]
+
+
+def floor_note(report: AccuracyReport, block: ModelBlock) -> List[str]:
+    figures = report.floors.get(block.model)
+    if not figures:
+        return ["Noise floor: not measured for this run (an untrained detector is taken to score 0)."]
+    return [
+        "Noise floor: the untrained shared weights score %s on the val split (iteration 0, the shared "
+        "COCOeval); a target at or below it was refused, and a model no framework ends above it is not judged."
+        % ", ".join("%s %.3f" % (k, v) for k, v in sorted(figures.items()))
+    ]
+
+
 def render_markdown(report: AccuracyReport) -> str:
-    lines = ["# Time to accuracy: %s" % report.title(), "", "Scope: %s" % report.scope, ""]
+    from harness.report import accuracy_verdict
+
+    lines = ["# Time to accuracy: %s" % report.title(), ""]
+    if report.verdict is not None:
+        lines += ["**Time to accuracy: %s**" % report.verdict.headline(), ""]
+    lines += ["Scope: %s" % report.scope, "", protocol_line(report), ""]
     for block in report.models:
-        for title, (head, body) in (
+        sections = [
             ("%s: time to %s %g" % (_title(block.model), block.metric, block.target), main_table(block)),
             ("%s: stability of final %s over seeds" % (_title(block.model), block.metric), stability_table(block)),
-        ):
+        ] + profile_sections(report, block)
+        for title, (head, body) in sections:
             lines += ["## " + title, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in body]
             lines.append("")
-        lines += ["- " + n for n in notes(block)] + [""]
+        lines += ["- " + n for n in notes(block) + floor_note(report, block)] + [""]
+    lines += ["- " + n for n in ([report.place] if report.place else []) + report.exploratory]
+    if report.verdict is not None:
+        lines += ["", "## Verdict", ""] + accuracy_verdict.lines(report.verdict) + [""]
     if report.published:
         from harness.report.markdown import grid_text
 
@@ -751,7 +871,9 @@ _PAGE = """<!DOCTYPE html>
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child{text-align:left}
 .scope{color:#555}img{max-width:100%;height:auto}</style></head><body>
 <h1>Time to accuracy: {{ r.title() }}</h1>
+{% if headline %}<p><strong>Time to accuracy: {{ headline }}</strong></p>{% endif %}
 <p class="scope">Scope: {{ r.scope }}</p>
+<p>{{ protocol }}</p>
 {% for b in blocks %}
 <h2>{{ b.title }}</h2>
 {% for t in b.tables %}<h3>{{ t.title }}</h3><p class="scope">{{ r.scope }}</p>
@@ -761,6 +883,8 @@ td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child{text
 <ul>{% for n in b.notes %}<li>{{ n }}</li>{% endfor %}</ul>
 {% for img in b.images %}<p><img alt="{{ img.alt }}" src="{{ img.src }}"></p>{% endfor %}
 {% endfor %}
+<ul>{% for n in tail %}<li>{{ n }}</li>{% endfor %}</ul>
+{% if checks %}<h2>Verdict</h2><ul>{% for n in checks %}<li>{{ n }}</li>{% endfor %}</ul>{% endif %}
 {% if r.published %}<h2>Published: {{ r.published_source }}</h2><p>{{ published_note }}</p>
 {% for title, head, body, gnotes in r.published %}<h3>{{ title }}</h3>
 <table><tr>{% for h in head %}<th>{{ h }}</th>{% endfor %}</tr>
@@ -789,16 +913,30 @@ def render_html(report: AccuracyReport, figures: bool = True) -> str:
         blocks.append(
             {
                 "title": _title(block.model),
-                "notes": notes(block),
+                "notes": notes(block) + floor_note(report, block),
                 "images": images,
                 "tables": [
                     {"title": "Time to %s %g" % (block.metric, block.target), "head": head, "body": body},
                     {"title": "Stability of final %s over seeds" % block.metric, "head": shead, "body": sbody},
-                ],
+                ]
+                + [{"title": t, "head": h, "body": b} for t, (h, b) in profile_sections(report, block)],
             }
         )
+    from harness.report import accuracy_verdict
+
+    verdict = report.verdict
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-    return str(env.from_string(_PAGE).render(r=report, blocks=blocks, published_note=PUBLISHED_NOTE))
+    return str(
+        env.from_string(_PAGE).render(
+            r=report,
+            blocks=blocks,
+            published_note=PUBLISHED_NOTE,
+            headline=verdict.headline() if verdict else "",
+            protocol=protocol_line(report),
+            tail=([report.place] if report.place else []) + report.exploratory,
+            checks=[x[2:] for x in accuracy_verdict.lines(verdict) if x.startswith("- ")] if verdict else [],
+        )
+    )
 
 
 def by_cell(block: Optional[ModelBlock]) -> Dict[str, List[List[acc.AccuracyPoint]]]:

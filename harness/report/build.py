@@ -13,6 +13,7 @@ from harness.results.store import DB_NAME, Store
 from harness.vocab import catalog
 from harness.plan import platforms
 from harness.report import accuracy as accuracy_mod
+from harness.report import accuracy_verdict
 from harness.report import inference, measured, rows as store_rows, scaling
 from harness.report import published as published_mod
 from harness.report.model import TRIAL_COLUMNS, Failure, Report, Run, Table, Trace
@@ -231,11 +232,31 @@ def accuracy(
         run_id = ids[-1]
     run = store.read_run(run_id)
     report = _accuracy_of(store, run, targets)
+    report.protocol = _protocol(run)
+    report.floors = tables.floors(run.id)
+    report.place = _place_line(store, run)
+    if targets:
+        report.exploratory.append(
+            "targets given at report time (%s), not declared before the run"
+            % ", ".join("%s=%s:%g" % (m, metric, v) for m, (metric, v) in sorted(targets.items()))
+        )
     own = {b.model: (b.metric, b.target) for b in report.models}
+    planned: List[Tuple[Any, List[Any], Optional[str]]] = []
+    outside: List[Tuple[Any, List[Any], Optional[str]]] = []
     for other_id in joined:
         other = store.read_run(other_id)
         trials = list(tables.trials(other.id))
         _joinable(run, other, trials, (tables.inputs(run.id), tables.inputs(other.id)))
+        why = _outside_plan(run, other, trials, 2 + len(planned), tables.trials(run.id))
+        (outside if why else planned).append((other, trials, why))
+    for n, (other, trials, why) in enumerate(planned + outside):
+        if n == len(planned):  # the verdict reads the protocol's looks alone
+            report.verdict = accuracy_verdict.judge(report)
+        if why:
+            report.exploratory.append(
+                "run %s joined outside the declared plan (%s): its seeds are in the tables, "
+                "not in the verdict" % (other.id, why)
+            )
         theirs = {str(t["cell_key"]).split("/")[1] for t in trials}
         try:
             accuracy_mod.join(
@@ -246,6 +267,8 @@ def accuracy(
             )
         except ValueError as exc:
             raise UserError("--with %s: %s" % (other.id, exc)) from None
+    if report.verdict is None:
+        report.verdict = accuracy_verdict.judge(report)
     if pub is not None:
         report.published = tuple(published_mod.grids(pub, kind="accuracy"))
         report.published_source = pub.source
@@ -279,6 +302,94 @@ def _accuracy_of(
         tables.redos(run_id),
         tables.codes(run_id),
     )
+
+
+def _protocol(run: Any) -> Optional["accuracy_mod.Protocol"]:
+    """The protocol accuracy run `run` declared (its stored scenario and order), None for a run
+    stored before accuracy runs kept their order (they predate the protocol)."""
+    from harness.plan import accuracy as plan_accuracy
+
+    if run.order is None:
+        return None
+    doc = run.scenario.document
+    a = doc.get("accuracy") or {}
+    looks, plan = plan_accuracy.declared_looks(a)
+    frameworks = list((doc.get("matrix") or {}).get("framework") or [])
+    return accuracy_mod.Protocol(
+        plan_accuracy.subject_of(a, frameworks),
+        float(a.get("speedup") or 1.2),
+        str(a.get("reached") or "stays"),
+        run.order.seed,
+        run.order.look,
+        tuple(tuple(x) for x in looks),
+        tuple(alpha for _, alpha in plan_accuracy.spent(plan, len(looks[0]))),
+    )
+
+
+def _outside_plan(run: Any, other: Any, trials: Sequence[Any], look: int, own: Sequence[Any]) -> Optional[str]:
+    """Why `other` (a joinable accuracy run, its trials `trials`) is not look `look` of the
+    sequential plan `run` declared before it ran; None where it is."""
+    from harness.plan import accuracy as plan_accuracy
+
+    if run.order is None:
+        return "run %s predates the protocol" % run.id
+    a = run.scenario.document.get("accuracy") or {}
+    if not a.get("sequential"):
+        return "run %s declared no sequential plan" % run.id
+    if other.order is None or other.order.look == 1:
+        return "it is no look of the plan"
+    b = run.scenario.document.get("accuracy") or {}
+    c = other.scenario.document.get("accuracy") or {}
+    if any(b.get(k) != c.get(k) for k in ("seeds", "sequential", "targets", "reached")):
+        return "its scenario declares another protocol"
+    if other.order.look != look:
+        return "it trained look %d where look %d comes next" % (other.order.look, look)
+    seeds = {int(t["seed"]) for t in trials}
+    if seeds != set(plan_accuracy.look_seeds(a, look)):
+        return "its seeds are not look %d's" % look
+    cells = {str(t["cell_key"]) for t in trials}
+    if cells != {str(t["cell_key"]) for t in own}:
+        return "it trained other cells than run %s" % run.id
+    return None
+
+
+def _place_line(store: Store, run: Any) -> Optional[str]:
+    """The place check of an accuracy run's trials in their stored order (each seed's round
+    shuffled), as speed runs get: each finished trial's images/s over its whole training."""
+    from harness.measure import flags, place
+    from harness.plan import accuracy as plan_accuracy
+
+    if run.order is None:
+        return None
+    tables = store.accuracy()
+    trials = tables.trials(run.id)
+    doc = run.scenario.document
+    seeds = plan_accuracy.look_seeds(doc.get("accuracy") or {}, run.order.look)
+    places = plan_accuracy.trial_places([str(t["cell_key"]) for t in trials], seeds, run.order.seed)
+    rows = []
+    for t in trials:
+        key = str(t["trial_key"])
+        curve = tables.curve(run.id, key)
+        last = curve[-1] if curve and t["status"] == "done" else None
+        rnd, seq = places.get(key, (0, 0))
+        rows.append(
+            dict(
+                cell_key=str(t["cell_key"]),
+                repeat=rnd,
+                seq=seq,
+                status=str(t["status"]),
+                throughput=last.iteration * int(doc.get("batch_per_gpu") or 1) / last.train_seconds if last else None,
+            )
+        )
+    check = place.check(rows, run.order.seed)
+    if check is None:
+        return "Place in the round, run %s (order seed %d): not checked: %d seed rounds, the check needs %d." % (
+            run.id,
+            run.order.seed,
+            len(seeds),
+            flags.PLACE_ROUNDS,
+        )
+    return measured.place_line(run.id, run.order, check)
 
 
 def _joinable(run: Any, other: Any, trials: Sequence[Any], inputs: Tuple[Dict[str, str], Dict[str, str]]) -> None:

@@ -6,7 +6,7 @@ can be committed beside the code (as `detbench baseline save` does for speed run
 later `accuracy report` or `compare`, and carried to a fresh results folder on the same machine
 to go on with `accuracy run --resume`. It holds the run's row and cells and every accuracy table's
 rows of the run: each finished trial's curve, losses, load, resumes, settings and code, and the
-digests of the run's inputs (a resume checks the weights and data made again against them). A trial
+digests of the run's inputs and its noise floors (a resume checks the weights and data made again against them). A trial
 not finished when saved is written as pending with nothing of its partial training: its
 checkpoint files stay behind, so after a load it trains again from the start, in a folder of
 the store it was loaded into. Checkpoint and log files are never in the file.
@@ -38,8 +38,8 @@ from harness.results.accuracy_store import PER_TRAINING
 FORMAT = "detbench-accuracy-run"
 VERSION = 1
 # every table of the accuracy tables with rows of a run; the trials first (a load checks the rest against them)
-TABLES = ("accuracy_trials",) + PER_TRAINING + ("accuracy_redos", "accuracy_inputs")
-PER_RUN = ("accuracy_inputs",)  # rows of the run as a whole, of no trial
+TABLES = ("accuracy_trials",) + PER_TRAINING + ("accuracy_redos", "accuracy_inputs", "accuracy_floor")
+PER_RUN = ("accuracy_inputs", "accuracy_floor")  # rows of the run as a whole, of no trial
 FINISHED = ("done", "failed")
 RUN_FOLDER = "{run}/"  # in a saved file, the folder that held the run's results folder
 

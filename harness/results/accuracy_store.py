@@ -18,7 +18,9 @@
 - `accuracy_redos`, one row per time a trial was trained again from the start (`--redo`): when,
   the folder its earlier files were moved to, and that training's last scored checkpoint;
 - `accuracy_inputs`, one row per input file or folder of a run (the shared weights, the data's
-  splits): its path and the SHA-256 of its content when the run started.
+  splits): its path and the SHA-256 of its content when the run started;
+- `accuracy_floor`, one row per model of a run: what its shared initial weights, untrained,
+  score on the val split (the noise floor no target may sit at or below).
 
 A checkpoint's row is written when its line arrives, before it is scored, so an interrupted run
 knows how much training time the checkpoint it resumes from stands for.
@@ -60,6 +62,8 @@ CREATE TABLE IF NOT EXISTS accuracy_redos (
     previous_json TEXT NOT NULL, PRIMARY KEY (run_id, trial_key, redone_at));
 CREATE TABLE IF NOT EXISTS accuracy_inputs (
     run_id TEXT NOT NULL, path TEXT NOT NULL, sha256 TEXT NOT NULL, PRIMARY KEY (run_id, path));
+CREATE TABLE IF NOT EXISTS accuracy_floor (
+    run_id TEXT NOT NULL, model TEXT NOT NULL, figures_json TEXT NOT NULL, PRIMARY KEY (run_id, model));
 CREATE TABLE IF NOT EXISTS accuracy_settings (
     run_id TEXT NOT NULL, trial_key TEXT NOT NULL, settings_json TEXT NOT NULL, implementation_json TEXT NOT NULL,
     PRIMARY KEY (run_id, trial_key));
@@ -274,6 +278,19 @@ class AccuracyTables:
         """{path: sha256} of the run's inputs ({} for a run stored before they were recorded)."""
         rows = self.store.db.execute("SELECT path, sha256 FROM accuracy_inputs WHERE run_id=?", (run_id,))
         return {str(r[0]): str(r[1]) for r in rows.fetchall()}
+
+    def add_floor(self, run_id: str, model: str, figures: Dict[str, float]) -> None:
+        """What the untrained shared weights of `model` score ({metric: value}), measured at the run's start."""
+        with self.store.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO accuracy_floor VALUES (?, ?, ?)",
+                (run_id, model, json.dumps(figures, sort_keys=True)),
+            )
+
+    def floors(self, run_id: str) -> Dict[str, Dict[str, float]]:
+        """{model: {metric: value}} of the run's noise floors ({} for a run stored before they were measured)."""
+        rows = self.store.db.execute("SELECT model, figures_json FROM accuracy_floor WHERE run_id=?", (run_id,))
+        return {str(r[0]): json.loads(r[1]) for r in rows.fetchall()}
 
     def add_settings(self, run_id: str, key: str, settings: Dict[str, Any], implementation: Dict[str, str]) -> None:
         """The settings a trial's training program logged (its DETBENCH_SETTINGS line, read from its

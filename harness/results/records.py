@@ -171,13 +171,14 @@ class StoredOrder:
 
     seed: int
     drawn: bool = False
+    look: int = 1  # an accuracy run: the look of its scenario's sequential plan whose seeds it trained
 
 
 def order(text: Any) -> Optional[StoredOrder]:
     doc = _mapping(text)
     if doc is None or _integer(doc.get("seed")) is None:
         return None
-    return StoredOrder(seed=doc["seed"], drawn=doc.get("drawn") is True)
+    return StoredOrder(seed=doc["seed"], drawn=doc.get("drawn") is True, look=_integer(doc.get("look")) or 1)
 
 
 # ------------------------------------------------------------------ runs, cells, trials, iterations

@@ -89,3 +89,36 @@ def test_thin_keeps_the_last_loss():
     losses = [LossPoint(i, float(i)) for i in range(1, 1001)]
     kept = thin(losses, keep=100)
     assert len(kept) <= 101 and kept[-1] == losses[-1] and kept[0] == losses[0]
+
+
+# the quick run's trainer curve of the issue: one checkpoint above the target at noise level
+BLIP = ((50, 25.0, 0.000), (100, 50.0, 0.058), (150, 75.0, 0.000), (200, 100.0, 0.000))
+
+
+def test_under_the_stays_rule_a_blip_above_the_target_is_no_crossing():
+    c = curve(*BLIP)
+    assert time_to_target(c, "bbox_AP50", 0.05) is not None          # the first-crossing reading counted it
+    assert time_to_target(c, "bbox_AP50", 0.05, "stays") is None
+    assert time_to_target(c, "bbox_AP50", 0.05, "end") is None
+
+
+def test_under_the_stays_rule_the_crossing_is_the_one_after_which_the_curve_stays_above():
+    c = curve((100, 10.0, 0.6), (200, 20.0, 0.4), (300, 30.0, 0.8), (400, 40.0, 0.7))
+    hit = time_to_target(c, "bbox_AP50", 0.5, "stays")
+    assert (hit.before, hit.after) == (200, 300)
+    assert hit.seconds == pytest.approx(20.0 + 10.0 * 0.1 / 0.4)
+    # the end rule counts the curve (its last checkpoint is above) at its first crossing
+    assert time_to_target(c, "bbox_AP50", 0.5, "end").seconds == pytest.approx(10.0 * 0.5 / 0.6)
+    # a curve that ends below the target has reached it under neither
+    dips = c + curve((500, 50.0, 0.45))
+    assert time_to_target(dips, "bbox_AP50", 0.5, "stays") is None
+    assert time_to_target(dips, "bbox_AP50", 0.5, "end") is None
+    with pytest.raises(ValueError, match="unknown rule 'never'"):
+        time_to_target(c, "bbox_AP50", 0.5, "never")
+
+
+def test_time_per_iteration_leaves_out_the_start_up_before_the_first_checkpoint():
+    from harness.measure.accuracy import iteration_seconds
+
+    assert iteration_seconds(curve((100, 30.0, 0.1), (300, 50.0, 0.5))) == pytest.approx(0.1)
+    assert iteration_seconds(curve((100, 30.0, 0.1))) is None

@@ -146,19 +146,15 @@ def test_a_time_read_off_the_start_line_is_not_judged(tmp_path):
     assert "limit" not in text
 
 
-def test_from_judges_a_finished_run_against_the_benchmark_s_targets(tmp_path, monkeypatch):
-    fill(tmp_path)
+def test_from_judges_a_finished_run_against_its_own_declared_targets_as_exploratory_before_the_protocol(tmp_path):
+    fill(tmp_path)     # a run stored without its order: it predates the protocol
     out = io.StringIO()
     assert tta.judge_finished(str(tmp_path), "r1", out) == 1
     text = out.getvalue()
     assert PARITY in text
-    assert "given at report time" not in text          # the benchmark's target is the run's own
-    monkeypatch.setitem(tta.TARGETS, "retinanet", ("bbox_AP", 0.3))
-    out = io.StringIO()
-    tta.judge_finished(str(tmp_path), "r1", out)
-    text = out.getvalue()
-    assert "The target was given at report time; the run's scenario set bbox_AP50 >= 0.5." in text
-    assert "retinanet vs torchvision: time to target 21.2 s vs" in text
+    assert "given at report time" not in text          # the run's own target
+    assert ("time to accuracy: exploratory, no verdict (no declared protocol: the run predates it): the checks "
+            "read FAIL (retinanet fp32 vs torchvision fp32: time to bbox_AP50 0.5; ") in text
 
 
 def test_a_seed_that_trained_on_a_shared_machine_is_not_judged_on_time(tmp_path):
@@ -207,7 +203,7 @@ def test_an_interrupted_benchmark_keeps_its_run_and_says_how_to_go_on(tmp_path, 
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(tta, "train_and_judge", interrupted)
-    assert tta.main(["--quick", "--frameworks", "detbench-trainer"]) == 130
+    assert tta.main(["--quick"]) == 130
     [work] = seen
     assert work.startswith(str(tmp_path)) and __import__("os").path.isdir(work)     # not removed
     said = capsys.readouterr().out
@@ -222,10 +218,10 @@ def test_a_finished_benchmark_without_a_work_folder_removes_its_temporary_one(tm
     seen = []
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(tta, "train_and_judge", lambda args, work, *rest: seen.append(work) or 0)
-    assert tta.main(["--quick", "--frameworks", "detbench-trainer"]) == 0
+    assert tta.main(["--quick"]) == 0
     assert seen and not os.path.exists(seen[0])
     kept = tmp_path / "kept"
-    assert tta.main(["--quick", "--frameworks", "detbench-trainer", "--work", str(kept)]) == 0
+    assert tta.main(["--quick", "--work", str(kept)]) == 0
     assert seen[1] == str(kept)
 
 
@@ -276,11 +272,18 @@ def stored_run(tmp_path, monkeypatch, frameworks="detbench-trainer,torchvision")
         (data / "annotations" / ("instances_%s.json" % split)).write_text("{}")
     (data / "images").mkdir()
     (data / "images_val").mkdir()
-    args = tta.parse_args(["--threads", "2", "--frameworks", frameworks])
-    settings = dict(tta.FULL, seeds=[0, 1, 2])
+    # the declared scenario as it is, but its frameworks and where its inputs lie
+    text = open(tta.os.path.join(tta.SCENARIOS, "accuracy-mask_rcnn.yaml"), encoding="utf-8").read()
+    text = text.replace("data/shapes128", str(data)).replace("data/weights/mask_rcnn-r18.pt", str(tmp_path / "w.pt"))
+    text = text.replace("[detbench-trainer, torchvision, mmdetection, detectron2]", "[%s]" % frameworks)
+    for name, line in (("torchvision", "  reference: torchvision\n"),
+                       ("detbench-trainer", "  subject: detbench-trainer\n")):
+        text = text if name in frameworks.split(",") else text.replace(line, "")
+    text = "\n".join(x for x in text.splitlines() if not any(
+        "framework: %s," % n in x for n in ("mmdetection", "detectron2") if n not in frameworks.split(","))) + "\n"
+    text = text.replace("exclude:\norder", "exclude: []\norder")
     path = tmp_path / "scenario.yaml"
-    tta.write_scenario(str(path), frameworks.split(","), ["mask_rcnn"], settings, args, str(data),
-                       {"mask_rcnn": str(tmp_path / "w.pt")}, None)
+    path.write_text(text, encoding="utf-8")
     sc = launch.load_scenario(str(path))
     store = Store(tmp_path / "results")
     store.create_run("r1", sc.name, str(path), sc.model_dump_json(), "local", {}, [], [])
@@ -299,11 +302,11 @@ def test_the_bf16_scenario_of_a_stored_run_loads_with_only_the_trainer_s_bf16_ce
     path = tmp_path / "bf16.yaml"
     tta.bf16_scenario(store.read_run("r1"), str(path))
     sc = launch.load_scenario(str(path))
-    assert sc.name == "time-to-accuracy-bf16-of-r1"
+    assert sc.name == "time-to-accuracy-mask_rcnn-bf16-of-r1"
     assert [p.cell.key for p in scenario_mod.plan(sc) if p.excluded is None] == [
         "detbench-trainer/mask_rcnn/bf16/local/1/1"]
     second = json.loads(sc.model_dump_json())
-    assert second["accuracy"]["seeds"] == [0, 1, 2] and second["accuracy"]["reference"] is None
+    assert second["accuracy"]["seeds"] == [0, 1, 2, 3, 4] and second["accuracy"]["reference"] is None
     assert plan_accuracy.recipe_differences(first, second) == []
 
 
@@ -326,13 +329,3 @@ def test_add_bf16_is_refused_in_one_line_without_bf16_kernels_or_without_the_tra
     assert capsys.readouterr().err == ("time_to_accuracy: run r1 has the bundled trainer's bf16 cells already: "
                                        "judge it with --from alone\n")
     assert not (tmp_path / "scenario-bf16-of-r1.yaml").exists()
-
-
-def test_a_shorter_schedule_keeps_the_full_one_s_shape():
-    # 1000 iterations with the rate's step at 800: at 500 the step comes at 400, not never
-    short = tta.reshaped(tta.FULL, 500)
-    assert (short["iterations"], short["lr_steps"]) == (500, [400])
-    assert (short["warmup_iters"], short["eval_every"]) == (100, 125)
-    tiny = tta.reshaped(tta.QUICK, 8)
-    assert (tiny["lr_steps"], tiny["warmup_iters"], tiny["eval_every"]) == ([], 4, 2)
-    assert tta.reshaped(dict(tta.FULL, lr_steps=[800, 999]), 1)["lr_steps"] == []

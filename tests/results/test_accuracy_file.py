@@ -153,3 +153,15 @@ def test_save_and_load_on_the_command_line(tmp_path):
     assert bad.exit_code != 0
     assert "bad.json: not JSON" in bad.output
     assert not (tmp_path / "c").exists()
+
+
+def test_a_run_saved_under_its_protocol_loads_with_its_order_and_noise_floor(tmp_path):
+    from tests.report.test_accuracy_protocol_report import protocol_run
+
+    store = protocol_run(tmp_path / "a" / "results")
+    store.accuracy().add_floor("r1", "retinanet", {"bbox_AP": 0.0, "bbox_AP50": 0.02})
+    accuracy_file.save(store, "r1", str(tmp_path / "r1.json"))
+    accuracy_file.load(Store(tmp_path / "b" / "results"), str(tmp_path / "r1.json"))
+    rep = report_build.accuracy(str(tmp_path / "b" / "results"), "r1")
+    assert rep.floors == {"retinanet": {"bbox_AP": 0.0, "bbox_AP50": 0.02}}
+    assert (rep.protocol.order_seed, rep.protocol.look) == (5, 1) and rep.verdict.headline() == "PASS"
