@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from harness.launch import trialfiles
+from harness.plan import trialfiles
 
 ITER_PREFIX = b"DETBENCH_ITER "
 REFRESH_S = 0.25
