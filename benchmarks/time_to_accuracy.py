@@ -46,7 +46,8 @@ sys.path.insert(0, ROOT)
 from harness.launch import accuracy as accuracy_run  # noqa: E402
 from harness.results.store import Store, new_run_id  # noqa: E402
 from harness.frameworks import accuracy as recipes  # noqa: E402
-from harness.launch import envs, hostcpu  # noqa: E402
+from harness.launch import envs  # noqa: E402
+from harness.plan import hostcpu  # noqa: E402
 from harness import frameworks  # noqa: E402
 from harness.errors import UserError  # noqa: E402
 from harness.measure import accuracy as acc  # noqa: E402

@@ -20,7 +20,7 @@ from typing import List
 
 from harness import frameworks, launch
 from harness.errors import BackendDown, BackendLost, ResultsWriteError, UserError
-from harness.launch import hostcpu
+from harness.plan import hostcpu
 from harness.launch import progress as progress_mod
 from harness.results.store import Store, new_run_id
 from harness.plan import platforms

@@ -43,7 +43,8 @@ from harness import frameworks, jsonlog
 from harness.errors import UserError
 from harness.frameworks import accuracy as recipes
 from harness.frameworks.accuracy import trial_key
-from harness.launch import envs, hostcpu, machine_load, progroup
+from harness.launch import envs, progroup
+from harness.plan import hostcpu, machine_load
 from harness.plan import accuracy as plan_accuracy
 from harness.plan import coderev, fingerprint, platforms, scenario as scenario_mod
 

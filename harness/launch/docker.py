@@ -28,8 +28,8 @@ from pydantic import Field, field_validator
 
 from harness import atomic, frameworks
 from harness.errors import BackendDown, BackendLost, UserError
-from harness.launch import engine, hostcpu, image_lock, images
-from harness.plan import trialfiles
+from harness.launch import engine, image_lock, images
+from harness.plan import hostcpu, trialfiles
 from harness.launch.docker_reaper import alive
 from harness.launch.local import ROOT, runner_argv
 from harness.vocab import names
