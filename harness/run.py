@@ -211,7 +211,7 @@ def resume(run_id, results_dir, out=None):
 def execute(store, run_id, out=None):
     out = out or sys.stdout
     run = store.read_run(run_id)
-    sc = run.scenario.validated()
+    sc = run.scenario.validated(launch.LAUNCHERS)
     launcher = launch.launcher(run.backend)()
     launcher.prepare(sc)
     try:

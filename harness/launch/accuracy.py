@@ -107,10 +107,11 @@ def start(scenario_path: str, store, run_id: str, out=None) -> str:
 def resume(run_id: str, store, out=None, redo: Sequence[str] = ()) -> str:
     """Go on with the trials of accuracy run `run_id` of `store` that are not done, after making
     the trials named in `redo` (trial keys) pending again from the start."""
+    from harness import launch
     out = out or sys.stdout
     run = store.read_run(run_id)
     run_id = run.id
-    sc = run.scenario.validated()
+    sc = run.scenario.validated(launch.LAUNCHERS)
     if sc.mode != plan_accuracy.ACCURACY or not store.accuracy().trials(run_id):
         raise UserError("run %s is not an accuracy run: resume it with `detbench run --resume`" % run_id)
     same_machine(run)
