@@ -40,7 +40,7 @@ import time
 SCHEMA = 1
 GRACE_S = 5.0
 # what runner.py makes in the trial's folder; the harness reads these names from here
-# (harness/launch/trialfiles.py)
+# (harness/plan/trialfiles.py)
 WORKDIR = "work"     # the trial's working directory, inside its folder
 LOG = "log.txt"                  # the trial's stdout and stderr, merged, as raw bytes
 LOG_TIMES = "log.times"          # per line of LOG: the monotonic and wall-clock seconds it arrived

@@ -44,7 +44,7 @@ sys.path.insert(0, ROOT)
 
 from harness.launch import accuracy as accuracy_run  # noqa: E402
 from harness.results.store import Store, new_run_id  # noqa: E402
-from harness.launch import hostcpu  # noqa: E402
+from harness.plan import hostcpu  # noqa: E402
 from harness.errors import UserError  # noqa: E402
 from harness.measure import accuracy as acc  # noqa: E402
 from harness.measure import welch  # noqa: E402

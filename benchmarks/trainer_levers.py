@@ -50,7 +50,7 @@ sys.path.insert(0, ROOT)
 from benchmarks.convergence import model_list  # noqa: E402
 from benchmarks.trainer_vs_rivals import ratio_ci  # noqa: E402
 from harness import jsonlog  # noqa: E402
-from harness.launch import hostcpu  # noqa: E402
+from harness.plan import hostcpu  # noqa: E402
 from harness.frameworks.detbench_trainer import CONFIG_DIR, CONFIGS  # noqa: E402
 
 ALL = frozenset(CONFIGS)

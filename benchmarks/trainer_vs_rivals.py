@@ -48,7 +48,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from harness.launch import hostcpu  # noqa: E402
+from harness.plan import hostcpu  # noqa: E402
 from harness.vocab import catalog  # noqa: E402
 
 OURS = "detbench-trainer"

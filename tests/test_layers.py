@@ -1,6 +1,7 @@
 """Imports between harness's stages run one way: the shared vocabularies and the drivers, the
 framework records, plan, launch, measure, results, report, then run.py, cli.py and api.py on
-top; the programs the harness launches (trainer/, workloads/) stand apart.
+top; the programs the harness launches (trainer/, workloads/) stand apart. Of those above launch,
+only the ones that run trials (run.py, cli.py, bisect/) import it.
 
 Read with `ast`, never imported, so a backward arrow inside a function counts as much as one at
 the top of a module, and the tree under test can be a copy with an arrow added.
@@ -114,14 +115,19 @@ def backward_arrows(root):
     return problems
 
 
+def harness_copy(tmp_path):
+    """A copy of harness/ under tmp_path, to add an import to."""
+    shutil.copytree(ROOT / "harness", tmp_path / "harness",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.c"))
+
+
 def test_imports_run_one_way_through_the_stages():
     problems = backward_arrows(ROOT)
     assert not problems, "backward imports:\n" + "\n".join(problems)
 
 
 def test_the_checker_names_a_backward_import_added_to_a_copy(tmp_path):
-    shutil.copytree(ROOT / "harness", tmp_path / "harness",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.c"))
+    harness_copy(tmp_path)
     names = tmp_path / "harness" / "vocab" / "names.py"
     text = names.read_text(encoding="utf-8")
     lines = text.count("\n")
@@ -139,8 +145,7 @@ def test_the_checker_names_a_backward_import_added_to_a_copy(tmp_path):
 
 
 def test_the_checker_keeps_the_programs_apart(tmp_path):
-    shutil.copytree(ROOT / "harness", tmp_path / "harness",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.c"))
+    harness_copy(tmp_path)
     calibrate = tmp_path / "harness" / "workloads" / "calibrate.py"
     calibrate.write_text("from harness import jsonlog\nfrom harness.drivers import settings\n"
                          "from harness.measure import stats\n", encoding="utf-8")
@@ -149,6 +154,51 @@ def test_the_checker_keeps_the_programs_apart(tmp_path):
         "harness/extra.py:1 is in no stage (rank it in tests/test_layers.py)",
         "harness/workloads/calibrate.py:3 imports harness.measure.stats (workloads/ is launched, not "
         "imported: it may use only base modules, drivers/ and itself)",
+    ]
+
+
+# The stages after launch read what it left (the trial folder, the store) and never import it: what
+# they share with it (the trial folder's names and reader, the cache location, host facts, the
+# machine-load record) sits below it, in plan/. run.py, cli.py and bisect/ run trials (bisect runs a
+# cell's trials at each revision, in envs it builds) and may.
+AFTER_LAUNCH = ("measure", "results", "report", "api")
+
+
+def launch_imports(root):
+    """One line per import of harness.launch, or a module under it, in measure/, results/, report/
+    or api.py."""
+    root = Path(root)
+    found = []
+    for path, name, tree in modules(root):
+        if part(name) not in AFTER_LAUNCH:
+            continue
+        for line, target in imports(root, path, name, tree):
+            if part(target) == "launch":
+                found.append("%s:%d imports %s" % (path.relative_to(root).as_posix(), line, target))
+    return found
+
+
+def test_the_stages_after_launch_never_import_it():
+    found = launch_imports(ROOT)
+    assert not found, "imports of the launch stage after it:\n" + "\n".join(found)
+
+
+def test_the_launch_check_names_an_import_of_launch_after_it(tmp_path):
+    harness_copy(tmp_path)
+    added = {"measure/work.py": "def late():\n    from harness.launch.envs import env_dir\n",
+             "report/markdown.py": "from harness import launch\n",
+             "api.py": "import harness.launch.local\n",
+             "bisect/decide.py": "from harness.launch import envs\n"}     # bisect runs trials: allowed
+    lines = {}
+    for where, text in added.items():
+        module = tmp_path / "harness" / where
+        before = module.read_text(encoding="utf-8")
+        lines[where] = before.count("\n") + 1 + text.count("\n")       # the text's last line, its import
+        module.write_text(before + "\n" + text, encoding="utf-8")
+    assert sorted(launch_imports(tmp_path)) == [
+        "harness/api.py:%d imports harness.launch.local" % lines["api.py"],
+        "harness/measure/work.py:%d imports harness.launch.envs" % lines["measure/work.py"],
+        "harness/report/markdown.py:%d imports harness.launch" % lines["report/markdown.py"],
     ]
 
 

@@ -20,6 +20,7 @@ from typing import List, Optional, Tuple
 
 from harness.errors import UserError
 from harness.launch import envs
+from harness.plan.cache import cache_root
 from harness.vocab.pins import EnvSpec
 
 ROOT = Path(__file__).resolve().parents[2]    # this detbench's checkout (runner.py, pyproject.toml)
@@ -36,7 +37,7 @@ def revision_python(code_root: Path, label: str) -> str:
     if not script.is_file():
         raise UserError("revision %s pins other packages than this detbench and has no scripts/env.sh "
                         "to build its environment" % label)
-    env = dict(os.environ, DETBENCH_CACHE=str(envs.cache_root() / "bisect"))
+    env = dict(os.environ, DETBENCH_CACHE=str(cache_root() / "bisect"))
     proc = subprocess.run(["bash", "-c", 'source scripts/env.sh >&2 && python -c "import sys; print(sys.executable)"'],
                           cwd=str(code_root), env=env, capture_output=True, text=True)
     if proc.returncode != 0 or not proc.stdout.strip():

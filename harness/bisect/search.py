@@ -21,7 +21,7 @@ from harness import atomic, frameworks, launch
 from harness.bisect import decide, envaxis
 from harness.bisect import git as gitmod
 from harness.errors import UserError
-from harness.launch import hostcpu
+from harness.plan import hostcpu
 from harness.plan import platforms
 from harness.plan import scenario as scenario_mod
 from harness.results import baseline, compare

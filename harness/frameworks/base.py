@@ -13,7 +13,7 @@ NEEDS_GPU = "needs a GPU"
 CONTAINER_ONLY = "container only"
 
 # in an argv item: the trial's own folder (absolute), filled in by every launcher just before
-# the start (harness/launch/trialfiles.py), so one argv serves every repeat of a cell
+# the start (harness/plan/trialfiles.py), so one argv serves every repeat of a cell
 TRIAL_DIR = "{trial_dir}"
 
 

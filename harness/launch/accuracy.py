@@ -51,7 +51,8 @@ from harness import frameworks, jsonlog
 from harness.errors import UserError
 from harness.frameworks import accuracy as recipes
 from harness.frameworks.accuracy import trial_key
-from harness.launch import envs, hostcpu, machine_load, progroup
+from harness.launch import envs, progroup
+from harness.plan import hostcpu, machine_load
 from harness.plan import accuracy as plan_accuracy
 from harness.plan import coderev, fingerprint, platforms, scenario as scenario_mod
 
@@ -174,10 +175,11 @@ def noise_floors(scenario_path: str, sc, models: List[str], out) -> Dict[str, Di
 def resume(run_id: str, store, out=None, redo: Sequence[str] = ()) -> str:
     """Go on with the trials of accuracy run `run_id` of `store` that are not done, after making
     the trials named in `redo` (trial keys) pending again from the start."""
+    from harness import launch
     out = out or sys.stdout
     run = store.read_run(run_id)
     run_id = run.id
-    sc = run.scenario.validated()
+    sc = run.scenario.validated(launch.LAUNCHERS)
     if sc.mode != plan_accuracy.ACCURACY or not store.accuracy().trials(run_id):
         raise UserError("run %s is not an accuracy run: resume it with `detbench run --resume`" % run_id)
     same_machine(run)

@@ -28,7 +28,8 @@ from pydantic import Field, field_validator
 
 from harness import atomic, frameworks
 from harness.errors import BackendDown, BackendLost, UserError
-from harness.launch import engine, hostcpu, image_lock, images, trialfiles
+from harness.launch import engine, image_lock, images
+from harness.plan import hostcpu, trialfiles
 from harness.launch.docker_reaper import alive
 from harness.launch.local import ROOT, runner_argv
 from harness.vocab import names
@@ -313,7 +314,7 @@ class DockerLauncher:
     @staticmethod
     def _note(trial_dir, facts, why):
         """container.json always; trial.json's "container" (and "error" when `why`) too."""
-        from harness.launch.trialfiles import read_trial_json
+        from harness.plan.trialfiles import read_trial_json
         atomic.write_json(trial_dir / RECORD, dict(facts, error=why), indent=1, sort_keys=True)
         record = read_trial_json(str(trial_dir))
         if record is None:

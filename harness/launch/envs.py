@@ -27,15 +27,11 @@ from typing import Optional
 from harness import atomic
 from harness.errors import UserError
 from harness.launch import installer
+from harness.plan.cache import cache_root
 from harness.vocab.pins import EnvSpec, SourceBuild
 
 MARKER = "detbench-env.json"
 BUILDER_VERSION = 1          # bump when the way envs are built changes
-
-
-def cache_root() -> Path:
-    default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "detbench"
-    return Path(os.environ.get("DETBENCH_CACHE") or default)
 
 
 def _pyver():

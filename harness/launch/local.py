@@ -7,7 +7,8 @@ from pathlib import Path
 
 from harness import frameworks
 from harness.errors import ResultsWriteError
-from harness.launch import envs, trialfiles
+from harness.launch import envs
+from harness.plan import trialfiles
 
 ROOT = Path(__file__).resolve().parents[2]   # the folder holding runner.py and harness/
 RUNNER = ROOT / "runner.py"

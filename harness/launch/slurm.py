@@ -21,7 +21,8 @@ from pathlib import Path
 from harness import atomic
 from harness.plan import platforms
 from harness.errors import BackendDown, BackendLost, UserError
-from harness.launch import local, sbatch, trialfiles
+from harness.launch import local, sbatch
+from harness.plan import trialfiles
 from harness.launch.local import ROOT, RUNNER
 
 RENDEZVOUS = "static"      # see TrialContext.rendezvous: node ranks follow SLURM_NODEID
@@ -312,7 +313,7 @@ def record_end(trial_dir, job_id, state, exit_code, reason):
     """Write slurm.json and, when Slurm's end state fails the trial, trial.json's error.
 
     Returns True when the job completed and the trial may have succeeded."""
-    from harness.launch.trialfiles import read_trial_json
+    from harness.plan.trialfiles import read_trial_json
     trial_dir = str(trial_dir)
     atomic.write_json(os.path.join(trial_dir, RECORD),
                       {"job_id": job_id, "state": state, "exit_code": exit_code, "reason": reason},

@@ -11,8 +11,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from harness import jsonlog
 from harness.measure import latency, logfigure, scrapers, stats, work
 from harness.plan.fingerprint import fingerprint
-from harness.launch import trialfiles
-from harness.launch.trialfiles import read_trial_json
+from harness.plan import trialfiles
+from harness.plan.trialfiles import read_trial_json
 from harness.measure.records import IterationRecord, ScrapeError
 from harness.measure.result import Iteration, TrialResult
 from harness.measure.stats import TrialEstimate

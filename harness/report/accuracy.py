@@ -54,7 +54,7 @@ class Series:
     # program logged, seconds from its start to it); its later times hold a second start-up
     resumed: Dict[int, List[Tuple[int, int, float]]] = field(default_factory=dict)
     # per seed the checkpoint intervals where other processes (or steal) took more than a small
-    # share of a core (launch.machine_load): (from iteration, to iteration, its Load)
+    # share of a core (plan.machine_load): (from iteration, to iteration, its Load)
     shared: Dict[int, List[Tuple[int, int, Any]]] = field(default_factory=dict)
     # per seed trained again from the start (`--redo`): (when, folder its earlier files went to,
     # that training's last scored figures or its status)
@@ -224,7 +224,7 @@ def from_records(
     checkpoint intervals a seed trained on a shared machine; `redos` (trial key -> [(when, kept
     folder, earlier figures)]) the seeds trained again from the start; `codes` (trial key -> [(iteration
     gone on from, code)]) the detbench code each training program ran."""
-    from harness.launch.machine_load import Load
+    from harness.plan.machine_load import Load
 
     sc = run.scenario.document
     host = run.host or {}

@@ -8,7 +8,7 @@
 - `accuracy_losses`, one row per logged iteration of a trial: its training loss;
 - `accuracy_load`, one row per checkpoint interval of a trial (from the previous checkpoint, or
   the start, to this one): its wall seconds, the CPU seconds other processes used and the
-  seconds the hypervisor stole meanwhile (harness.launch.machine_load);
+  seconds the hypervisor stole meanwhile (harness.plan.machine_load);
 - `accuracy_resumes`, one row per checkpoint a trial's training went on from after an
   interruption: the checkpoint's iteration, the first iteration the resumed program logged and
   the seconds from that program's start to it (the time's second start-up lies within them);
@@ -199,7 +199,7 @@ class AccuracyTables:
 
     def add_load(self, run_id: str, key: str, start_iteration: int, iteration: int, load: Any) -> None:
         """What else used the machine from `start_iteration` (0: the start) to the checkpoint of
-        `iteration`: a harness.launch.machine_load.Load."""
+        `iteration`: a harness.plan.machine_load.Load."""
         with self.store.transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO accuracy_load VALUES (?, ?, ?, ?, ?, ?, ?)",

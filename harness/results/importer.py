@@ -25,7 +25,7 @@ from harness import atomic
 from harness.vocab import catalog
 from harness.plan import platforms
 from harness import frameworks
-from harness.launch import trialfiles
+from harness.plan import trialfiles
 from harness.measure import ingest, logfigure, scrapers
 from harness.measure.result import TrialResult
 from harness.plan import scenario as scenario_mod

@@ -5,8 +5,8 @@ trial's iteration records in SQLite, with the structured values (the scenario, t
 limits, the order, and per trial the argv, settings, telemetry, window, work and latency) as
 JSON text. Every such column is decoded here, once, into the field of its record:
 
-    StoredRun        a run: its scenario (StoredScenario; `validated()` gives the whole Scenario
-                     a resume runs), host, limits, order (StoredOrder)
+    StoredRun        a run: its scenario (StoredScenario; `validated(backends)` gives the whole
+                     Scenario a resume runs), host, limits, order (StoredOrder)
     StoredCell       a planned cell of a run, with its run's start time
     StoredTrial      a trial; `result()` gives back the TrialResult that was stored for it
     StoredIteration  one iteration record of a trial (a named tuple)
@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional
 
 if TYPE_CHECKING:
     from harness.measure.result import TrialResult
+    from harness.plan.scenario import Scenario
 
 TRAIN = "train"
 INFERENCE = "inference"
@@ -122,13 +123,14 @@ class StoredScenario:
             return None
         return (self.warmup + 1, self.warmup + self.measure)
 
-    def validated(self) -> Any:
-        """The whole Scenario (harness.plan.scenario, each backend's section typed by its launcher)
-        validated again from the stored text, strictly, as `detbench run --resume` runs it:
-        pydantic's ValidationError where the stored scenario is not one this version can run."""
-        from harness import launch
+    def validated(self, backends: Mapping[str, Any]) -> "Scenario":
+        """The whole Scenario (harness.plan.scenario, each backend's section typed by its launcher
+        in `backends`, name -> launcher: harness.launch.LAUNCHERS) validated again from the stored
+        text, strictly, as `detbench run --resume` runs it: pydantic's ValidationError where the
+        stored scenario is not one this version can run."""
+        from harness.plan import scenario as scenario_mod
 
-        return launch.scenario_from_json(self.text if self.text is not None else "null")
+        return scenario_mod.model_for(backends).model_validate_json(self.text if self.text is not None else "null")
 
 
 def scenario(text: Any) -> StoredScenario:

@@ -81,7 +81,7 @@ def test_time_to_accuracy_adds_the_trainer_s_bf16_cells_to_a_stored_run_and_show
     pytest.importorskip("pycocotools")
     from benchmarks import time_to_accuracy as tta
     from harness.frameworks import accuracy as recipes
-    from harness.launch import hostcpu
+    from harness.plan import hostcpu
 
     native = hostcpu.has_bf16_kernels(hostcpu.cpu()[1])
     train_argv = recipes.train_argv

@@ -19,7 +19,8 @@ from harness.cli import main
 from harness.errors import UserError
 from harness.frameworks import FRAMEWORKS
 from harness.frameworks.base import CONTAINER_ONLY, NEEDS_GPU, RUNS_HERE, TRIAL_DIR, Link, TrialContext
-from harness.launch import base, trialfiles
+from harness.launch import base
+from harness.plan import trialfiles
 from harness.measure import scrapers
 from harness.measure.records import IterationRecord, ScrapeError
 from harness.vocab import catalog

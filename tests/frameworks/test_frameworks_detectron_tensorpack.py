@@ -15,7 +15,8 @@ import pytest
 from harness.errors import UserError
 from harness.frameworks import FRAMEWORKS, detectron, tensorpack
 from harness.frameworks.base import TrialContext
-from harness.launch import images, trialfiles
+from harness.launch import images
+from harness.plan import trialfiles
 from harness.measure import records as rec_kinds, scrapers, stats
 from harness.report import published
 

@@ -21,7 +21,7 @@ from harness.errors import UserError
 from harness.frameworks import FRAMEWORKS
 from harness.frameworks import mmdetection_v1, simpledet_mxnet
 from harness.frameworks.base import TrialContext
-from harness.launch import trialfiles
+from harness.plan import trialfiles
 from harness.launch.local import LocalLauncher
 
 COCO = {"annotations": "/d/ann.json", "images": "/d/img"}

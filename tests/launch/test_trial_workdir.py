@@ -11,7 +11,7 @@ from harness import launch
 from harness.errors import UserError
 from harness.frameworks import FRAMEWORKS
 from harness.frameworks.base import WORKDIR, Link, TrialContext
-from harness.launch import trialfiles
+from harness.plan import trialfiles
 from harness.launch.local import LocalLauncher
 from runner import WORKDIR as RUNNER_WORKDIR
 

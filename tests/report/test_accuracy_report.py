@@ -356,7 +356,7 @@ def test_a_run_without_resumes_has_no_such_note(tmp_path):
 
 
 def test_checkpoint_intervals_on_a_shared_machine_are_named_and_quiet_ones_are_not(tmp_path):
-    from harness.launch.machine_load import Load
+    from harness.plan.machine_load import Load
 
     tables = fill(tmp_path).accuracy()
     key = trial_key("torchvision/retinanet/fp32/local/1/1", 0)

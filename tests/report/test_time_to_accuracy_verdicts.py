@@ -158,7 +158,7 @@ def test_from_judges_a_finished_run_against_its_own_declared_targets_as_explorat
 
 
 def test_a_seed_that_trained_on_a_shared_machine_is_not_judged_on_time(tmp_path):
-    from harness.launch.machine_load import Load
+    from harness.plan.machine_load import Load
 
     store = fill(tmp_path)
     tables = store.accuracy()
@@ -173,7 +173,7 @@ def test_a_seed_that_trained_on_a_shared_machine_is_not_judged_on_time(tmp_path)
 
 
 def test_a_shared_interval_after_the_crossing_leaves_the_time_to_target_judged(tmp_path):
-    from harness.launch.machine_load import Load
+    from harness.plan.machine_load import Load
 
     store = fill(tmp_path)
     trainer = trial_key("detbench-trainer/retinanet/fp32/local/1/1", 0)

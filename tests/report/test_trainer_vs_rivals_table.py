@@ -9,7 +9,7 @@ import json
 import pytest
 
 from benchmarks import trainer_vs_rivals as tvr
-from harness.launch import hostcpu
+from harness.plan import hostcpu
 from harness.measure.result import TrialResult
 from harness.report import build, rows
 from harness.results.store import Store

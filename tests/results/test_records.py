@@ -6,6 +6,7 @@ import sqlite3
 
 import pytest
 
+from harness import launch
 from harness.measure import records as measure_records
 from harness.measure.result import TrialResult
 from harness.results import records
@@ -82,7 +83,7 @@ def test_the_stored_scenario_validates_again_into_the_scenario_a_resume_runs(tmp
 
     store = one_run(tmp_path / "r")
     run = store.read_run("run-1")
-    sc = run.scenario.validated()
+    sc = run.scenario.validated(launch.LAUNCHERS)
     # the Scenario as planned, with each backend's section (none here) typed by its launcher
     assert sc.model_dump(exclude={"docker", "slurm"}) == scenario_mod.Scenario.model_validate(SCENARIO).model_dump()
     assert (sc.docker, sc.slurm, sc.repeats, sc.env) == (None, None, 2, {"OMP_NUM_THREADS": "2"})
@@ -91,9 +92,9 @@ def test_the_stored_scenario_validates_again_into_the_scenario_a_resume_runs(tmp
     damaged = store.read_run("run-1").scenario
     assert damaged.repeats is None     # read leniently for reports, refused strictly for running
     with pytest.raises(ValidationError, match="repeats"):
-        damaged.validated()
+        damaged.validated(launch.LAUNCHERS)
     with pytest.raises(ValidationError):
-        records.scenario("{not json").validated()
+        records.scenario("{not json").validated(launch.LAUNCHERS)
     store.close()
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from harness import run as run_mod
 from harness.errors import UserError
-from harness.launch import hostcpu
+from harness.plan import hostcpu
 from harness.results.store import Store
 from harness.plan.scenario import Cell, PlannedCell
 

@@ -1,9 +1,9 @@
-"""Run progress: plain lines for logs, a live status line on a terminal."""
+"""A run's progress (harness/run.py): plain lines for logs, a live status line on a terminal."""
 import io
 import json
 import time
 
-from harness.launch import progress
+from harness import run
 from harness.jsonlog import iter_line
 from harness.measure.result import TrialResult
 
@@ -18,8 +18,8 @@ class Terminal(io.StringIO):
 
 def test_plain_lines_when_the_stream_is_not_a_terminal():
     out = io.StringIO()
-    p = progress.make(2, out, iterations=10)
-    assert isinstance(p, progress.PlainProgress) and not isinstance(p, progress.LiveProgress)
+    p = run.make_progress(2, out, iterations=10)
+    assert isinstance(p, run.PlainProgress) and not isinstance(p, run.LiveProgress)
     p.start({"id": "t1"}, "calibrate/retinanet/fp32/local/1/1", 1, None)
     p.finish(DONE)
     p.start({"id": "t2"}, "calibrate/retinanet/fp32/local/1/1", 2, None)
@@ -35,12 +35,12 @@ def test_plain_lines_when_the_stream_is_not_a_terminal():
 
 def test_dumb_terminal_gets_plain_lines(monkeypatch):
     monkeypatch.setenv("TERM", "dumb")
-    assert type(progress.make(1, Terminal())) is progress.PlainProgress
+    assert type(run.make_progress(1, Terminal())) is run.PlainProgress
 
 
 def test_log_tail_counts_lines_and_iterations_as_the_log_grows(tmp_path):
     log = tmp_path / "log.txt"
-    tail = progress.LogTail(str(log))
+    tail = run.LogTail(str(log))
     assert tail.poll().lines == 0                      # no file yet
     with open(log, "w") as f:
         f.write("starting\n" + iter_line(1, 0.1, 0.0, 2) + "\n" + iter_line(2, 0.1, 0.0, 2)[:10])
@@ -63,8 +63,8 @@ def wait_for(predicate, timeout=5):
 
 def test_live_line_follows_the_trial_log_and_ends_with_the_plain_result(tmp_path):
     out = Terminal()
-    p = progress.make(3, out, iterations=10)
-    assert isinstance(p, progress.LiveProgress)
+    p = run.make_progress(3, out, iterations=10)
+    assert isinstance(p, run.LiveProgress)
     p.refresh_s = 0.01
     trial_dir = tmp_path / "t1"
     trial_dir.mkdir()
@@ -86,7 +86,7 @@ def test_live_line_follows_the_trial_log_and_ends_with_the_plain_result(tmp_path
 
 def test_live_line_counts_plain_lines_for_other_log_formats(tmp_path):
     out = Terminal()
-    p = progress.LiveProgress(1, out, iterations=None, refresh_s=0.01)
+    p = run.LiveProgress(1, out, iterations=None, refresh_s=0.01)
     (tmp_path / "log.txt").write_text("2019-05-01 INFO iter: 20 loss: 1.0\n" * 5)
     p.start({"id": "t"}, "mmdet/retinanet/fp32/local/1/1", 1, tmp_path)
     assert wait_for(lambda: "5 log lines" in out.getvalue()), out.getvalue()

@@ -12,23 +12,37 @@ The names of the files in a trial's folder: runner.py, which writes them, owns t
 one standard-library file and imports nothing of the harness), and the harness takes them
 from here; RUNNER_ERR is the launchers' own.
 """
+
 import json
 import os
 from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from harness.frameworks.base import TRIAL_DIR, Link
 from harness.errors import ResultsWriteError
 from runner import LOG, LOG_TIMES, PIDFILE, RECORD, TELEMETRY, WORKDIR
 
-__all__ = ["LOG", "LOG_TIMES", "PIDFILE", "RECORD", "RUNNER_ERR", "TELEMETRY", "WORKDIR",
-           "prepare", "fill", "read_trial_json"]
+__all__ = [
+    "LOG",
+    "LOG_TIMES",
+    "PIDFILE",
+    "RECORD",
+    "RUNNER_ERR",
+    "TELEMETRY",
+    "WORKDIR",
+    "prepare",
+    "fill",
+    "read_trial_json",
+]
 
 # what a launcher caught of runner.py's own stdout and stderr (the container's output, Slurm's
 # job output): shown when runner.py wrote no record
 RUNNER_ERR = "runner.err"
 
 
-def prepare(trial_dir, argv, files=None):
+def prepare(
+    trial_dir: Union[str, Path], argv: Sequence[str], files: Optional[Mapping[str, Union[str, Link]]] = None
+) -> List[str]:
     """Write `files` into trial_dir ({name: text}, and {path under WORKDIR: Link} for the links);
     return argv with TRIAL_DIR filled in."""
     trial_dir = Path(trial_dir).absolute()
@@ -41,12 +55,13 @@ def prepare(trial_dir, argv, files=None):
                 raise ValueError("a trial file is a plain name, not %r" % name)
             (trial_dir / name).write_text(item, encoding="utf-8")
         except OSError as exc:
-            raise ResultsWriteError("%s: cannot write the trial file %s: %s"
-                                    % (trial_dir, name, exc.strerror)) from None
+            raise ResultsWriteError(
+                "%s: cannot write the trial file %s: %s" % (trial_dir, name, exc.strerror)
+            ) from None
     return fill(argv, trial_dir)
 
 
-def _link(trial_dir, name, link):
+def _link(trial_dir: Path, name: str, link: Link) -> None:
     parts = Path(name).parts
     if Path(name).is_absolute() or len(parts) < 2 or parts[0] != WORKDIR or ".." in parts:
         raise ValueError("a trial link is a relative path under %s/, not %r" % (WORKDIR, name))
@@ -57,13 +72,13 @@ def _link(trial_dir, name, link):
     os.symlink(link.target, str(where))
 
 
-def fill(argv, trial_dir):
+def fill(argv: Sequence[str], trial_dir: Union[str, Path]) -> List[str]:
     """argv with the trial folder's absolute path in place of TRIAL_DIR."""
     where = str(Path(trial_dir).absolute())
     return [arg.replace(TRIAL_DIR, where) for arg in argv]
 
 
-def read_trial_json(trial_dir):
+def read_trial_json(trial_dir: Union[str, Path]) -> Optional[Dict[str, Any]]:
     """The trial.json runner.py (or a launcher's verdict) left in trial_dir, or None when it is
     missing, unreadable or not a JSON object."""
     path = os.path.join(str(trial_dir), RECORD)

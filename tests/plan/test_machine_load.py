@@ -1,4 +1,4 @@
-"""What else used the machine while a training program ran (harness.launch.machine_load): CPU
+"""What else used the machine while a training program ran (harness.plan.machine_load): CPU
 time outside the program's process tree counts as other, the tree's own (a worker that ended
 included) does not. Other tests may run beside these on the same machine, so the checks are
 one-sided where they could only add to "other"."""
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from harness.launch import machine_load
-from harness.launch.machine_load import Load, LoadMeter
+from harness.plan import machine_load
+from harness.plan.machine_load import Load, LoadMeter
 
 pytestmark = pytest.mark.skipif(machine_load.host_cpu() is None, reason="no /proc/stat on this machine")
 
