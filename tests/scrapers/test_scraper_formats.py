@@ -93,15 +93,16 @@ CASES = [
         R(100, 3, 0.3922, 0.0101, 20, WM, memory_mb=1533.0, loss=1.1011),
         R(101, 6, 0.7022, 0.3011, 1, WM, memory_mb=1533.0, loss=1.0011)]), []),
     ("simpledet-mxnet", "simpledet_mxnet.log", {}, rounded(D2, [
-        R(21, 1, None, None, 20, TP, images_per_s=28.71),
-        R(41, 2, None, None, 20, TP, images_per_s=29.02)]), []),
+        # the loss: the sum of the metrics but the accuracies (RpnL1 + RcnnL1)
+        R(21, 1, None, None, 20, TP, images_per_s=28.71, loss=0.051093 + 0.377015),
+        R(41, 2, None, None, 20, TP, images_per_s=29.02, loss=0.050011 + 0.371101)]), []),
     ("simpledet-mxnet", "simpledet_mxnet_old.log", {}, rounded(D2, [
-        R(11, 0, None, None, 10, TP, images_per_s=31.20),
-        R(21, 1, None, None, 10, TP, images_per_s=31.90)]), [3]),
+        R(11, 0, None, None, 10, TP, images_per_s=31.20, loss=0.061093),
+        R(21, 1, None, None, 10, TP, images_per_s=31.90, loss=0.058093)]), [3]),
     ("simpledet-mxnet", "simpledet_mxnet_old.log", {"batches_per_epoch": 500}, rounded(D2, [
-        R(11, 0, None, None, 10, TP, images_per_s=31.20),
-        R(21, 1, None, None, 10, TP, images_per_s=31.90),
-        R(511, 3, None, None, 10, TP, images_per_s=32.00)]), []),
+        R(11, 0, None, None, 10, TP, images_per_s=31.20, loss=0.061093),
+        R(21, 1, None, None, 10, TP, images_per_s=31.90, loss=0.058093),
+        R(511, 3, None, None, 10, TP, images_per_s=32.00, loss=0.051093)]), []),
     ("dllogger", "dllogger_pytorch.log", {}, [
         # batches 10..49 and 10..99 of epoch 3; the data means run from batch 0 (their own span);
         # the first line prints floats in full, the second was cut to 4 decimals
