@@ -41,7 +41,7 @@ _TEXT_LOSS = {
     "dllogger": re.compile(r"(\btrain_loss : )(-?[0-9.]+(?:e[-+]?[0-9]+)?)"),
     # MXNet metrics: every figure but the accuracies is a running mean of a loss
     "simpledet-mxnet": re.compile(r"(\b(?!\w*Acc=)\w+=)(-?[0-9.]+)"),
-    "tensorpack": re.compile(r"(\] total_cost: )(-?[0-9.]+(?:e[-+]?[0-9]+)?)"),
+    "tensorpack": re.compile(r"( total_cost: )(-?[0-9.]+(?:e[-+]?[0-9]+)?)"),
 }
 
 
@@ -132,7 +132,7 @@ def diverge(log, at, value=float("nan")):
         return out
     for _, line in later:
         out.lines[line - 1] = _record_line(out.fmt, out.lines[line - 1], value)
-    if out.fmt == "tensorpack":   # its loss is the epoch's scalar printed after the throughput record
+    if out.fmt == "tensorpack":   # its loss is the epoch's total_cost, among the scalars after the throughput
         for _, line in later:
             for k in range(line, min(line + 12, len(out.lines))):
                 out.lines[k] = _text_line(out.fmt, out.lines[k], value)

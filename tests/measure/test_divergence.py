@@ -14,8 +14,7 @@ from harness import jsonlog
 from harness.measure import divergence, ingest, scrapers
 from harness.measure.records import IterationRecord
 
-# tensorpack prints its loss only among the epoch's scalars after the throughput record: not read
-FORMATS = sorted(f for f in loggen.GENERATORS if f != "tensorpack")
+FORMATS = sorted(loggen.GENERATORS)
 
 
 def trial_folder(path, lines, exit_code=0):
