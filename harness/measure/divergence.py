@@ -16,7 +16,7 @@ import math
 import re
 import statistics
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Pattern, Tuple
+from typing import Deque, Dict, Iterable, List, Optional, Pattern, Tuple
 
 from harness.measure.records import IterationRecord
 from harness.measure.scrapers.common import PathLike, read_lines
@@ -42,6 +42,7 @@ STOPS: Tuple[Tuple[Pattern[str], Optional[int], Optional[int], int], ...] = (
     (re.compile(r"\bloss is (\S+) \(not finite\) at iteration (\d+)"), 1, 2, 0),
 )
 
+RECENT = 64  # records a Watch remembers the lines of
 TAIL_LINES = 400  # a stop message is among the last lines a stopped framework prints (its traceback after)
 
 
@@ -59,6 +60,12 @@ class Divergence:
 
     @property
     def reason(self) -> str:
+        """The failure reason of a trial: what diverged, and where in its log.txt."""
+        return "%s; log.txt line %d)" % (self.what[:-1], self.line + 1)
+
+    @property
+    def what(self) -> str:
+        """What diverged, where and why, without the log's line."""
         where = (
             "after iteration %d" % (self.iteration - 1)
             if self.after and self.iteration is not None
@@ -66,7 +73,7 @@ class Divergence:
             if self.iteration is not None
             else "before the first logged iteration"
         )
-        return "%sloss %s %s (%s; log.txt line %d)" % (PREFIX, _shown(self.loss), where, self.why, self.line + 1)
+        return "%sloss %s %s (%s)" % (PREFIX, _shown(self.loss), where, self.why)
 
     def within(self, end: int) -> bool:
         """Whether it happened at or before iteration `end` (the measured window's last)."""
@@ -90,8 +97,11 @@ class Watch:
         self.baseline = baseline
         self._first: Dict[int, List[float]] = {}
         self.found: Dict[int, Divergence] = {}
+        # (line, iteration) of the last records: where a stop message naming no iteration falls
+        self.recent: Deque[Tuple[int, int]] = collections.deque(maxlen=RECENT)
 
     def add(self, rec: IterationRecord) -> None:
+        self.recent.append((rec.line, rec.iteration))
         loss = rec.loss
         if loss is None or rec.run in self.found:
             return
@@ -108,16 +118,26 @@ class Watch:
             self.found[rec.run] = Divergence(rec.iteration, loss, rec.line, why)
 
     def first(self, run: Optional[int] = None) -> Optional[Divergence]:
-        """The divergence of `run` (None: of the earliest run that has one)."""
+        """The divergence of `run` (None: of the latest run that has one)."""
         if run is not None:
             return self.found.get(run)
-        return self.found[min(self.found)] if self.found else None
+        return self.found[max(self.found)] if self.found else None
 
 
-def stop_in(lines: Iterable[Tuple[int, str]], records: Iterable[IterationRecord]) -> Optional[Divergence]:
-    """The first stop message among (0-based index, text) lines, placed after the last of
-    `records` (in log order) that comes before it where the message names no iteration."""
-    before = sorted(((r.line, r.iteration) for r in records), reverse=True)
+def judge(watch: Watch, run: Optional[int], end: int, stop: Optional[Divergence]) -> Optional[Divergence]:
+    """The divergence that fails a trial whose measured window ends at iteration `end`: the first
+    of `run` (None: of the latest run that has one) by its losses, else the framework's stop
+    message, where it happened at or before `end`; None where there is none."""
+    for seen in (watch.first(run), stop):
+        if seen is not None and seen.within(end):
+            return seen
+    return None
+
+
+def stop_in(lines: Iterable[Tuple[int, str]], records: Iterable[Tuple[int, int]]) -> Optional[Divergence]:
+    """The first stop message among (0-based index, text) lines, placed after the last of the
+    records, (line, iteration) pairs, that comes before it where the message names no iteration."""
+    before = sorted(records, reverse=True)
     for index, text in lines:
         for pattern, loss_group, iter_group, base in STOPS:
             m = pattern.search(text)

@@ -248,7 +248,7 @@ def _stop_message(
     exited with an error (divergence.STOPS, among the log's last lines)."""
     if not record or _int(record.get("exit_code")) in (0, None) or not os.path.exists(log_path):
         return None
-    return divergence.stop_in(divergence.tail(log_path), records)
+    return divergence.stop_in(divergence.tail(log_path), [(r.line, r.iteration) for r in records])
 
 
 def _diverged(
@@ -258,17 +258,12 @@ def _diverged(
     end: int,
 ) -> Optional[str]:
     """The divergence reason of a trial that diverged at or before the end of its measured window
-    (iteration `end`, or the figure's last where the records widened it), else None. The losses
-    are those of the run the figure comes from, else of the latest run that diverged; a framework's
-    stop message counts where its records show none."""
+    (iteration `end`, or the figure's last where the records widened it), else None: by the
+    losses of the run the figure comes from (without a figure, of the latest run that diverged)."""
     if chosen is not None:
         end = max(end, chosen.window[1])
-    runs = sorted(watch.found)
-    found = watch.first(chosen.run if chosen is not None else (runs[-1] if runs else None))
-    for seen in (found, stop):
-        if seen is not None and seen.within(end):
-            return seen.reason
-    return None
+    found = divergence.judge(watch, chosen.run if chosen is not None else None, end, stop)
+    return found.reason if found is not None else None
 
 
 def _int(value: object) -> Optional[int]:

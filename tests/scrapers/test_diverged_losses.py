@@ -58,7 +58,7 @@ def test_a_framework_that_stops_itself_is_read_from_its_message(fmt, tmp_path):
         bad = diverge.diverge(log, at)
         records = scrape(bad, tmp_path)
         assert all(r.loss is not None and math.isfinite(r.loss) for r in records)
-        found = divergence.stop_in(list(enumerate(bad.lines)), records)
+        found = divergence.stop_in(list(enumerate(bad.lines)), [(r.line, r.iteration) for r in records])
         message = {"detectron2": "FloatingPointError: Loss became infinite or NaN at iteration=",
                    "torchvision-ref": "Loss is nan, stopping training",
                    "detectron": "CRITICAL train.py: 180: Loss is NaN"}
