@@ -89,6 +89,11 @@ def diverged(reason: Optional[str]) -> bool:
     return bool(reason) and str(reason).startswith(PREFIX)
 
 
+def in_trials(count: int, total: int, first: str) -> str:
+    """A cell's NA text: how many of its trials diverged, and the first one's reason."""
+    return "%s (%d of %d trials): %s" % (PREFIX[:-2], count, total, first[len(PREFIX) :])
+
+
 class Watch:
     """Records fed in log order: the first divergence of each run, by the losses they carry."""
 
