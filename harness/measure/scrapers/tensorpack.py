@@ -44,6 +44,9 @@ RECORD_RE = re.compile(r"\] Throughput \(samples/sec\): ([^\s,]+)[ \t]*$", re.M)
 EPOCH_RE = re.compile(r"\] Epoch (\d+) \(global_step (\d+)\) finished, time:")
 EPOCH_KEY = ") finished, time:"
 MONITOR = "@monitor.py:"  # the ScalarPrinter's lines: the epoch's scalars, the throughput among them
+# what tensorpack prints once an epoch's scalars are done: the next epoch, its end, another
+# throughput, a process starting
+NEXT = ("] Start Epoch ", EPOCH_KEY, THROUGHPUT_KEY, "] Argv: ")
 LOSS_RE = re.compile(r"\] total_cost: (\S+)[ \t]*$")
 
 
@@ -69,8 +72,8 @@ class TensorpackScraper(common.Scraper):
         held = self._held
         if held is None:
             return self.feed(line, index)
-        if MONITOR in line and THROUGHPUT_KEY not in line:  # the epoch's scalars go on
-            m = LOSS_RE.search(line)
+        if not any(mark in line for mark in NEXT):  # the epoch's scalars go on, other output between
+            m = LOSS_RE.search(line) if MONITOR in line and held.loss is None else None
             if m is not None:
                 self._held = held._replace(loss=_number(m.group(1)))
             return None
