@@ -184,6 +184,8 @@ def analyse(
     stop = _stop_message(record, log_path, records)
     if stop is not None and reason is not None and reason.startswith(EXIT_CODE) and not stop.within(warmup + measure):
         reason = None  # it stopped itself past the window, whose figure stands (unless the records widen it)
+    if reason is None and scraped.count == 0 and scraped.fatal is None:
+        reason = no_records(scraper_name, record, trial_dir) + _unreadable(scraped)
     if reason is None and scraped.fatal is not None:
         reason = "log.txt line %d: %s" % (scraped.fatal.line + 1, scraped.fatal.reason)
     figures: Dict[str, Any] = {}
@@ -201,9 +203,7 @@ def analyse(
             )
             chosen = rep
         except stats.WindowError as exc:
-            reason = str(exc)
-            if scraped.errors and scraped.first_error is not None:
-                reason += " (%d unreadable lines, first: %s)" % (scraped.errors, scraped.first_error.reason)
+            reason = str(exc) + _unreadable(scraped)
     why = _diverged(scraped.watch, chosen, stop, warmup + measure)
     if why is not None:  # the telling reason, whatever else went wrong after it
         reason, figures, chosen = why, {}, None
@@ -238,6 +238,24 @@ def analyse(
         peak_rss_mb=peaks["peak_rss_mb"],
         peak_device_mb=peaks["peak_device_mb"],
         **figures,
+    )
+
+
+def _unreadable(scraped: "_Scraped") -> str:
+    """How many lines did not parse, and the first one's reason, where any."""
+    if not scraped.errors or scraped.first_error is None:
+        return ""
+    return " (%d unreadable lines, first: %s)" % (scraped.errors, scraped.first_error.reason)
+
+
+def no_records(scraper_name: str, record: Optional[Mapping[str, Any]], trial_dir: str) -> str:
+    """Why a trial whose program ended well has no figure: its log holds no training record."""
+    tail = log_tail(trial_dir, 1)
+    code = _int(record.get("exit_code")) if record else None
+    return "no %s training record in log.txt: the program exited%s without printing an iteration line%s" % (
+        scraper_name,
+        "" if code is None else " with code %d" % code,
+        "; its last line: %s" % tail[-1].strip()[:300] if tail else "; the log is empty",
     )
 
 
