@@ -1,11 +1,12 @@
 """Whether a trial's training diverged, read from the framework's own log alike for every framework.
 
 A training diverged where a loss it logged is not finite (nan, inf) or exceeds FACTOR times the
-median of the first BASELINE losses its run logged (an explosion; a median of 0 or less sets
-no limit). Frameworks that stop themselves at a non-finite loss print a message instead of a
-record (STOPS: detectron2's FloatingPointError, torchvision's reference and Detectron's "Loss
-is ...", the bundled trainer's error line); that message counts as a divergence at the
-iteration it names, else at the iteration after the last record before it.
+median of the first BASELINE losses its run logged (an explosion; until the run has logged that
+many, the median of those before it, so an explosion among the first is caught too; a median of
+0 or less sets no limit). Frameworks that stop themselves at a non-finite loss print a message
+instead of a record (STOPS: detectron2's FloatingPointError, torchvision's reference and
+Detectron's "Loss is ...", the bundled trainer's error line); that message counts as a
+divergence at the iteration it names, else at the iteration after the last record before it.
 
 A trial that diverged at or before the end of its measured window fails with the reason; a
 divergence after the window's end leaves its figure, which no diverged iteration entered.
@@ -114,13 +115,12 @@ class Watch:
             self.found[rec.run] = Divergence(rec.iteration, loss, rec.line, "not finite")
             return
         first = self._first.setdefault(rec.run, [])
-        if len(first) < self.baseline:
-            first.append(loss)
-            return
-        ref = statistics.median(first)
+        ref = statistics.median(first) if first else 0.0
         if ref > 0 and loss > self.factor * ref:
             why = "above %g x %.4g, the median of the run's first %d logged losses" % (self.factor, ref, len(first))
             self.found[rec.run] = Divergence(rec.iteration, loss, rec.line, why)
+        elif len(first) < self.baseline:
+            first.append(loss)
 
     def first(self, run: Optional[int] = None) -> Optional[Divergence]:
         """The divergence of `run` (None: of the latest run that has one)."""

@@ -60,6 +60,15 @@ def test_an_exploded_loss_fails_like_a_nan_and_names_the_rule(tmp_path):
     assert ingest.analyse(trial_folder(tmp_path / "u", lines), "detbench-jsonl", 2, 6, 2).status == "done"
 
 
+def test_an_explosion_among_the_first_losses_is_caught_where_it_happens(tmp_path):
+    # effdet's train.py at a learning rate of 1e5 (its Loss values as printed, iterations 1-3)
+    losses = [3.68929, 46060441600.0, 81890902016.0, 92175089664.0, 1.4e11, 1.8e13, 2e13, 3e13]
+    lines = [jsonlog.iter_line(i, 0.5, 0.01, 2, loss=v) for i, v in enumerate(losses, 1)]
+    got = ingest.analyse(trial_folder(tmp_path / "t", lines), "detbench-jsonl", 2, 6, 2)
+    assert got.reason.startswith("diverged: loss 46060441600.0 at iteration 2 (above 100 x 3.689, the median "
+                                 "of the run's first 1 logged losses"), got.reason
+
+
 def test_the_bundled_trainers_stop_goes_through_the_same_rule(tmp_path):
     # harness/trainer/train.py: the NonFiniteLoss line on stderr (merged into the log) and exit 3
     lines = [jsonlog.iter_line(i, 0.5, 0.01, 2, loss=2.0) for i in range(1, 5)]
