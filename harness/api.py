@@ -25,6 +25,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Dict, Final, Iterable, List, Optional, Tuple
 
 from harness.jsonlog import NET_S, POST_S, PRE_S
+from harness.measure import divergence
 from harness.measure import latency as latency_mod
 from harness.measure import work
 from harness.results.records import StoredCell, StoredRun, StoredTrial
@@ -127,7 +128,8 @@ class Results:
     def cells(self, run: Optional[str] = None, ci: bool = True) -> "pandas.DataFrame":
         """One row per planned cell of the selected runs: its key's parts, its batch (an
         inference cell's batch size, 0 for training), why it was excluded, and its figure over
-        its finished repeats (n of them; NaN where none finished). ci=False skips the bootstrap."""
+        its finished repeats (n of them; NaN where none finished or one diverged, as the report's
+        NA). ci=False skips the bootstrap."""
         from harness.measure import stats
 
         rows: List[Row] = []
@@ -140,7 +142,8 @@ class Results:
                 row = dict(_cell_parts(c), batch_per_gpu=c.batch_per_gpu, batch=c.batch,
                            images_per_iteration=c.images_per_iteration, excluded=c.excluded,
                            n=len(done) if not c.excluded else 0, failed=sum(1 for t in mine if t.failed))
-                if done and not c.excluded:
+                # a cell with a diverged repeat has no figure (the report's NA)
+                if done and not c.excluded and not any(t.failed and divergence.diverged(t.reason) for t in mine):
                     s = stats.summarize([t.throughput for t in done if t.throughput], c.images_per_iteration,
                                         [t.data_time_s for t in done], [t.observed for t in done],
                                         [t.iteration_time_s for t in done], with_ci=ci)

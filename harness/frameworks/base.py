@@ -1,10 +1,11 @@
 """What every framework adapter declares."""
 import sys
 from dataclasses import dataclass, field
-from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 # WORKDIR, the trial's working directory inside its folder, is runner.py's: a framework that
 # writes next to itself, or reads datasets/ relative to where it runs, does so there
+from harness.errors import UserError
 from runner import WORKDIR
 
 # where a framework can run
@@ -82,6 +83,32 @@ class TrialContext:
     inference: Optional[Dict[str, object]] = None
 
 
+def unknown_option(flags: FrozenSet[str], args: Sequence[str]) -> Optional[Tuple[int, str]]:
+    """(index, name) of the first of `args` that names an option not among `flags`, read as argparse
+    reads a command line: '--name=value' by its name, a long option by an unambiguous prefix,
+    '-xVALUE' by '-x'; a value (no leading dash, or a negative number) and all after '--' pass."""
+    for index, arg in enumerate(args):
+        if arg == "--":
+            return None
+        if not arg.startswith("-") or arg == "-" or _is_number(arg):
+            continue
+        name = arg.split("=", 1)[0] if arg.startswith("--") else arg
+        if name in flags or (not arg.startswith("--") and arg[:2] in flags):
+            continue
+        if arg.startswith("--") and sum(1 for f in flags if f.startswith(name)) == 1:
+            continue
+        return index, name
+    return None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class Framework:
     name: str
@@ -117,6 +144,23 @@ class Framework:
     # the container images it has recipes for: its trials run in the first unless the scenario's
     # docker.images names another (harness/launch/images.py builds them)
     images: Tuple[ImageRecipe, ...] = ()
+    # the options its training program takes on its command line (its argparse parser's option
+    # strings; tests hold them to the parser): an extra_args option outside them is refused before
+    # anything runs. None: not known here, left to the program
+    flags: Optional[FrozenSet[str]] = None
+    # what else it checks of extra_args before anything runs (the bundled trainer: its --set keys):
+    # args -> (index of the argument at fault, why) or None
+    check_extra: Optional[Callable[[Sequence[str]], Optional[Tuple[int, str]]]] = None
+
+    def extra_args_problem(self, args: Sequence[str]) -> Optional[Tuple[int, str]]:
+        """(index, why) of the first of a training trial's extra_args its program would refuse, where
+        that is known here; None where none is."""
+        if self.flags is not None:
+            found = unknown_option(self.flags, args)
+            if found is not None:
+                return found[0], "%s is not an option of its training program (its options: %s)" % (
+                    found[1], " ".join(sorted(self.flags)))
+        return self.check_extra(args) if self.check_extra is not None else None
 
     def trial_files(self, ctx):
         """What a launcher writes into the trial folder: {name: text} of the derived files and
@@ -134,6 +178,9 @@ class Framework:
         arguments that would make the framework download a file at start are refused."""
         from harness.frameworks.initial import no_downloads
         no_downloads(self.name, ctx.extra_args)
+        bad = self.extra_args_problem(ctx.extra_args) if ctx.inference is None else None
+        if bad is not None:
+            raise UserError("%s: extra_args: %s" % (self.name, bad[1]))
         return self.infer(ctx) if ctx.inference is not None else self.command(ctx)
 
     def trial_settings(self, ctx):

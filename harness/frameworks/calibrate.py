@@ -3,6 +3,13 @@ from harness.frameworks.base import IMAGE_VENV, RUNS_HERE, Framework, ImageRecip
 from harness.vocab.catalog import MODELS, PRECISIONS
 
 
+# harness/workloads/calibrate.py's options (tests/frameworks/test_extra_options.py holds them to its parser)
+FLAGS = frozenset((
+    "-h", "--help", "--iterations", "--iteration-ms", "--data-ms", "--images", "--lines-per-iteration",
+    "--busy-threads", "--busy-processes", "--fail-at", "--hold-mb", "--inference", "--post-ms", "--tail-every",
+    "--tail-ms"))
+
+
 def command(ctx):
     opts = ctx.options
     argv = [ctx.python, "-m", "harness.workloads.calibrate",
@@ -55,5 +62,6 @@ FRAMEWORK = Framework(
     figures="per iteration, exact", command=command, settings=settings,
     infer=infer, infer_models=frozenset(MODELS), infer_precisions=frozenset(PRECISIONS),
     infer_settings=infer_settings, infer_why="batches of exactly known latency, with a known tail",
-    images=(ImageRecipe("calibrate", IMAGE_VENV, wheels=True, local_base=True),)
+    images=(ImageRecipe("calibrate", IMAGE_VENV, wheels=True, local_base=True),),
+    flags=FLAGS,
 )

@@ -1,10 +1,17 @@
 """The bundled SimpleDet-style PyTorch trainer (harness/trainer), launched like any rival."""
+import functools
 import os
+import subprocess
+import sys
 
 from harness.errors import UserError
 from harness.frameworks.base import IMAGE_VENV, RUNS_HERE, Framework, ImageRecipe, infer_args
 from harness.frameworks import settings as normalized
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CHECK_TIMEOUT_S = 120
+# python -m harness.trainer.train's options (tests/frameworks/test_extra_options.py holds them to its parser)
+FLAGS = frozenset(("-h", "--help", "--set", "--weights", "--resume"))
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "trainer", "configs")
 CONFIGS = {
@@ -34,21 +41,61 @@ def _check_threads(ctx):
 TEST_ONLY = ("train.allow_emulated_bf16",)    # the trainer's own tests run emulated paths with it; a trial never
 
 
+def _extra_sets(args):
+    """(index, KEY=VALUE) of each --set pair among extra_args."""
+    args = list(args)
+    return [(i + 1, args[i + 1]) for i in range(len(args) - 1) if args[i] == "--set"] + \
+        [(i, a.partition("=")[2]) for i, a in enumerate(args) if a.startswith("--set=")]
+
+
 def _check_test_only(ctx):
     """A timed trial never measures an emulation: the trainer's test-only switches are refused."""
     given = set(ctx.options)
-    args = list(ctx.extra_args)
-    given.update(args[i + 1].partition("=")[0] for i in range(len(args) - 1) if args[i] == "--set")
-    given.update(a.partition("=")[2].partition("=")[0] for a in args if a.startswith("--set="))
+    given.update(pair.partition("=")[0] for _, pair in _extra_sets(ctx.extra_args))
     for key in TEST_ONLY:
         if key in given:
             raise UserError("detbench-trainer: %s is for the trainer's own tests: a trial would time torch's "
                             "bf16 emulation, not the trainer" % key)
 
 
+def _check_options(ctx):
+    """The scenario's options for the trainer, each a config override, checked before anything runs
+    by the trainer's own config: UserError with the trainer's one line."""
+    for key, value in sorted(ctx.options.items()):
+        problem = _override_problem("%s=%s" % (key, _value(value)))
+        if problem:
+            raise UserError("detbench-trainer: options.%s: %s" % (key, problem))
+
+
+def check_extra(args):
+    """(index, why) of the first --set pair among extra_args the trainer's config refuses (an
+    unknown key, a value of the wrong type), or None."""
+    for index, pair in _extra_sets(args):
+        problem = _override_problem(pair)
+        if problem:
+            return index, problem
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _override_problem(pair):
+    """What `python -m harness.trainer.config --set PAIR` says of one override (every key and its
+    value's type on the default config, without torch), or None where it takes it."""
+    argv = [sys.executable, "-m", "harness.trainer.config", "--set", pair]
+    try:
+        proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None   # not checked here: the trainer refuses them as it starts
+    said = [line for line in proc.stderr.splitlines() if line.strip()]
+    if proc.returncode == 2 and said:
+        return said[-1][len("error: "):] if said[-1].startswith("error: ") else said[-1]
+    return None
+
+
 def command(ctx):
     _check_threads(ctx)
     _check_test_only(ctx)
+    _check_options(ctx)
     world = ctx.gpus * ctx.nodes
     sets = {
         "train.max_iter": ctx.iterations,
@@ -192,5 +239,6 @@ FRAMEWORK = Framework(
     infer=infer, infer_models=frozenset(CONFIGS), infer_precisions=frozenset({"fp32", "tf32", "fp16", "bf16"}),
     infer_settings=infer_settings,
     infer_why="python -m harness.trainer.infer: eval mode, post-processing as torchvision's; fp16 and tf32 need CUDA",
-    images=(ImageRecipe("detbench-trainer", IMAGE_VENV, wheels=True, local_base=True),)
+    images=(ImageRecipe("detbench-trainer", IMAGE_VENV, wheels=True, local_base=True),),
+    flags=FLAGS, check_extra=check_extra,
 )

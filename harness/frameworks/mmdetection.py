@@ -38,6 +38,15 @@ OPTIONS = ("workers", "flip", "shuffle", "lr", "warmup_iters", "warmup_factor", 
 CONFIG_LR = {"retinanet": 0.01, "faster_rcnn": 0.02, "mask_rcnn": 0.02}   # mmdet 3.3.0's 1x configs
 
 
+# harness/drivers/mmdet_driver.py's options (tests/frameworks/test_extra_options.py holds them to its parser)
+FLAGS = frozenset((
+    "-h", "--help", "--model", "--iterations", "--batch-size", "--input-size", "--workers", "--ann", "--images",
+    "--amp", "--no-flip", "--rpn-pre-nms-train", "--rpn-post-nms-train", "--roi-batch-per-image", "--lr",
+    "--warmup-iters", "--warmup-factor", "--no-shuffle", "--launcher", "--seed", "--keep-work-dir", "--weights",
+    "--depth", "--frozen-stages", "--lr-steps", "--gamma", "--weight-decay", "--clip-grad-norm",
+    "--checkpoint-every", "--checkpoint-dir", "--resume"))
+
+
 def _options(ctx):
     opts = dict(ctx.options)
     unknown = sorted(set(opts) - set(OPTIONS))
@@ -120,5 +129,6 @@ FRAMEWORK = Framework(
               "(mmcv 2.1.0's RoIAlign has no bf16 kernel); fp16 and tf32 need CUDA",
     # mmdetection-cuda compiles mmcv's CUDA ops, for GPU hosts
     images=(ImageRecipe("mmdetection", IMAGE_VENV, wheels=True, base_recipe="torchvision", host_wheels=True),
-            ImageRecipe("mmdetection-cuda", IMAGE_VENV))
+            ImageRecipe("mmdetection-cuda", IMAGE_VENV)),
+    flags=FLAGS,
 )

@@ -9,7 +9,7 @@ import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from harness import jsonlog
-from harness.measure import latency, logfigure, scrapers, stats, work
+from harness.measure import divergence, latency, logfigure, scrapers, stats, work
 from harness.plan.fingerprint import fingerprint
 from harness.plan import trialfiles
 from harness.plan.trialfiles import read_trial_json
@@ -19,6 +19,7 @@ from harness.measure.stats import TrialEstimate
 from harness.measure.scrapers.common import clean_line, read_blocks, read_lines
 
 TAIL_LINES = 5
+EXIT_CODE = "exit code "  # a failure reason that starts with it: the program exited with an error
 
 # where a trial's stored settings came from (a key of trials.settings_json): the DETBENCH_SETTINGS
 # line its log printed, or, where the log has none, its adapter's settings(); that key, the line's
@@ -72,7 +73,7 @@ def failure_reason(record: Optional[Mapping[str, Any]], trial_dir: str) -> Optio
         return "killed by signal %s" % record["signal"]
     if record.get("exit_code") not in (0, None):
         tail = log_tail(trial_dir, 1)
-        return "exit code %s%s" % (record["exit_code"], (": " + tail[-1][:300]) if tail else "")
+        return EXIT_CODE + "%s%s" % (record["exit_code"], (": " + tail[-1][:300]) if tail else "")
     return None
 
 
@@ -180,6 +181,11 @@ def analyse(
         scraped = _Scraped()
         reason = reason or "the %s scraper failed on this log: %s: %s" % (scraper_name, type(exc).__name__, exc)
     records = scraped.records
+    stop = _stop_message(record, log_path, records)
+    if stop is not None and reason is not None and reason.startswith(EXIT_CODE) and not stop.within(warmup + measure):
+        reason = None  # it stopped itself past the window, whose figure stands (unless the records widen it)
+    if reason is None and scraped.count == 0 and scraped.fatal is None:
+        reason = no_records(scraper_name, record, trial_dir) + _unreadable(scraped)
     if reason is None and scraped.fatal is not None:
         reason = "log.txt line %d: %s" % (scraped.fatal.line + 1, scraped.fatal.reason)
     figures: Dict[str, Any] = {}
@@ -197,9 +203,10 @@ def analyse(
             )
             chosen = rep
         except stats.WindowError as exc:
-            reason = str(exc)
-            if scraped.errors and scraped.first_error is not None:
-                reason += " (%d unreadable lines, first: %s)" % (scraped.errors, scraped.first_error.reason)
+            reason = str(exc) + _unreadable(scraped)
+    why = _diverged(scraped.watch, chosen, stop, warmup + measure)
+    if why is not None:  # the telling reason, whatever else went wrong after it
+        reason, figures, chosen = why, {}, None
     if reason is None and times and chosen is not None and images_per_iteration is not None:
         try:  # from the same run as the reported figure
             mine = [r for r in records if r.run == chosen.run]
@@ -232,6 +239,49 @@ def analyse(
         peak_device_mb=peaks["peak_device_mb"],
         **figures,
     )
+
+
+def _unreadable(scraped: "_Scraped") -> str:
+    """How many lines did not parse, and the first one's reason, where any."""
+    if not scraped.errors or scraped.first_error is None:
+        return ""
+    return " (%d unreadable lines, first: %s)" % (scraped.errors, scraped.first_error.reason)
+
+
+def no_records(scraper_name: str, record: Optional[Mapping[str, Any]], trial_dir: str) -> str:
+    """Why a trial whose program ended well has no figure: its log holds no training record."""
+    tail = log_tail(trial_dir, 1)
+    code = _int(record.get("exit_code")) if record else None
+    return "no %s training record in log.txt: the program exited%s without printing an iteration line%s" % (
+        scraper_name,
+        "" if code is None else " with code %d" % code,
+        "; its last line: %s" % tail[-1].strip()[:300] if tail else "; the log is empty",
+    )
+
+
+def _stop_message(
+    record: Optional[Mapping[str, Any]], log_path: str, records: Sequence[IterationRecord]
+) -> Optional[divergence.Divergence]:
+    """The message a framework printed as it stopped itself at a non-finite loss, where the trial
+    exited with an error (divergence.STOPS, among the log's last lines)."""
+    if not record or _int(record.get("exit_code")) in (0, None) or not os.path.exists(log_path):
+        return None
+    return divergence.stop_in(divergence.tail(log_path), [(r.line, r.iteration) for r in records])
+
+
+def _diverged(
+    watch: divergence.Watch,
+    chosen: Optional[TrialEstimate],
+    stop: Optional[divergence.Divergence],
+    end: int,
+) -> Optional[str]:
+    """The divergence reason of a trial that diverged at or before the end of its measured window
+    (iteration `end`, or the figure's last where the records widened it), else None: by the
+    losses of the run the figure comes from (without a figure, of the latest run that diverged)."""
+    if chosen is not None:
+        end = max(end, chosen.window[1])
+    found = divergence.judge(watch, chosen.run if chosen is not None else None, end, stop)
+    return found.reason if found is not None else None
 
 
 def _int(value: object) -> Optional[int]:
@@ -268,6 +318,7 @@ class _Scraped:
         self.errors = 0  # lines that did not parse
         self.first_error: Optional[ScrapeError] = None
         self.fatal: Optional[ScrapeError] = None
+        self.watch = divergence.Watch()  # every record's loss, for the divergence rule
         self._records: Optional[List[IterationRecord]] = None
 
     @property
@@ -301,6 +352,7 @@ def _scrape(
         last = key
         out.count += 1
         out.keeper.add(item)
+        out.watch.add(item)
         if item.memory_mb is not None and (out.peak_mem_mb is None or item.memory_mb > out.peak_mem_mb):
             out.peak_mem_mb = item.memory_mb
         out.iterations.append(

@@ -524,6 +524,10 @@ def _check_commands(scenario: Scenario, cells: Sequence[Cell], fail: Fail) -> No
             no_downloads(name, args)
         except UserError as exc:
             fail(("extra_args", name), str(exc))
+        fw = frameworks.FRAMEWORKS.get(name)
+        bad = fw.extra_args_problem(args) if fw is not None and not scenario.inference else None
+        if bad is not None:  # an option its own program does not take: refused before anything runs
+            fail(("extra_args", name, bad[0]), "%s: %s" % (name, bad[1]))
     for cell in cells:
         fw = frameworks.FRAMEWORKS[cell.framework]
         choices: Tuple[Optional[Dict[str, Any]], ...] = ({}, scenario.options.get(cell.framework))

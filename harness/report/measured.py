@@ -14,7 +14,7 @@ from harness.vocab import catalog
 from harness.plan import platforms
 from harness.plan.scenario import Cell
 from harness import frameworks
-from harness.measure import flags, place, stats, telemetry, work
+from harness.measure import divergence, flags, place, stats, telemetry, work
 from harness.measure.ingest import DECLARED, NOT_SETTINGS, PROBLEM, SOURCE
 from harness.jsonlog import IMPLEMENTATION
 from harness.report import figures
@@ -214,6 +214,9 @@ def entry_for(
         return Entry(na=cell["excluded"])
     done = [t for t in trials if t["status"] == "done" and t["throughput"]]
     failed = [t for t in trials if t["status"] == "failed"]
+    diverged = [t for t in failed if divergence.diverged(t["reason"])]
+    if diverged:  # a training that diverged in any repeat is not timed, whichever framework it is
+        return Entry(na=divergence.in_trials(len(diverged), len(trials), diverged[0]["reason"]))
     if not done:
         if failed:
             return Entry(na="all %d trials failed; first: %s" % (len(failed), failed[0]["reason"]))

@@ -26,7 +26,8 @@ from harness.vocab import catalog
 from harness.plan import platforms
 from harness import frameworks
 from harness.plan import trialfiles
-from harness.measure import ingest, logfigure, scrapers
+from harness.measure import divergence, ingest, logfigure, scrapers
+from harness.measure.records import IterationRecord
 from harness.measure.result import TrialResult
 from harness.plan import scenario as scenario_mod
 from harness.errors import UserError
@@ -198,16 +199,22 @@ def _check_log(
         )
     records, _ = logfigure.read(log, how, window=(warmup + 1, warmup + measure))
     logfigure.require_records(log, how, records)
-    # a coverage problem is the more telling refusal: ask for the figure unbounded, then check it
-    fig = logfigure.figure(log, records, warmup, measure, images, run=run, max_error=max_error, approximate=True)
-    problem = logfigure.coverage_problem(records, fig)
-    if problem:
-        hint = (
-            ""
-            if how.how != "framework %s" % framework
-            else "; a log of %s's own scripts is read with --format %s" % (framework, how.scraper)
-        )
-        raise UserError("%s: %s%s" % (log, problem, hint))
+    watch, stop = _losses(log, how)
+    try:
+        # a coverage problem is the more telling refusal: ask for the figure unbounded, then check it
+        fig = logfigure.figure(log, records, warmup, measure, images, run=run, max_error=max_error, approximate=True)
+        problem = logfigure.coverage_problem(records, fig)
+        if problem:
+            hint = (
+                ""
+                if how.how != "framework %s" % framework
+                else "; a log of %s's own scripts is read with --format %s" % (framework, how.scraper)
+            )
+            raise UserError("%s: %s%s" % (log, problem, hint))
+    except UserError:
+        _refuse_diverged(log, divergence.judge(watch, run, warmup + measure, stop))  # the reason it has none
+        raise
+    _refuse_diverged(log, divergence.judge(watch, fig.run, max(warmup + measure, fig.window[1]), stop))
     for rec, shown in logfigure.images_in_log(records, fig):
         if shown != images:
             raise UserError(
@@ -226,6 +233,23 @@ def _check_log(
     if not approximate and fig.error_bound_s is None:  # refused the way scrape refuses it
         logfigure.figure(log, records, warmup, measure, images, run=run, max_error=max_error)
     return fig
+
+
+def _losses(log: Log, how: logfigure.Reading) -> Tuple[divergence.Watch, Optional[divergence.Divergence]]:
+    """Every record's loss of the log, and the message its framework printed where it stopped
+    itself at a non-finite loss (read as ingest reads a trial's)."""
+    watch = divergence.Watch()
+    for item in scrapers.iter_path(how.scraper, log, **how.options):
+        if isinstance(item, IterationRecord):
+            watch.add(item)
+    return watch, divergence.stop_in(divergence.tail(log), watch.recent)
+
+
+def _refuse_diverged(log: Log, found: Optional[divergence.Divergence]) -> None:
+    """UserError where the log's training diverged at or before its window's end: its figure
+    would time a training that no longer learns."""
+    if found is not None:
+        raise UserError("%s:%d: %s" % (log, found.line + 1, found.what))
 
 
 def declared_total(log: Log) -> Optional[int]:

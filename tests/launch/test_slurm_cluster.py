@@ -97,12 +97,12 @@ def calibrate_scenario(tmp_path, measure=5, ms=10, extra=""):
 
 
 def test_a_failing_trial_is_failed_with_the_runners_reason(cluster, tmp_path):
-    scenario = calibrate_scenario(tmp_path, extra="extra_args: {calibrate: [--no-such-flag]}\n")
+    scenario = calibrate_scenario(tmp_path, extra="extra_args: {calibrate: [--iterations, no-such-count]}\n")
     results = tmp_path / "results"
     code, out = detbench("run", "--scenario", str(scenario), "--results", str(results))
     assert code == 0, out
     (status, reason), = rows(results, "SELECT status, reason FROM trials")
-    assert status == "failed" and reason.startswith("exit code 2") and "no-such-flag" in reason
+    assert status == "failed" and reason.startswith("exit code 2") and "no-such-count" in reason
     trial_dir = next((results / "trials").iterdir())
     assert '"state": "FAILED"' in (trial_dir / "slurm.json").read_text()
 

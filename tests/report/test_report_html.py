@@ -27,7 +27,7 @@ timeout_s: 30
 exclude:
   - {model: faster_rcnn, reason: "<script>alert('exclude')</script>"}
 extra_args:
-  calibrate: ["--bogus=<script>alert('log')</script>"]
+  calibrate: [--iterations, "<script>alert('log')</script>"]
 """
 
 
@@ -48,7 +48,7 @@ def test_nothing_from_a_log_or_a_scenario_becomes_markup(tmp_path):
     page = invoke("report", "--platform", "local", "--results", str(results), "--format", "html")
     assert "<script" not in page.lower()
     assert "&lt;script&gt;alert(&#39;exclude&#39;)&lt;/script&gt;" in page
-    assert "--bogus=&lt;script&gt;alert(&#39;log&#39;)&lt;/script&gt;" in page
+    assert "invalid int value: &#34;&lt;script&gt;alert(&#39;log&#39;)&lt;/script&gt;&#34;" in page
     assert "&lt;script&gt;alert(&#39;scenario&#39;)&lt;/script&gt;" in page
     parsed = Page(page)
     assert "script" not in parsed.tags

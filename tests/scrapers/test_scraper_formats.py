@@ -93,15 +93,16 @@ CASES = [
         R(100, 3, 0.3922, 0.0101, 20, WM, memory_mb=1533.0, loss=1.1011),
         R(101, 6, 0.7022, 0.3011, 1, WM, memory_mb=1533.0, loss=1.0011)]), []),
     ("simpledet-mxnet", "simpledet_mxnet.log", {}, rounded(D2, [
-        R(21, 1, None, None, 20, TP, images_per_s=28.71),
-        R(41, 2, None, None, 20, TP, images_per_s=29.02)]), []),
+        # the loss: the sum of the metrics but the accuracies (RpnL1 + RcnnL1)
+        R(21, 1, None, None, 20, TP, images_per_s=28.71, loss=0.051093 + 0.377015),
+        R(41, 2, None, None, 20, TP, images_per_s=29.02, loss=0.050011 + 0.371101)]), []),
     ("simpledet-mxnet", "simpledet_mxnet_old.log", {}, rounded(D2, [
-        R(11, 0, None, None, 10, TP, images_per_s=31.20),
-        R(21, 1, None, None, 10, TP, images_per_s=31.90)]), [3]),
+        R(11, 0, None, None, 10, TP, images_per_s=31.20, loss=0.061093),
+        R(21, 1, None, None, 10, TP, images_per_s=31.90, loss=0.058093)]), [3]),
     ("simpledet-mxnet", "simpledet_mxnet_old.log", {"batches_per_epoch": 500}, rounded(D2, [
-        R(11, 0, None, None, 10, TP, images_per_s=31.20),
-        R(21, 1, None, None, 10, TP, images_per_s=31.90),
-        R(511, 3, None, None, 10, TP, images_per_s=32.00)]), []),
+        R(11, 0, None, None, 10, TP, images_per_s=31.20, loss=0.061093),
+        R(21, 1, None, None, 10, TP, images_per_s=31.90, loss=0.058093),
+        R(511, 3, None, None, 10, TP, images_per_s=32.00, loss=0.051093)]), []),
     ("dllogger", "dllogger_pytorch.log", {}, [
         # batches 10..49 and 10..99 of epoch 3; the data means run from batch 0 (their own span);
         # the first line prints floats in full, the second was cut to 4 decimals
@@ -139,20 +140,21 @@ CASES = [
         R(90, 14, 0.599876, None, 49, CM, memory_mb=7105.0, loss=1.530001)]), [9]),
     ("tensorpack", "tensorpack.log", {}, rounded(D3, [
         # the stock example: 500-step epochs, images/s of all GPUs over each epoch
-        R(500, 20, None, None, 500, TP, images_per_s=26.873),
-        R(1000, 43, None, None, 500, TP, images_per_s=28.954),
-        R(1500, 66, None, None, 500, TP, images_per_s=29.117)]), []),
+        # the loss: the epoch's total_cost, printed among the scalars after the throughput
+        R(500, 20, None, None, 500, TP, images_per_s=26.873, loss=2.4122),
+        R(1000, 43, None, None, 500, TP, images_per_s=28.954, loss=1.9871),
+        R(1500, 66, None, None, 500, TP, images_per_s=29.117, loss=1.8014)]), []),
     ("tensorpack", "tensorpack_short.log", {"steps_per_epoch": 10}, rounded(0.5e-4, [
         # epoch 3's figure is garbled (still epoch 3: epoch 4 is placed at its own global step 40);
         # the last line is cut
-        R(10, 6, None, None, 10, TP, images_per_s=1.2043),
-        R(20, 13, None, None, 10, TP, images_per_s=3.9861),
-        R(40, 27, None, None, 10, TP, images_per_s=4.0219)]), [20, 30]),
+        R(10, 6, None, None, 10, TP, images_per_s=1.2043, loss=3.0),
+        R(20, 13, None, None, 10, TP, images_per_s=3.9861, loss=1.5),
+        R(40, 27, None, None, 10, TP, images_per_s=4.0219, loss=0.75)]), [20, 30]),
     ("tensorpack", "tensorpack_short.log", {}, rounded(0.5e-4, [
         # 10-step epochs by the log's own epoch lines, whatever steps_per_epoch says
-        R(10, 6, None, None, 10, TP, images_per_s=1.2043),
-        R(20, 13, None, None, 10, TP, images_per_s=3.9861),
-        R(40, 27, None, None, 10, TP, images_per_s=4.0219)]), [20, 30]),
+        R(10, 6, None, None, 10, TP, images_per_s=1.2043, loss=3.0),
+        R(20, 13, None, None, 10, TP, images_per_s=3.9861, loss=1.5),
+        R(40, 27, None, None, 10, TP, images_per_s=4.0219, loss=0.75)]), [20, 30]),
 ]
 
 

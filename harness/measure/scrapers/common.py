@@ -42,6 +42,7 @@ except ImportError:  # not built: the pure-Python paths give the same items
     _fastscan = None
 
 Item = Union[IterationRecord, ScrapeError]
+Fed = Union[Item, List[Item], None]  # what one line gives: an item, none, or a held record released and the line's
 PathLike = Union[str, "os.PathLike[str]"]
 Problems = List[Tuple[int, str]]  # (line index, reason) where a reading stopped
 # _fastscan's scan: (scraper, block, pos, end, line, out) -> (pos, line), appending records to out
@@ -385,6 +386,16 @@ class Scraper:
         else:
             self._before, self._last = self._last, out[-1]
 
+    def finish(self) -> List[Item]:
+        """What the scraper still holds once the log ends (a record that the lines after it complete)."""
+        return []
+
+    def take(self, line: str, index: int) -> Fed:
+        """What one cleaned line gives: ``feed``'s item, where a format holds no record back; a
+        format that holds a record until later lines complete it returns a list where one line
+        gives two (the held record released, then the line's)."""
+        return self.feed(line, index)
+
     def feed(self, line: str, index: int) -> Optional[Item]:
         """Turn one cleaned line into a record, an error, or None."""
         if self.key in line and self.pattern is not None:
@@ -535,11 +546,18 @@ class Scraper:
         return rec
 
 
-def _safe_feed(scraper: Scraper, line: str, index: int) -> Optional[Item]:
+def _safe_feed(scraper: Scraper, line: str, index: int) -> Fed:
     try:
-        return scraper.feed(line, index)
+        return scraper.take(line, index)
     except Exception as exc:  # a scraper must never raise on input
         return make_error(index, "cannot parse: %s" % type(exc).__name__, line)
+
+
+def _items(out: Fed) -> List[Item]:
+    """The items one line gave, in order."""
+    if out is None:
+        return []
+    return out if isinstance(out, list) else [out]
 
 
 def run_lines(scraper: Scraper, lines: Iterable[Union[str, bytes]]) -> Iterator[Item]:
@@ -549,8 +567,11 @@ def run_lines(scraper: Scraper, lines: Iterable[Union[str, bytes]]) -> Iterator[
         if line is None:
             continue
         out = _safe_feed(scraper, line, index)
-        if out is not None:
+        if isinstance(out, list):
+            yield from out
+        elif out is not None:
             yield out
+    yield from scraper.finish()
 
 
 def _needs_line_path(scraper: Scraper, chunk: str) -> bool:
@@ -625,9 +646,7 @@ def _scan_block(scraper: Scraper, scan: NativeScan, block: bytes, end: int, line
             stop = end
         text = _cleaned(block[pos:stop])
         if text is not None:
-            item = _safe_feed(scraper, text, line)
-            if item is not None:
-                out.append(item)
+            out += _items(_safe_feed(scraper, text, line))
         pos, line = stop + 1, line + 1
     return out, line
 
@@ -655,6 +674,7 @@ def run_path(
         for block, end in read_blocks(path, size, stops):
             items, index = _scan_block(scraper, scan, block, end, index)
             yield from items
+        yield from scraper.finish()
         _stopped(problems, index, stops)
         yield from problem_errors(problems)
         return
@@ -674,8 +694,11 @@ def run_path(
             if text is None:
                 continue
             out = _safe_feed(scraper, text, first + offset)
-            if out is not None:
+            if isinstance(out, list):
+                yield from out
+            elif out is not None:
                 yield out
+    yield from scraper.finish()
     yield from problem_errors(problems)
 
 

@@ -29,6 +29,11 @@ def _num(value: Any) -> Optional[float]:
     return value if math.isfinite(value) else None
 
 
+def _loss(value: Any) -> Optional[float]:
+    """The loss as printed, nan and inf kept: a diverged training's (JSON's NaN, Infinity)."""
+    return None if value is None else float(value)
+
+
 def iter_scrape(lines: Iterable[str], **_options: Any) -> Iterator[common.Item]:
     """Yield an IterationRecord or a ScrapeError for every ITER line (and a fatal error
     where a record is seen twice with other figures or out of order)."""
@@ -56,7 +61,7 @@ def iter_scrape(lines: Iterable[str], **_options: Any) -> Iterator[common.Item]:
                 kind=ITERATION,
                 images=obj.get(jsonlog.IMAGES),
                 memory_mb=_num(obj.get(jsonlog.PEAK_MEM_MB)),
-                loss=_num(obj.get(jsonlog.LOSS)),
+                loss=_loss(obj.get(jsonlog.LOSS)),
                 run=runs.run,
             )
         # OverflowError: an iteration of 1e400; RecursionError: JSON nested thousands deep

@@ -25,7 +25,7 @@ Options:
 
 import collections
 import re
-from typing import Deque, Match, Optional
+from typing import Deque, List, Match, Optional
 
 from harness.measure.records import THROUGHPUT, IterationRecord
 from harness.measure.scrapers import common
@@ -35,6 +35,9 @@ RECORD_RE = re.compile(
     r"Speed: (\S+) samples/s"
 )
 
+
+# a metric after "Train-": name=value,
+METRIC_RE = re.compile(r"(\w+)=([^,\s]+)")
 
 WORKER_LAG = 64  # records: how far behind rank 0 another worker's line may come
 
@@ -95,11 +98,27 @@ class SpeedometerScraper(common.Scraper):
             float(m.group(4)),
             None,
             None,
-            None,
+            _loss(m),
             self.run,
             common.half_unit(m.group(4)),
         )
         return self.accept(rec)
+
+
+def _loss(m: Match[str]) -> Optional[float]:
+    """The sum of the line's loss metrics (every metric after Speed but the accuracies: RpnL1,
+    RcnnL1, the focal losses), each a running mean over the epoch: nan once one is; None where
+    the line prints none."""
+    text = m.string
+    end = text.find("\n", m.end())
+    losses: List[float] = []
+    for name, value in METRIC_RE.findall(text[m.end() : end if end >= 0 else len(text)]):
+        if "Acc" not in name:
+            try:
+                losses.append(float(value))
+            except ValueError:
+                continue
+    return sum(losses) if losses else None
 
 
 def _line_of(m: Match[str]) -> str:

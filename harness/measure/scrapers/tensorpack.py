@@ -34,7 +34,7 @@ where the log prints no epoch lines.
 """
 
 import re
-from typing import Match, Optional, Tuple
+from typing import List, Match, Optional, Tuple
 
 from harness.measure.records import THROUGHPUT, IterationRecord
 from harness.measure.scrapers import common
@@ -43,6 +43,11 @@ THROUGHPUT_KEY = "Throughput (samples/sec): "
 RECORD_RE = re.compile(r"\] Throughput \(samples/sec\): ([^\s,]+)[ \t]*$", re.M)
 EPOCH_RE = re.compile(r"\] Epoch (\d+) \(global_step (\d+)\) finished, time:")
 EPOCH_KEY = ") finished, time:"
+MONITOR = "@monitor.py:"  # the ScalarPrinter's lines: the epoch's scalars, the throughput among them
+# what tensorpack prints once an epoch's scalars are done: the next epoch, its end, another
+# throughput, a process starting
+NEXT = ("] Start Epoch ", EPOCH_KEY, THROUGHPUT_KEY, "] Argv: ")
+LOSS_RE = re.compile(r"\] total_cost: (\S+)[ \t]*$")
 
 
 class TensorpackScraper(common.Scraper):
@@ -60,6 +65,21 @@ class TensorpackScraper(common.Scraper):
         self.epoch: Optional[Tuple[int, int]] = None
         self.epoch_step: Optional[int] = None  # the global step of the run's last epoch line
         self._counted = False  # the last record was placed by counting
+        # the epoch's record, held while the scalars printed after it go on: its loss is among them
+        self._held: Optional[IterationRecord] = None
+
+    def take(self, line: str, index: int) -> common.Fed:
+        held = self._held
+        if held is None:
+            return self.feed(line, index)
+        if not any(mark in line for mark in NEXT):  # the epoch's scalars go on, other output between
+            m = LOSS_RE.search(line) if MONITOR in line and held.loss is None else None
+            if m is not None:
+                self._held = held._replace(loss=_number(m.group(1)))
+            return None
+        self._held = None
+        out, rest = self.accept(held), self.feed(line, index)
+        return rest if out is None else out if rest is None else [out, rest]
 
     def feed(self, line: str, index: int) -> Optional[common.Item]:
         if EPOCH_KEY in line:
@@ -67,8 +87,13 @@ class TensorpackScraper(common.Scraper):
             return None
         return super().feed(line, index)
 
+    def finish(self) -> List[common.Item]:
+        held, self._held = self._held, None
+        out = self.accept(held) if held is not None else None
+        return [] if out is None else [out]
+
     def fast_ok(self, chunk: str) -> bool:
-        return super().fast_ok(chunk) and EPOCH_KEY not in chunk
+        return False  # every line through feed: a record waits for its epoch's loss
 
     def read_epoch(self, line: str, index: int) -> None:
         """Note an epoch line: the global step and steps of the epoch the next throughput belongs to."""
@@ -123,7 +148,15 @@ class TensorpackScraper(common.Scraper):
             self.run,
             common.half_unit(value),
         )
-        return self.accept(rec)
+        self._held = rec  # taken in once the epoch's scalars, total_cost among them, are read
+        return None
+
+
+def _number(text: str) -> Optional[float]:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 # iter_scrape(lines) streams, iter_scrape_path(path) reads a file with the fast path,
