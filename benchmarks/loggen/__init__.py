@@ -16,7 +16,7 @@ figure, or a refusal) is true of the log, and `interface` asks detbench.
 """
 from . import (detbench, detectron, detectron2, dllogger, effdet, maskrcnn, mmcv, mmengine, simpledet,
                tensorpack, torchvision)
-from .core import Chooser, Fault, Log, RandomChooser, Run
+from .core import Chooser, Fault, FixedChooser, Log, RandomChooser, Run
 
 GENERATORS = {
     "detbench-jsonl": detbench.generate,
@@ -40,4 +40,4 @@ def generate(fmt, choose, max_iters=200000, max_records=None):
     return GENERATORS[fmt](choose, max_iters=max_iters, max_records=max_records)
 
 
-__all__ = ["GENERATORS", "generate", "Chooser", "RandomChooser", "Log", "Run", "Fault"]
+__all__ = ["GENERATORS", "generate", "Chooser", "RandomChooser", "FixedChooser", "Log", "Run", "Fault"]

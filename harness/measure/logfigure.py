@@ -171,9 +171,15 @@ def _detect(log: PathLike) -> List[str]:
         found = scrapers.detect(log, problems=problems)
     except OSError as exc:
         raise UserError("%s: cannot read: %s" % (log, exc.strerror)) from None
-    if problems and not found:
-        line, reason = problems[0]
+    stops = [p for p in problems if p[1] != scrapers.common.NUL_SKIPPED]
+    if stops and not found:
+        line, reason = stops[0]
         raise UserError("%s:%d: %s" % (log, line + 1, reason))
+    if problems and not found:
+        raise UserError(
+            "%s: matches no known log format (%d lines skipped for a NUL byte, the first line %d)"
+            % (log, len(problems), problems[0][0] + 1)
+        )
     return found
 
 
