@@ -198,8 +198,11 @@ def _check_log(
         )
     records, _ = logfigure.read(log, how, window=(warmup + 1, warmup + measure))
     logfigure.require_records(log, how, records)
+    given = "--batch-per-gpu %d x --gpus %d%s" % (batch_per_gpu, gpus, " x --nodes %d" % nodes if nodes > 1 else "")
     # a coverage problem is the more telling refusal: ask for the figure unbounded, then check it
-    fig = logfigure.figure(log, records, warmup, measure, images, run=run, max_error=max_error, approximate=True)
+    fig = logfigure.figure(
+        log, records, warmup, measure, images, run=run, max_error=max_error, approximate=True, images_given=given
+    )
     problem = logfigure.coverage_problem(records, fig)
     if problem:
         hint = (
@@ -211,17 +214,8 @@ def _check_log(
     for rec, shown in logfigure.images_in_log(records, fig):
         if shown != images:
             raise UserError(
-                "%s:%d: iteration %d has %d images; --batch-per-gpu %d x --gpus %d%s gives %d"
-                % (
-                    log,
-                    rec.line + 1,
-                    rec.iteration,
-                    shown,
-                    batch_per_gpu,
-                    gpus,
-                    " x --nodes %d" % nodes if nodes > 1 else "",
-                    images,
-                )
+                "%s:%d: iteration %d has %d images; %s gives %d"
+                % (log, rec.line + 1, rec.iteration, shown, given, images)
             )
     if not approximate and fig.error_bound_s is None:  # refused the way scrape refuses it
         logfigure.figure(log, records, warmup, measure, images, run=run, max_error=max_error)
