@@ -101,10 +101,26 @@ def import_logs(
     return _store(logs, checked, sc, cell, images, results_dir), cell.key
 
 
+# Formats that code besides the one framework reading them writes, so that a log of one says
+# nothing of the column it belongs to: detectron2 prints the same lines on any device (detbench
+# runs it on a CPU as detectron2, through its own lines, and on a GPU as detectron2-cuda), and
+# DeepLearningExamples' EfficientDet prints dllogger lines in PyTorch as in TF2.
+OTHER_WRITERS = {
+    "detectron2": "detectron2 on any device (detbench's detectron2 on a CPU, detectron2-cuda on a GPU)",
+    "dllogger": "NVIDIA's EfficientDet in PyTorch as in TF2 (detbench's nvidia-efficientdet-tf2)",
+}
+
+
 def _framework_of(readings: Sequence[logfigure.Reading]) -> Framework:
-    """The framework whose scraper every log's format is, when exactly one framework has it."""
+    """The framework whose scraper every log's format is, when exactly one framework has it
+    and no other code writes the format (OTHER_WRITERS)."""
     formats = sorted({how.scraper for how in readings})
     owners = sorted({fw.name for fw in frameworks.FRAMEWORKS.values() if fw.scraper in formats})
+    if len(formats) == 1 and formats[0] in OTHER_WRITERS:
+        raise UserError(
+            "give --framework: the table column these logs belong to (%s logs are written by %s; "
+            "the log does not tell which)" % (formats[0], OTHER_WRITERS[formats[0]])
+        )
     if len(formats) != 1 or len(owners) != 1:
         raise UserError(
             "give --framework: the table column these logs belong to (%s logs are written by %s)"

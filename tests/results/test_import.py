@@ -321,3 +321,20 @@ def test_a_batch_the_logs_own_figures_contradict_is_refused_with_both_numbers(tm
     assert m and float(m.group(1)) == pytest.approx(right * gpus, rel=0.01) and int(m.group(2)) == batch * gpus, line
     out = import_(results, path, *cell, "--batch-per-gpu", right, "--gpus", gpus)
     assert out.exit_code == 0, out.output
+
+
+def test_a_current_detectron2_log_is_not_filed_under_a_device_it_does_not_name(tmp_path):
+    log, path = generated(tmp_path, "detectron2", dict(era="current", period=20, iters=2000, ckpt=5000, batch=2,
+                                                       crash_exception=0, stdout=0))
+    results = tmp_path / "results"
+    out = import_(results, path, *[a for k, v in FLAGS.items() for a in (k, v)])
+    assert out.exit_code == 2 and store_rows(results) is None
+    assert out.stderr.splitlines()[-1] == (
+        "detbench: error: give --framework: the table column these logs belong to (detectron2 logs are written by "
+        "detectron2 on any device (detbench's detectron2 on a CPU, detectron2-cuda on a GPU); the log does not tell "
+        "which)")
+    for framework in ("detectron2", "detectron2-cuda"):   # the column named, read as the log is written
+        out = import_(results, path, "--framework", framework, "--format", "detectron2",
+                      *[a for k, v in FLAGS.items() for a in (k, v)])
+        assert out.exit_code == 0, out.output
+        assert "imported 1 log as %s/faster_rcnn/fp32/local/1/1" % framework in out.stdout
