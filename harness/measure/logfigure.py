@@ -511,7 +511,7 @@ def check_images(
         return
     raise UserError(
         "%s: its images/s and durations over iterations %d..%d imply %.4g images per iteration "
-        "(%.4g to %.4g), not the %d of %s: every figure would be %.3gx off"
+        "(%.6g to %.6g), not the %d of %s: every figure would be %.3gx off"
         % (
             log,
             fig.window[0],
