@@ -4,8 +4,10 @@ For every format `detbench scrape --list-formats` names, a generator writes a lo
 that framework writes it (its logging period, its averaging and its rounding, read from the
 framework's source), with random periods, epoch lengths, run lengths up to 200,000
 iterations, crashes and resumes (counters that go back), warnings and evaluation output
-between the records. Each log comes with its truth: the runs, every iteration's time and
-data time, and the lines of its records.
+between the records, and now and then a record line a crash left as NUL bytes. Each log
+comes with its truth: the runs, every iteration's time and data time, and the lines of its
+records. `FixedChooser` fixes the choices that make one case (a logging period, an epoch
+length, a batch) and draws the rest.
 
     from benchmarks import loggen
     log = loggen.generate("detectron2", loggen.RandomChooser(random.Random(7)))
