@@ -4,9 +4,11 @@ Writes N logs (default 10,000) in every format `detbench scrape --list-formats` 
 robin, each from known per-iteration times in its framework's printed format
 (benchmarks/loggen), asks the library a few random windows of each, and judges every answer
 (benchmarks/loggen/judge.py): a figure must lie within its stated error bound of the truth,
-`exact` only within 0.1%; a refusal's reason must be true of the log. Per format it prints the
-largest |figure - truth| / bound, the refusals by reason and every violation with what
-reproduces it (`--replay FORMAT:SEED`). Then it times `detbench scrape` on a 50 MB log of each
+`exact` only within 0.1%, take in at most half its window's length outside it, and give a data
+time beside a bounded figure only with a bound; images per iteration the log's own figures
+contradict (asked now and then) give no figure; a refusal's reason must be true of the log. Per
+format it prints the largest |figure - truth| / bound, the refusals by reason and every
+violation with what reproduces it (`--replay FORMAT:SEED`). Then it times `detbench scrape` on a 50 MB log of each
 text format of benchmarks/scrape_speed.py (lines per second through the command line, every
 record printed to /dev/null). Exits 1 on any violation.
 

@@ -4,8 +4,10 @@ For every format `detbench scrape --list-formats` names, a generator writes a lo
 that framework writes it (its logging period, its averaging and its rounding, read from the
 framework's source), with random periods, epoch lengths, run lengths up to 200,000
 iterations, crashes and resumes (counters that go back), warnings and evaluation output
-between the records. Each log comes with its truth: the runs, every iteration's time and
-data time, and the lines of its records.
+between the records, and now and then a record line a crash left as NUL bytes. Each log
+comes with its truth: the runs, every iteration's time and data time, and the lines of its
+records. `FixedChooser` fixes the choices that make one case (a logging period, an epoch
+length, a batch) and draws the rest.
 
     from benchmarks import loggen
     log = loggen.generate("detectron2", loggen.RandomChooser(random.Random(7)))
@@ -16,7 +18,7 @@ figure, or a refusal) is true of the log, and `interface` asks detbench.
 """
 from . import (detbench, detectron, detectron2, dllogger, effdet, maskrcnn, mmcv, mmengine, simpledet,
                tensorpack, torchvision)
-from .core import Chooser, Fault, Log, RandomChooser, Run
+from .core import Chooser, Fault, FixedChooser, Log, RandomChooser, Run
 
 GENERATORS = {
     "detbench-jsonl": detbench.generate,
@@ -40,4 +42,4 @@ def generate(fmt, choose, max_iters=200000, max_records=None):
     return GENERATORS[fmt](choose, max_iters=max_iters, max_records=max_records)
 
 
-__all__ = ["GENERATORS", "generate", "Chooser", "RandomChooser", "Log", "Run", "Fault"]
+__all__ = ["GENERATORS", "generate", "Chooser", "RandomChooser", "FixedChooser", "Log", "Run", "Fault"]

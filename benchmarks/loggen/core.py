@@ -55,6 +55,28 @@ class RandomChooser(Chooser):
         return self.rng.randint(lo, hi)
 
 
+class FixedChooser(Chooser):
+    """Named choices fixed (`values`: a number for integer and log_integer, the option itself
+    for choice and weighted), every other drawn from a seeded random generator: one log of a
+    case a test names, such as a given logging period, epoch length or batch."""
+
+    def __init__(self, values, seed=0):
+        self.values = dict(values)
+        self.rng = random.Random(seed)
+
+    def integer(self, name, lo, hi):
+        return self.values[name] if name in self.values else self.rng.randint(lo, hi)
+
+    def log_integer(self, name, lo, hi):
+        return self.values[name] if name in self.values else super().log_integer(name, lo, hi)
+
+    def choice(self, name, options):
+        return self.values[name] if name in self.values else super().choice(name, options)
+
+    def weighted(self, name, options):
+        return self.values[name] if name in self.values else super().weighted(name, options)
+
+
 # ------------------------------------------------------------------ truth
 
 @dataclass
@@ -92,8 +114,9 @@ class Run:
 
 @dataclass
 class Fault:
-    """Record lines a framework does not write like that: a duplicated or swapped line
-    (1-based line numbers). `benign` marks a repeat the framework itself prints."""
+    """Record lines a framework does not write like that: a duplicated or swapped line, or one
+    whose bytes a crash left unwritten (NULs; 1-based line numbers). `benign` marks a repeat
+    the framework itself prints, or a lost line the log's truth no longer counts on."""
     kind: str
     lines: Tuple[int, int]
     benign: bool = False
@@ -302,14 +325,24 @@ def py_random(choose):
 
 def inject_faults(choose, writer, runs):
     """Rarely, a record line seen twice or two record lines swapped (a log pasted together by
-    hand, or two processes writing one file). Returns the faults."""
+    hand, or two processes writing one file), or a record line whose bytes are NULs (a block
+    of the file never written: its record is gone from the truth). Returns the faults."""
     faults = []
-    what = choose.weighted("fault", [(None, 92), ("twice", 4), ("swapped", 4)])
+    what = choose.weighted("fault", [(None, 90), ("twice", 4), ("swapped", 4), ("nul", 2)])
     lines = sorted(l for r in runs for l in r.record_lines)
     if what is None or len(lines) < 3:
         return faults
     k = choose.integer("fault_at", 0, len(lines) - 2)
     a, b = lines[k], lines[k + 1]
+    if what == "nul":
+        a = b if a == 1 else a  # a file that begins with a NUL byte is no text log: another case
+        writer.lines[a - 1] = "\0" * max(1, len(writer.lines[a - 1]))
+        for r in runs:
+            if a in r.record_lines:
+                k = r.record_lines.index(a)
+                del r.records[k], r.record_lines[k], r.spans[k]
+        faults.append(Fault("nul", (a, a), benign=True))
+        return faults
     if what == "twice":
         # the copy goes right after the original: every later line moves down by one
         writer.lines.insert(a, writer.lines[a - 1])

@@ -139,5 +139,5 @@ def _tf2(choose, max_iters, max_records):
     return Log(FORMAT, "dllogger TF2 time_log, log_steps %d, epoch %d, %d run(s)" % (log_steps, steps, len(runs)),
                w.lines, runs, images_per_iteration=batch, epoch_length=steps, faults=faults,
                framework="nvidia-efficientdet-tf2", params=dict(flavour="tf2", log_steps=log_steps, steps=steps,
-                                                                total=total))
+                                                                total=total, implies_images=True))
 

@@ -1,6 +1,9 @@
 """Is an answer true of the log? A figure must lie within its stated bound of the true mean of
 the iterations its window names, in the run it names; `exact` only where that bound is at most
-0.1% and the window is the one asked for. A refusal's reason must be true of the log.
+0.1% and the window is the one asked for; its window may take in at most half as many
+iterations outside the one asked for as it asks; a data time beside a bounded figure has a
+bound of its own; a batch the log's own figures contradict gives no figure. A refusal's
+reason must be true of the log.
 
 `judge` returns a Verdict: its `problems` are violations (a figure outside its bound, `exact`
 without the bound for it, a figure that mixes runs, a refusal whose reason is false), its
@@ -16,6 +19,7 @@ from .interface import MISSING
 KEYS = ("requested_window", "window", "iteration_time_s", "data_time_s", "throughput", "error_bound_s",
         "data_error_bound_s", "exact", "run", "runs", "kind", "format")
 EXACT_SHARE = 0.001            # `exact`: the bound at most 0.1% of the figure
+WIDEN_SHARE = 0.5              # iterations outside the window asked for a figure may take in, of its length
 REL_SLACK = 1e-6               # float arithmetic of the frameworks (float32 means) and of the scrapers
 ABS_SLACK = 1e-12
 
@@ -108,6 +112,14 @@ def _figure(log, req, fig):
         # lines around it give, and nothing in the log tells the figure is another's
         v.notes.append("a misplaced record line that carries no iteration: the figure is not checked")
         return v
+    if req.images_per_iteration != log.images_per_iteration:
+        v.problems.append("a figure for %s images per iteration, which the log's own figures contradict (it was "
+                          "written with %s)" % (req.images_per_iteration, log.images_per_iteration))
+        return v
+    outside = max(0, lo - a) + max(0, b - hi)
+    if outside > WIDEN_SHARE * (hi - lo + 1):
+        v.problems.append("window %d..%d takes in %d iterations outside the %d..%d asked for, over half of it"
+                          % (a, b, outside, lo, hi))
     truth, truth_data = log.mean(r.index, a, b)
     value = fig.get("iteration_time_s")
     bound = fig.get("error_bound_s")
@@ -139,6 +151,9 @@ def _figure(log, req, fig):
     if "exact" not in fig and err > slack:
         v.notes.append("legacy figure off by %.3g%%" % (100 * err / truth))
     data, dbound = fig.get("data_time_s"), fig.get("data_error_bound_s")
+    if data is not None and dbound is None and bound is not None:
+        v.problems.append("a data time with no bound beside a figure the printed digits bound: of which "
+                          "iterations is it?")
     if data is not None and dbound is not None:
         if abs(data - truth_data) > dbound + REL_SLACK * truth_data + ABS_SLACK:
             v.problems.append("data time %.9g s is %.3g s from the truth %.9g s, beyond its bound %.3g s" % (
@@ -157,6 +172,7 @@ def _figure(log, req, fig):
 # refusal classes: (name, pattern), the first that matches names the reason
 REASONS = (
     ("interface", re.compile(re.escape(MISSING))),
+    ("images", re.compile(r"images per iteration")),
     ("ranks", re.compile(r"several processes")),
     ("faults", re.compile(r"twice|out of order|duplicate|repeat|seen before|swapped")),
     ("unbounded", re.compile(r"no figure the printed digits bound")),
@@ -204,6 +220,9 @@ def _refusal(log, req, answer, ask=None):
     lenient = any(not f.benign for f in log.faults)
     if reason == "interface":
         v.problems.append(msg)
+    elif reason == "images":
+        if req.images_per_iteration == log.images_per_iteration:
+            v.problems.append("refused the images per iteration the log was written with: %s" % msg)
     elif reason == "ranks":
         if log.params.get("ranks") != "unlabelled" and _restarts_look_like_ranks(
                 log, {int(x) for pair in re.findall(r"lines (\d+) and (\d+)", msg) for x in pair}):

@@ -95,4 +95,4 @@ def generate(choose, max_iters=200000, max_records=None):
     faults = inject_faults(choose, w, runs)
     return Log(FORMAT, "tensorpack, %d steps per epoch, %d GPU(s), %d run(s)" % (steps, gpus, len(runs)), w.lines, runs,
                images_per_iteration=gpus, epoch_length=steps, faults=faults, framework="tensorpack",
-               params=dict(steps=steps, total=total, unplaced_records=True))
+               params=dict(steps=steps, total=total, unplaced_records=True, implies_images=True))

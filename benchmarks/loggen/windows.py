@@ -1,6 +1,7 @@
 """Windows to ask of a generated log, as a user would: inside a run (on its records or not),
 over a whole run, across a resume, past the log's end, with or without --run, --max-error
-and --iters-per-epoch."""
+and --iters-per-epoch, and now and then with images per iteration the log's own figures
+contradict (where they tell them: `implies_images` in its params)."""
 from dataclasses import dataclass, asdict
 from typing import Optional
 
@@ -72,7 +73,11 @@ def request(choose, log, k=0):
     if log.framework and choose.chance(pick("framework"), 10):
         framework = log.framework
     approximate = True if choose.chance(pick("approximate"), 50) else None
-    return Request(lo - 1, hi - lo + 1, run_opt, max_error, ipe, log.images_per_iteration, framework, approximate)
+    images = log.images_per_iteration
+    if images and log.params.get("implies_images") and choose.chance(pick("wrong_batch"), 10):
+        # a batch the log's own figures contradict (the flag of another cell, a GPU count forgotten)
+        images *= choose.choice(pick("batch_factor"), [2, 15])
+    return Request(lo - 1, hi - lo + 1, run_opt, max_error, ipe, images, framework, approximate)
 
 
 def log_last(log):

@@ -171,9 +171,15 @@ def _detect(log: PathLike) -> List[str]:
         found = scrapers.detect(log, problems=problems)
     except OSError as exc:
         raise UserError("%s: cannot read: %s" % (log, exc.strerror)) from None
-    if problems and not found:
-        line, reason = problems[0]
+    stops = [p for p in problems if p[1] != scrapers.common.NUL_SKIPPED]
+    if stops and not found:
+        line, reason = stops[0]
         raise UserError("%s:%d: %s" % (log, line + 1, reason))
+    if problems and not found:
+        raise UserError(
+            "%s: matches no known log format (%d lines skipped for a NUL byte, the first line %d)"
+            % (log, len(problems), problems[0][0] + 1)
+        )
     return found
 
 
@@ -378,6 +384,7 @@ def figure(
     run: Optional[int] = None,
     max_error: Optional[float] = None,
     approximate: bool = False,
+    images_given: Optional[str] = None,
 ) -> Figure:
     """The window figure of `records` read from `log`, exactly as a trial of that log gets it.
 
@@ -387,7 +394,9 @@ def figure(
     window); max_error (relative) refuses a figure whose error bound is larger. A figure the
     printed digits do not bound (window medians, running means of unknown start, windows
     the records leave gaps in) is refused saying why, unless approximate is true: then it
-    is given with no bound and `exact` false.
+    is given with no bound and `exact` false. Where the log's own rates and durations tell
+    the images of an iteration, an images_per_iteration they contradict is refused, naming
+    both (images_given: the flags that gave it, "--images-per-iteration N" by default).
     """
     how = getattr(records, "how", None)
     errors = getattr(records, "errors", ())
@@ -440,6 +449,8 @@ def figure(
         how.source if how else None,
         est.missing,
     )
+    if images_per_iteration is not None:
+        check_images(log, records, fig, images_per_iteration, images_given)
     if max_error is not None:
         _check_max_error(log, fig, max_error)
     if not approximate and fig.error_bound_s is None:
@@ -448,6 +459,71 @@ def figure(
             "it without a bound" % (log, lo, hi, _unbounded_why(fig, how, images_per_iteration, records))
         )
     return _with_notes(log, fig, records, est, how, errors)
+
+
+# The formats whose throughput records also print the duration they cover, and how far the
+# images per iteration the two imply may be off: (half a unit of the printed duration in
+# seconds, a share of it). dllogger TF2 prints its Latency to 10 ms, from the same timer as its
+# fps; tensorpack's epoch time is printed to 3 digits under a minute and in whole seconds,
+# truncated, above (1/60), and its timer also runs the epoch's hooks, which its images/s timer
+# does not (a quarter more).
+IMPLIED_IMAGES = {"dllogger": (0.005, 0.0), "tensorpack": (0.05, 1.0 / 60 + 0.25)}
+
+
+def implied_images(
+    records: Sequence[IterationRecord], fig: Figure, fmt: Optional[str]
+) -> Optional[Tuple[float, float, float]]:
+    """(images per iteration, least, most) that the images/s and the duration of the window's
+    throughput records imply together (images/s x seconds / iterations), within what their
+    printing and timers allow (IMPLIED_IMAGES); None where the format or no record tells."""
+    if fmt not in IMPLIED_IMAGES:
+        return None
+    half_unit, share = IMPLIED_IMAGES[fmt]
+    total = low = high = 0.0
+    iterations = 0
+    for r in window_records(records, fig):
+        if r.kind != rec_kinds.THROUGHPUT or not r.time_s or not r.images_per_s or r.time_s <= 0:
+            continue
+        seconds = r.time_s * r.span
+        off = half_unit / seconds + share
+        images = r.images_per_s * seconds
+        rate_off = r.rounding / r.images_per_s if r.images_per_s > r.rounding else 1.0
+        total += images
+        low += images * max(0.0, 1 - off) * (1 - rate_off)
+        high += images * (1 + off) * (1 + rate_off)
+        iterations += r.span
+    if not iterations:
+        return None
+    return total / iterations, low / iterations, high / iterations
+
+
+def check_images(
+    log: PathLike, records: Sequence[IterationRecord], fig: Figure, images: int, given: Optional[str] = None
+) -> None:
+    """UserError where the images per iteration given lie outside what the log itself implies
+    (implied_images): every figure of it would be off by their ratio."""
+    how = getattr(records, "how", None)
+    implied = implied_images(records, fig, how.scraper if how is not None else None)
+    if implied is None:
+        return
+    value, low, high = implied
+    if low <= images <= high:
+        return
+    raise UserError(
+        "%s: its images/s and durations over iterations %d..%d imply %.4g images per iteration "
+        "(%.6g to %.6g), not the %d of %s: every figure would be %.3gx off"
+        % (
+            log,
+            fig.window[0],
+            fig.window[1],
+            value,
+            low,
+            high,
+            images,
+            given or "--images-per-iteration %d" % images,
+            max(value / images, images / value),
+        )
+    )
 
 
 def _unbounded_why(
@@ -546,6 +622,8 @@ def _with_notes(
         )
     if tuple(fig.window) != tuple(fig.requested_window or fig.window) or fig.missing:
         notes.append("%s: %s" % (log, window_text(fig, records)))
+    if est.data_window is not None:
+        notes.append("%s: %s" % (log, data_text(tuple(est.data_window), fig.window)))
     if errors:
         notes.append("%s: %s" % (log, noise_text(errors)))
     return Figure(**dict(fig.__dict__, notes=tuple(notes)))
@@ -571,6 +649,20 @@ def window_text(fig: Figure, records: Optional[Sequence[IterationRecord]] = None
     elif (a, b) != (lo, hi):
         text += " (the nearest the log's records allow)"
     return text
+
+
+def data_text(data_window: Tuple[int, ...], window: Tuple[int, int]) -> str:
+    """Why a figure has no data time although its log prints one: its data means do not give
+    the mean of the figure's window."""
+    if tuple(data_window) == tuple(window):
+        return (
+            "no data time: the log's data means over iterations %d..%d leave some out or count some twice, "
+            "so they give no mean of the window" % tuple(window)
+        )
+    return (
+        "no data time: the log's data means cover iterations %d..%d nearest the figure's %d..%d, and a "
+        "data time of other iterations is none of its window" % (tuple(data_window) + tuple(window))
+    )
 
 
 def window_records(records: Sequence[IterationRecord], fig: Figure) -> List[IterationRecord]:

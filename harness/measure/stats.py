@@ -41,6 +41,10 @@ OUTLIER_Z = 3.5  # modified z-score on the MAD
 _RUN = operator.attrgetter("run")
 _ITERATION = operator.attrgetter("iteration")
 EXACT_WITHIN = 0.001  # a figure is exact when its error bound is at most 0.1% of it
+# the most iterations outside the window asked for that a figure of running means may take in
+# (the nearest points of its sums lie outside it), as a share of the measured iterations; past
+# it, the figure would be mostly of other iterations (warm-up ones, say): refused
+WIDEN_MAX = 0.5
 UNIT_ROUNDOFF = 2.0**-53  # of the float sums behind a figure
 
 Records = Sequence[IterationRecord]
@@ -92,6 +96,9 @@ class TrialEstimate:
     run: int = 1  # the run of the log the figure comes from
     runs: Tuple[RunSpan, ...] = ()  # every run of the log
     missing: int = 0  # iterations of `window` no record covers: the figure is the others'
+    # the iterations the log's data means cover nearest the figure's window where they are not
+    # its window: data_time_s is then None (a data time of other iterations is no figure of it)
+    data_window: Optional[Tuple[int, int]] = None
 
 
 def _covered(rec: IterationRecord) -> Tuple[int, int]:
@@ -390,7 +397,7 @@ def window_sum(records: Records, warmup: int, measure: int, images_per_iteration
     else:
         per = 0 if images_per_iteration is None else images_per_iteration  # None: every record counts its own
         images = sum(r.images if (r.images is not None and r.span == 1) else per * r.span for r in inside)
-    data_time, data_bound = _data_over(records, got.first, got.last)
+    data_time, data_bound, data_window = _data_over(records, got.first, got.last, got.error is not None)
     kind = EXACT if all(r.span == 1 for r in inside) else WINDOW_MEANS_FIGURE
     bound = _per(got.error, got.iterations)
     if spaced_wider(records) is not None:  # the spans do not describe this log: no bound
@@ -406,6 +413,7 @@ def window_sum(records: Records, warmup: int, measure: int, images_per_iteration
         bound,
         data_bound,
         missing=got.missing,
+        data_window=data_window,
     )
 
 
@@ -425,22 +433,31 @@ def _per(error: Optional[float], iterations: int) -> Optional[float]:
     return None if error is None else error / iterations
 
 
-def _data_over(records: Records, first: int, last: int) -> Tuple[Optional[float], Optional[float]]:
-    """(mean data time, its bound) over first..last: None, None where the log prints none."""
+DataFigure = Tuple[Optional[float], Optional[float], Optional[Tuple[int, int]]]
+
+
+def _data_over(records: Records, first: int, last: int, time_bounded: bool = True) -> DataFigure:
+    """(mean data time, its bound, None) over first..last; None, None, None where the log
+    prints none; None, None, (a, b) where its data means cover a..b nearest, not first..last
+    (a format whose data meter starts elsewhere than its time meter), or, beside a time figure
+    the printed digits bound (``time_bounded``), leave iterations of it out or count some twice:
+    no figure of the time figure's iterations. Beside an unbounded time figure, a data time of
+    the same edges has no bound either."""
     kind, means = _datas(records)
     if not means:
-        return None, None
+        return None, None, None
     if kind == CUMULATIVE_MEAN:
         got = _running_sum(_chain_points(means), first - 1, last, edges_only=False)
     elif kind in (ITERATION, WINDOW_MEAN):
         got = _tile(means, first, last)
     else:
-        return None, None
+        return None, None, None
     if got is None or got.iterations <= 0:
-        return None, None
-    bound = _per(got.error, got.iterations) if (got.first, got.last) == (first, last) else None
+        return None, None, None
+    if (got.first, got.last) != (first, last) or (got.error is None and time_bounded):
+        return None, None, (got.first, got.last)  # other iterations, or some twice
     # the printed rounding can take a near-zero data sum below zero; the true one is not
-    return max(0.0, got.seconds) / got.iterations, bound
+    return max(0.0, got.seconds) / got.iterations, _per(got.error, got.iterations), None
 
 
 # ------------------------------------------------------------------ running means
@@ -542,8 +559,10 @@ def cumulative_window(
     first point; the end the last point at or before the window's end, else the next one
     after the start. Iterations between chains (a framework's meters reset after its first
     batches of an epoch) count as missing: the figure is the mean of the others, with no
-    bound. The estimate's window says which iterations the figure covers; one that covers
-    less than half the measured iterations is refused. The data time is differenced the same
+    bound, unless one stretch they give whole (_gapless) holds at least half the measured
+    iterations: the figure is then that stretch's. The estimate's window says which iterations
+    the figure covers; one that covers less than half the measured iterations, or takes in more
+    than WIDEN_MAX of them outside the window, is refused. The data time is differenced the same
     way, from the data's own running means or window means where the format logs them.
     """
     lo, hi = warmup + 1, warmup + measure
@@ -568,11 +587,24 @@ def cumulative_window(
         end = later[0]
     got = _running_sum(points, start, end)
     assert got is not None  # start and end are both points, end after start
+    if got.missing:  # the sums leave iterations out: the longest stretch they give whole, if long enough
+        whole = _gapless(points, start, end)
+        if 2 * (whole[1] - whole[0]) >= measure:
+            start, end = whole
+            got = _running_sum(points, start, end)
+            assert got is not None and not got.missing
     covered = got.iterations
     if 2 * covered < measure:
         raise WindowError(
             "the running means nearest the window %d..%d, at iterations %d and %d, span only %d "
             "of its %d iterations" % (lo, hi, start, end, covered, measure)
+        )
+    outside = max(0, lo - start - 1) + max(0, end - hi)
+    if outside > WIDEN_MAX * measure:
+        raise WindowError(
+            "the running means nearest the window %d..%d, at iterations %d and %d, take in %d "
+            "iterations outside it, more than half of its %d: their mean is mostly of other "
+            "iterations" % (lo, hi, start, end, outside, measure)
         )
     if got.error is not None and got.seconds - got.error < 0 < got.seconds + got.error:
         # the true sum is no less than 0: the rounding leaves 0..seconds + error, whose middle is
@@ -584,7 +616,7 @@ def cumulative_window(
         raise CounterError(
             "the running means at iterations %d and %d add up to no time (%.6g s)" % (start, end, got.seconds)
         )
-    data_time, data_bound = _data_over(records, start + 1, end)
+    data_time, data_bound, data_window = _data_over(records, start + 1, end, got.error is not None)
     return TrialEstimate(
         _rate(images_per_iteration, got.seconds / covered),
         got.seconds / covered,
@@ -596,7 +628,30 @@ def cumulative_window(
         _per(got.error, covered),
         data_bound,
         missing=got.missing,
+        data_window=data_window,
     )
+
+
+def _gapless(points: Sequence[_Point], start: int, end: int) -> Tuple[int, int]:
+    """The longest stretch start'..end' inside start..end whose running sums leave no iteration
+    out: one chain, or chains each of which starts where the one before ends (the first
+    point of a chain sits right before its first iteration)."""
+    stretches: List[List[int]] = []  # [first point, last point] of chains that follow on
+    for _, group in itertools.groupby(points, key=operator.attrgetter("chain")):
+        its = [p.iteration for p in group]
+        if stretches and stretches[-1][1] == its[0]:
+            stretches[-1][1] = its[-1]
+        else:
+            stretches.append([its[0], its[-1]])
+    best = (start, start)
+    for a, b in stretches:
+        lo_point = max((p.iteration for p in points if a <= p.iteration <= b and p.iteration <= start), default=None)
+        if lo_point is None:
+            lo_point = min((p.iteration for p in points if a <= p.iteration <= b and p.iteration >= start), default=b)
+        hi_point = max((p.iteration for p in points if lo_point <= p.iteration <= min(b, end)), default=lo_point)
+        if hi_point - lo_point > best[1] - best[0]:
+            best = (lo_point, hi_point)
+    return best
 
 
 def observed(

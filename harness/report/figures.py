@@ -14,41 +14,65 @@ from harness.measure import records
 from harness.report.model import Column, Detail, Entry
 
 
-def kind_text(kind: str) -> str:
-    """The short phrase for a figure kind (harness.measure.records.FIGURE_TEXT), else the kind's name."""
-    return records.FIGURE_TEXT.get(kind, kind)
+def kind_text(kind: str, exact: bool = True) -> str:
+    """The short phrase for a figure kind (harness.measure.records.FIGURE_TEXT), else the kind's
+    name; for a figure of an exact kind that is not exact (its printed digits bound it to more
+    than 0.1%, or it covers another window than asked), the phrase says so instead of "exact"."""
+    text = records.FIGURE_TEXT.get(kind, kind)
+    if not exact and text.startswith(EXACT_PREFIX):
+        return NOT_EXACT_PREFIX + text[len(EXACT_PREFIX) :]
+    return text
+
+
+EXACT_PREFIX = "exact: "
+NOT_EXACT_PREFIX = "not exact (bounded to over 0.1% by the printed digits, or over another window): "
+
+
+def window_change(window: Sequence[int], nominal: Sequence[int]) -> str:
+    """How a figure's window differs from the one asked for: "widened" (it holds it and more),
+    "narrowed" (it lies inside it), else "moved"."""
+    if window[0] <= nominal[0] and window[1] >= nominal[1]:
+        return "widened"
+    if window[0] >= nominal[0] and window[1] <= nominal[1]:
+        return "narrowed"
+    return "moved"
 
 
 def column_text(framework: str, details: Iterable[Detail]) -> str:
     """What the figures of one column are, from its entries' details (model.Detail: kinds,
     windows, nominal_window); '' when the column has no finished cell."""
-    kinds: List[Optional[str]] = []
-    widened: List[List[int]] = []
+    kinds: List[Tuple[Optional[str], bool]] = []
+    changed: Dict[str, List[List[int]]] = {}  # "widened", "narrowed", "moved" -> windows
     for d in details:
         for kind in d.kinds:
-            if kind not in kinds:
-                kinds.append(kind)
+            entry = (kind, kind not in d.inexact_kinds)
+            if entry not in kinds:
+                kinds.append(entry)
         nominal = d.nominal_window
         for w in d.windows:
-            if nominal and list(w) != list(nominal) and list(w) not in widened:
-                widened.append(list(w))
+            if nominal and list(w) != list(nominal):
+                seen = changed.setdefault(window_change(w, nominal), [])
+                if list(w) not in seen:
+                    seen.append(list(w))
     if not kinds:
         return ""
     texts: List[str] = []
-    for kind in kinds:
+    for kind, exact in kinds:
         if kind is None:  # stored before figure kinds: what the adapter says its log means
             spec = frameworks.FRAMEWORKS.get(framework)
             kind_phrase = spec.figures if spec else "not recorded"
         else:
-            kind_phrase = kind_text(kind)
+            kind_phrase = kind_text(kind, exact)
         if kind_phrase not in texts:
             texts.append(kind_phrase)
     text = " / ".join(texts)
-    if widened:
-        text += " (window%s widened to %s)" % (
-            "s" if len(widened) > 1 else "",
-            ", ".join("%d..%d" % tuple(w) for w in widened),
-        )
+    for how in ("widened", "narrowed", "moved"):
+        if how in changed:
+            text += " (window%s %s to %s)" % (
+                "s" if len(changed[how]) > 1 else "",
+                how,
+                ", ".join("%d..%d" % tuple(w) for w in changed[how]),
+            )
     return text
 
 

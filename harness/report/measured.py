@@ -250,6 +250,7 @@ def entry_for(
         settings=variants[0],
         settings_variants=tuple(variants),
         kinds=tuple(_distinct(t["figure_kind"] for t in done)),
+        inexact_kinds=tuple(_distinct(t["figure_kind"] for t in done if not t["exact"])),
         windows=tuple(windows),
         nominal_window=window,
         work=counts,

@@ -78,6 +78,9 @@ class Detail:
     work_basis: Optional[str] = None  # "logged" counts, or "synthetic" (a run stored before work models)
     devices: int = 1  # devices the cell ran on: the peak is per device
     imported: bool = False  # its figures come from logs `detbench import` brought in
+    # the kinds of the repeats whose figure is not exact (a bound over 0.1% of it, none, or
+    # another window than the one asked for)
+    inexact_kinds: Tuple[Optional[str], ...] = ()
 
     @property
     def tflops(self) -> Optional[float]:

@@ -102,10 +102,26 @@ def import_logs(
     return _store(logs, checked, sc, cell, images, results_dir), cell.key
 
 
+# Formats that code besides the one framework reading them writes, so that a log of one says
+# nothing of the column it belongs to: detectron2 prints the same lines on any device (detbench
+# runs it on a CPU as detectron2, through its own lines, and on a GPU as detectron2-cuda), and
+# DeepLearningExamples' EfficientDet prints dllogger lines in PyTorch as in TF2.
+OTHER_WRITERS = {
+    "detectron2": "detectron2 on any device (detbench's detectron2 on a CPU, detectron2-cuda on a GPU)",
+    "dllogger": "NVIDIA's EfficientDet in PyTorch as in TF2 (detbench's nvidia-efficientdet-tf2)",
+}
+
+
 def _framework_of(readings: Sequence[logfigure.Reading]) -> Framework:
-    """The framework whose scraper every log's format is, when exactly one framework has it."""
+    """The framework whose scraper every log's format is, when exactly one framework has it
+    and no other code writes the format (OTHER_WRITERS)."""
     formats = sorted({how.scraper for how in readings})
     owners = sorted({fw.name for fw in frameworks.FRAMEWORKS.values() if fw.scraper in formats})
+    if len(formats) == 1 and formats[0] in OTHER_WRITERS:
+        raise UserError(
+            "give --framework: the table column these logs belong to (%s logs are written by %s; "
+            "the log does not tell which)" % (formats[0], OTHER_WRITERS[formats[0]])
+        )
     if len(formats) != 1 or len(owners) != 1:
         raise UserError(
             "give --framework: the table column these logs belong to (%s logs are written by %s)"
@@ -200,9 +216,12 @@ def _check_log(
     records, _ = logfigure.read(log, how, window=(warmup + 1, warmup + measure))
     logfigure.require_records(log, how, records)
     watch, stop = _losses(log, how)
+    given = "--batch-per-gpu %d x --gpus %d%s" % (batch_per_gpu, gpus, " x --nodes %d" % nodes if nodes > 1 else "")
     try:
         # a coverage problem is the more telling refusal: ask for the figure unbounded, then check it
-        fig = logfigure.figure(log, records, warmup, measure, images, run=run, max_error=max_error, approximate=True)
+        fig = logfigure.figure(
+            log, records, warmup, measure, images, run=run, max_error=max_error, approximate=True, images_given=given
+        )
         problem = logfigure.coverage_problem(records, fig)
         if problem:
             hint = (
@@ -218,17 +237,8 @@ def _check_log(
     for rec, shown in logfigure.images_in_log(records, fig):
         if shown != images:
             raise UserError(
-                "%s:%d: iteration %d has %d images; --batch-per-gpu %d x --gpus %d%s gives %d"
-                % (
-                    log,
-                    rec.line + 1,
-                    rec.iteration,
-                    shown,
-                    batch_per_gpu,
-                    gpus,
-                    " x --nodes %d" % nodes if nodes > 1 else "",
-                    images,
-                )
+                "%s:%d: iteration %d has %d images; %s gives %d"
+                % (log, rec.line + 1, rec.iteration, shown, given, images)
             )
     if not approximate and fig.error_bound_s is None:  # refused the way scrape refuses it
         logfigure.figure(log, records, warmup, measure, images, run=run, max_error=max_error)

@@ -258,13 +258,18 @@ def test_a_log_of_running_means_gives_the_true_window_mean(tmp_path, name):
 def test_one_running_mean_gives_the_mean_of_its_own_iterations_and_says_so(tmp_path):
     pairs = logtext.times(20)
     log = write(tmp_path, logtext.detectron2_v03(pairs))
-    out = scrape(log, "--warmup", 5, "--measure", 10)
+    out = scrape(log, "--warmup", 5, "--measure", 15)
     assert out.exit_code == 0, out.output
     fig = lines_of(out)[-1]
-    assert fig["window"] == [3, 20] and fig["requested_window"] == [6, 15] and fig["exact"] is False
+    assert fig["window"] == [3, 20] and fig["requested_window"] == [6, 20] and fig["exact"] is False
     assert abs(fig["iteration_time_s"] - logtext.truth(pairs, 3, 20)[0]) <= fig["error_bound_s"]
-    assert out.stderr.splitlines() == ["detbench: %s: the figure covers iterations 3..20, not the 6..15 asked for "
+    assert out.stderr.splitlines() == ["detbench: %s: the figure covers iterations 3..20, not the 6..20 asked for "
                                        "(the nearest the log's records allow)" % log]
+    # for 6..15 the same mean would take in 8 iterations outside the window: past half of it, refused
+    out = scrape(log, "--warmup", 5, "--measure", 10)
+    assert out.exit_code == 2 and out.stderr.splitlines() == [
+        "detbench: error: %s: the running means nearest the window 6..15, at iterations 2 and 20, take in 8 "
+        "iterations outside it, more than half of its 10: their mean is mostly of other iterations" % log]
 
 
 # ---------------------------------------------------------------- runs inside a log
@@ -393,21 +398,26 @@ def test_an_mmdetection_log_json_past_its_first_epoch(tmp_path):
 
 
 def test_dllogger_across_an_epoch_gives_what_its_records_hold_and_says_what_they_leave_out(tmp_path):
-    # the batch-time meter restarts at batch 10 of each epoch: batches 0..9 are in no running mean
+    # the batch-time meter restarts at batch 10 of each epoch: batches 0..9 are in no running mean,
+    # so the figure is the longest stretch of the window the running means give whole
     pairs = logtext.times(3000, seed=31)
     log = write(tmp_path, logtext.dllogger_pytorch(pairs, log_interval=50, steps_per_epoch=1000))
-    refused = scrape(log, "--warmup", 500, "--measure", 1000)
-    assert refused.exit_code == 2 and "its records leave 10 iterations of 501..1500 out" in refused.stderr
-    out = scrape(log, "--warmup", 500, "--measure", 1000, "--approximate")
+    out = scrape(log, "--warmup", 1000, "--measure", 1000)
     assert out.exit_code == 0, out.output
     fig = lines_of(out)[-1]
-    assert fig["window"] == [501, 1500] and fig["exact"] is False and fig["error_bound_s"] is None
-    covered = pairs[500:1000] + pairs[1010:1500]             # 990 iterations: all but batches 0..9 of epoch 1
-    assert fig["iteration_time_s"] == pytest.approx(sum(p[0] for p in covered) / 990, rel=1e-12)
-    # the data time runs from batch 0: it covers the whole window
-    assert abs(fig["data_time_s"] - logtext.truth(pairs, 501, 1500)[1]) <= fig["data_error_bound_s"] < 1e-12
-    assert out.stderr.splitlines() == ["detbench: %s: the figure covers iterations 501..1500, less 10 iterations no "
-                                       "record covers: it is the mean of the other 990" % log]
+    assert fig["window"] == [1011, 2000] and fig["exact"] is False
+    assert abs(fig["iteration_time_s"] - logtext.truth(pairs, 1011, 2000)[0]) <= fig["error_bound_s"] < 1e-12
+    # the data meter runs from batch 0: its means cover 1001..2000, not the figure's iterations
+    assert fig["data_time_s"] is None
+    assert out.stderr.splitlines() == [
+        "detbench: %s: the figure covers iterations 1011..2000, not the 1001..2000 asked for (the nearest the "
+        "log's records allow)" % log,
+        "detbench: %s: no data time: the log's data means cover iterations 1001..2000 nearest the figure's "
+        "1011..2000, and a data time of other iterations is none of its window" % log]
+    # inside one epoch both meters give the window whole
+    fig = lines_of(scrape(log, "--warmup", 500, "--measure", 400))[-1]
+    assert fig["window"] == [501, 900] and fig["exact"] is True
+    assert abs(fig["data_time_s"] - logtext.truth(pairs, 501, 900)[1]) <= fig["data_error_bound_s"] < 1e-12
 
 
 # ---------------------------------------------------------------- the window used, stated
@@ -526,10 +536,10 @@ def test_detectron2_prints_a_data_time_of_its_own_window_and_it_is_read(tmp_path
 @pytest.mark.parametrize("text, windows", [
     (lambda: logtext.mmcv_epoch(logtext.times(1000, seed=41), 500)
      + logtext.mmcv_epoch(logtext.times(1500, seed=42), 500, first=501), [(600, 400), (0, 2000), (1000, 500)]),
-    (lambda: logtext.detectron2_v03(logtext.times(3000, seed=43)), [(0, 3000), (1201, 1000), (2990, 10)]),
+    (lambda: logtext.detectron2_v03(logtext.times(3000, seed=43)), [(0, 3000), (1201, 1000), (2980, 20)]),
     (lambda: logtext.dllogger_pytorch(logtext.times(3000, seed=44), log_interval=50, steps_per_epoch=1000),
-     [(500, 1000), (0, 3000), (1995, 10)]),
-    (lambda: logtext.tensorpack(logtext.times(10000, seed=45), 100), [(500, 500), (0, 10000)]),
+     [(500, 1000), (0, 3000), (1950, 50)]),
+    (lambda: logtext.tensorpack(logtext.times(10000, seed=45), 100, gpus=2), [(500, 500), (0, 10000)]),
 ])
 def test_a_window_read_alone_gives_the_figure_of_the_whole_log(tmp_path, text, windows):
     """The command line keeps only the records a window's figure can use (memory bounded by

@@ -245,9 +245,13 @@ def test_the_window_figure_is_the_true_window_mean(tmp_path, case, seed):
     assert est.error_bound_s <= bound(records, window, decimals, "time_s") * (1 + 1e-9)
     assert est.exact == (est.error_bound_s <= 0.001 * est.iteration_time_s and window == est.requested)
     assert est.throughput == pytest.approx(2 / est.iteration_time_s, rel=1e-12)
-    # every format here prints a data time: its figure over the same window lies within its own bound
-    assert est.data_time_s is not None
-    if est.data_error_bound_s is not None:
+    # every format here prints a data time: a figure of it covers the same window, within its own
+    # bound; where the data means cover other iterations (or some twice) there is none, and
+    # data_window says which they cover
+    if est.data_time_s is None:
+        assert est.data_window is not None
+    else:
+        assert est.data_window is None and est.data_error_bound_s is not None
         assert abs(est.data_time_s - true_mean(pairs, window, 1)) <= est.data_error_bound_s
 
 
@@ -301,9 +305,17 @@ def test_a_window_larger_than_the_log(tmp_path):
 def test_a_running_mean_log_with_one_record_gives_the_mean_of_its_iterations(tmp_path):
     # one print at iteration 20: the mean since the timer's start (iteration 3), nothing to difference
     pairs = known_times(20, 6)
-    records, est = estimate(tmp_path, "detectron2", detectron2_v03(pairs), 5, 10)
+    records, est = estimate(tmp_path, "detectron2", detectron2_v03(pairs), 5, 15)
     assert len(records) == 1 and est.window == (3, 20) and not est.exact
     assert abs(est.iteration_time_s - true_mean(pairs, (3, 20), 0)) <= est.error_bound_s
+
+
+def test_a_window_is_not_widened_into_the_warmup_past_half_its_length(tmp_path):
+    # the same one print: for 6..15 its mean would take in 3..5 and 16..20, 8 iterations of 10
+    pairs = known_times(20, 6)
+    with pytest.raises(stats.WindowError, match=r"^the running means nearest the window 6\.\.15, at iterations 2 "
+                                                r"and 20, take in 8 iterations outside it, more than half of its 10"):
+        estimate(tmp_path, "detectron2", detectron2_v03(pairs), 5, 10)
 
 
 def test_running_means_too_sparse_for_the_window(tmp_path):

@@ -113,6 +113,26 @@ def test_each_column_says_how_its_figure_was_taken_and_where_its_window_widened(
     assert not any(flags.WINDOW_APPROXIMATE in e.flags for e in table.entries.values())   # both kinds are exact
 
 
+def test_a_window_that_shrank_is_said_narrowed_and_a_figure_bounded_over_a_tenth_percent_not_exact(tmp_path):
+    def row(fw, model, repeat):
+        if fw == "mmdetection":   # a dllogger epoch's first ten batches in no running mean: 1011..2000 of 1001..2000
+            return {"figure_kind": "exact-cumulative", "window": (1011, 2000), "exact": False}
+        if fw == "torchvision":   # a running-mean difference of 4-decimal means, bounded to +-3.7%
+            return {"figure_kind": "exact-cumulative", "exact": False}
+        if fw == "detbench-trainer":   # windows moved to the records' edges
+            return {"figure_kind": "exact-cumulative", "window": (991, 1990), "exact": False}
+        return {}
+    table = throughput_table(fill_store(tmp_path, row, frameworks=("detbench-trainer", "mmdetection", "torchvision"),
+                                        warmup=1000, measure=1000))
+    [line] = [n for n in table.notes if n.startswith("Figures: ")]
+    bounded = figures.kind_text("exact-cumulative", exact=False)
+    assert bounded.startswith("not exact (bounded to over 0.1% by the printed digits, or over another window): ")
+    assert "exact: " not in line.replace("not exact (", "")
+    assert "mmdetection: %s (window narrowed to 1011..2000)" % bounded in line
+    assert "torchvision: %s" % bounded in line and "widened" not in line
+    assert "%s: %s (window moved to 991..1990)" % (SPECS["detbench-trainer"].title, bounded) in line
+
+
 @pytest.mark.parametrize("kind, exact, approximate", [
     ("exact", 1, False), ("exact-cumulative", 1, False), ("window-median", 1, True),
     ("global-mean", 0, True), ("throughput", 0, True), (None, 0, True), (None, 1, False)])

@@ -2,6 +2,7 @@
 import csv
 import io
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -282,3 +283,58 @@ def test_an_imported_column_says_it_was_imported_and_its_figure_kind(tmp_path):
     [row] = list(csv.DictReader(io.StringIO(invoke("report", "--platform", "local", "--results", trainer,
                                                    "--format", "csv").stdout)))
     assert row["figure_kinds"] == "exact" and row["imported"] == "True"
+
+
+# ---------------------------------------------------------------- logs written from known times (benchmarks/loggen)
+
+def generated(tmp_path, fmt, values, name="train.log", make=None):
+    from benchmarks import loggen
+    chooser = loggen.FixedChooser(dict({"runs": 1, "fault": None}, **values))
+    log = make(chooser) if make else loggen.generate(fmt, chooser)
+    return log, log.write(str(tmp_path / name))
+
+
+def tf2_log(chooser):
+    from benchmarks.loggen import dllogger
+    return dllogger._tf2(chooser, 200000, None)
+
+
+@pytest.mark.parametrize("fmt, values, make, column, window, batch, gpus, right, off", [
+    # a DLLogger TF2 time_log of 240 images a step (fps = steps x 240 / seconds), imported as 16
+    ("dllogger", dict(log_steps=100, steps_per_epoch=2000, epochs=2, global_batch=240, base_ms=300), tf2_log,
+     ["--framework", "nvidia-efficientdet-tf2", "--model", "efficientdet_d0"], (200, 1000), 16, 1, 240, "15"),
+    # tensorpack on 8 GPUs, one image each, imported with twice its batch
+    ("tensorpack", dict(steps_per_epoch=500, epochs=6, gpus=8), None,
+     ["--framework", "tensorpack", "--format", "tensorpack"], (500, 1500), 2, 8, 1, "2"),
+])
+def test_a_batch_the_logs_own_figures_contradict_is_refused_with_both_numbers(tmp_path, fmt, values, make, column,
+                                                                            window, batch, gpus, right, off):
+    _, path = generated(tmp_path, fmt, values, make=make)
+    results = tmp_path / "results"
+    cell = ["--scenario-name", "cluster", "--precision", "fp32", "--platform", "local", "--warmup", window[0],
+            "--measure", window[1]] + (["--model", "faster_rcnn"] if "--model" not in column else []) + column
+    out = import_(results, path, *cell, "--batch-per-gpu", batch, "--gpus", gpus)
+    assert out.exit_code == 2 and store_rows(results) is None
+    [line] = out.stderr.splitlines()
+    m = re.search(r"imply ([0-9.]+) images per iteration \(.*\), not the (\d+) of --batch-per-gpu %d x --gpus %d: "
+                  r"every figure would be %sx off$" % (batch, gpus, off), line)
+    assert m and float(m.group(1)) == pytest.approx(right * gpus, rel=0.01) and int(m.group(2)) == batch * gpus, line
+    out = import_(results, path, *cell, "--batch-per-gpu", right, "--gpus", gpus)
+    assert out.exit_code == 0, out.output
+
+
+def test_a_current_detectron2_log_is_not_filed_under_a_device_it_does_not_name(tmp_path):
+    log, path = generated(tmp_path, "detectron2", dict(era="current", period=20, iters=2000, ckpt=5000, batch=2,
+                                                       crash_exception=0, stdout=0))
+    results = tmp_path / "results"
+    out = import_(results, path, *[a for k, v in FLAGS.items() for a in (k, v)])
+    assert out.exit_code == 2 and store_rows(results) is None
+    assert out.stderr.splitlines()[-1] == (
+        "detbench: error: give --framework: the table column these logs belong to (detectron2 logs are written by "
+        "detectron2 on any device (detbench's detectron2 on a CPU, detectron2-cuda on a GPU); the log does not tell "
+        "which)")
+    for framework in ("detectron2", "detectron2-cuda"):   # the column named, read as the log is written
+        out = import_(results, path, "--framework", framework, "--format", "detectron2",
+                      *[a for k, v in FLAGS.items() for a in (k, v)])
+        assert out.exit_code == 0, out.output
+        assert "imported 1 log as %s/faster_rcnn/fp32/local/1/1" % framework in out.stdout

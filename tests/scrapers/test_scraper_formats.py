@@ -139,22 +139,23 @@ CASES = [
         R(81, 13, 0.600412, None, 40, CM, memory_mb=7105.0, loss=1.555109),
         R(90, 14, 0.599876, None, 49, CM, memory_mb=7105.0, loss=1.530001)]), [9]),
     ("tensorpack", "tensorpack.log", {}, rounded(D3, [
-        # the stock example: 500-step epochs, images/s of all GPUs over each epoch
-        # the loss: the epoch's total_cost, printed among the scalars after the throughput
-        R(500, 20, None, None, 500, TP, images_per_s=26.873, loss=2.4122),
-        R(1000, 43, None, None, 500, TP, images_per_s=28.954, loss=1.9871),
-        R(1500, 66, None, None, 500, TP, images_per_s=29.117, loss=1.8014)]), []),
+        # the stock example: 500-step epochs, images/s of all GPUs over each epoch; the time per
+        # step from the epoch line's time ("2 minutes 29 seconds" / 500); the loss: the epoch's
+        # total_cost, printed among the scalars after the throughput
+        R(500, 20, 149 / 500, None, 500, TP, images_per_s=26.873, loss=2.4122),
+        R(1000, 43, 138 / 500, None, 500, TP, images_per_s=28.954, loss=1.9871),
+        R(1500, 66, 137 / 500, None, 500, TP, images_per_s=29.117, loss=1.8014)]), []),
     ("tensorpack", "tensorpack_short.log", {"steps_per_epoch": 10}, rounded(0.5e-4, [
         # epoch 3's figure is garbled (still epoch 3: epoch 4 is placed at its own global step 40);
         # the last line is cut
-        R(10, 6, None, None, 10, TP, images_per_s=1.2043, loss=3.0),
-        R(20, 13, None, None, 10, TP, images_per_s=3.9861, loss=1.5),
-        R(40, 27, None, None, 10, TP, images_per_s=4.0219, loss=0.75)]), [20, 30]),
+        R(10, 6, 8.3 / 10, None, 10, TP, images_per_s=1.2043, loss=3.0),
+        R(20, 13, 2.51 / 10, None, 10, TP, images_per_s=3.9861, loss=1.5),
+        R(40, 27, 2.49 / 10, None, 10, TP, images_per_s=4.0219, loss=0.75)]), [20, 30]),
     ("tensorpack", "tensorpack_short.log", {}, rounded(0.5e-4, [
         # 10-step epochs by the log's own epoch lines, whatever steps_per_epoch says
-        R(10, 6, None, None, 10, TP, images_per_s=1.2043, loss=3.0),
-        R(20, 13, None, None, 10, TP, images_per_s=3.9861, loss=1.5),
-        R(40, 27, None, None, 10, TP, images_per_s=4.0219, loss=0.75)]), [20, 30]),
+        R(10, 6, 8.3 / 10, None, 10, TP, images_per_s=1.2043, loss=3.0),
+        R(20, 13, 2.51 / 10, None, 10, TP, images_per_s=3.9861, loss=1.5),
+        R(40, 27, 2.49 / 10, None, 10, TP, images_per_s=4.0219, loss=0.75)]), [20, 30]),
 ]
 
 

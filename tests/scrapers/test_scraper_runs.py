@@ -193,20 +193,31 @@ def test_a_restarted_log_reads_the_same_three_ways(tmp_path, name, repeat):
 # ---------------------------------------------------------------- bounded reading
 
 @pytest.mark.parametrize("name", sorted(NATIVE) + ["torchvision-ref", "detbench-jsonl"])
-def test_a_nul_byte_ends_the_reading_with_a_fatal_error_at_its_line(tmp_path, name):
+def test_a_line_with_a_nul_byte_is_skipped_and_named_and_the_lines_after_it_are_read(tmp_path, name):
     _, (one, two) = BANNERS.get(name, (None, BANNERS["mmdet-v2"][1]))
     path = tmp_path / "log.txt"
-    path.write_bytes(("%s\n%s\n" % (one, two)).encode() + b"ab\0cd\n" + ("%s\n" % two).encode() * 3)
+    path.write_bytes(("%s\n" % one).encode() + b"ab\0cd\n\0\0\n" + ("%s\n" % two).encode())
     records, errors = scrapers.scrape_path(name, path)
-    assert len(records) == 2
-    assert errors == [ScrapeError(2, "a NUL byte: the file is not a text log", "", True)]
+    assert [r.line for r in records] == [0, 3]  # the lines after the skipped ones keep their index
+    assert errors == [ScrapeError(1, common.NUL_SKIPPED, "", False), ScrapeError(2, common.NUL_SKIPPED, "", False)]
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_a_nul_tail_longer_than_a_line_may_be_is_one_skipped_line_in_bounded_memory(tmp_path, native):
+    # a crash leaves the file's last blocks unwritten: zeros, with no newline, past LINE_MAX
+    path = tmp_path / "log.txt"
+    path.write_bytes((mmcv(50) + "\n" + mmcv(100) + "\n").encode() + b"\0" * (3 * common.LINE_MAX))
+    items = list(common.run_path(MmcvScraper(), path, 1 << 16, native=native))
+    assert [x.iteration for x in items if isinstance(x, IterationRecord)] == [50, 100]
+    assert [x for x in items if isinstance(x, ScrapeError)] == [ScrapeError(2, common.NUL_SKIPPED, "", False)]
+    assert items == fed_line_by_line(MmcvScraper(), path)
 
 
 def test_a_line_longer_than_the_limit_ends_the_reading(tmp_path, monkeypatch):
     path = tmp_path / "log.txt"
     path.write_text(mmcv(50) + "\n" + "x" * 5000 + "\n" + mmcv(100) + "\n")
     monkeypatch.setattr(common, "LINE_MAX", 4096)
-    monkeypatch.setattr(common.read_blocks, "__defaults__", (common.CHUNK_SIZE, None, 4096))
+    monkeypatch.setattr(common.read_blocks, "__defaults__", (common.CHUNK_SIZE, None, 4096, None))
     for native in (False, True):
         items = list(common.run_path(MmcvScraper(), path, 1024, native=native))
         assert [type(x).__name__ for x in items] == ["IterationRecord", "ScrapeError"]

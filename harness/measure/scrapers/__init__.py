@@ -256,7 +256,8 @@ def detect(
 ) -> List[str]:
     """The formats whose signature lines appear among the first ``max_lines`` lines of a
     log, in the order they first appear: one name when the log is decidable. What stops the
-    reading early (a line too long, a NUL byte) goes into ``problems`` when given."""
+    reading early (a line too long) and the lines skipped for a NUL byte go into ``problems``
+    when given."""
     found: List[str] = []
     for line in itertools.islice(common.read_lines(path, problems), max_lines):
         name = line_format(line) if line else None

@@ -25,14 +25,18 @@ ScrapeError naming both pairs of lines, not a string of spurious runs; a resumed
 logs on before it crashes and resumes again is two runs. Rank-prefixed lines are read for
 rank 0 only (``clean_line``).
 
-Files are read in blocks of bounded size: a line longer than LINE_MAX, or a NUL byte
-(a file that is not text), ends the reading with a fatal ScrapeError at that line.
+Files are read in blocks of bounded size: a line longer than LINE_MAX, or a NUL byte at
+the start of the file (no text log), ends the reading with a fatal ScrapeError at that
+line. A line that holds a NUL byte (a stretch of the file the system never wrote, as a
+crash or a full disk leaves) is skipped, up to NUL_MAX bytes long, with a ScrapeError
+(NUL_SKIPPED, not fatal) at its line after the items read: the lines around it are read,
+and the figure's notes count the lines skipped.
 """
 
 import gc
 import os
 import re
-from typing import Any, Callable, Iterable, Iterator, List, Match, Optional, Pattern, Tuple, Type, Union
+from typing import Any, Callable, Iterable, Iterator, List, Match, Optional, Pattern, Sequence, Tuple, Type, Union
 
 from harness.measure.records import IterationRecord, ScrapeError
 
@@ -68,6 +72,9 @@ LINE_MAX = 1 << 20  # bytes: a longer line is no log line, and reading stops the
 HANDOVER = 1 << 62
 RANKS_NEAR = 4  # logging periods: how soon a second process's records come again
 UNPLACED = "cannot be placed"  # in the reason of a record line whose iteration the log does not give
+NUL_SKIPPED = "a NUL byte (a stretch of the file never written): the line is skipped"
+NOT_TEXT = "a NUL byte: the file is not a text log"  # a file that begins with one, or holds NUL_MAX on end
+NUL_MAX = 1 << 30  # bytes of one line that holds a NUL byte, skipped before the reading stops
 
 
 def make_error(index: int, reason: str, text: str) -> ScrapeError:
@@ -158,12 +165,14 @@ def read_lines(path: "PathLike", problems: Optional[Problems] = None) -> Iterato
     """Stream a file line by line (binary read, UTF-8 with replacement), cleaned.
 
     Lines printed by ranks other than 0 come out as empty strings so that the
-    index of every line still matches its position in the file. Reading stops at a line
-    longer than LINE_MAX or a NUL byte: (its line index, reason) goes into ``problems``.
+    index of every line still matches its position in the file, and so do the lines that
+    hold a NUL byte. Reading stops at a line longer than LINE_MAX: (its line index, reason)
+    goes into ``problems``, as does each line skipped for a NUL byte (NUL_SKIPPED).
     """
     stops: List[str] = []
+    skipped: List[int] = []
     count = 0
-    for block, end in read_blocks(path, CHUNK_SIZE, stops):
+    for block, end in read_blocks(path, CHUNK_SIZE, stops, skipped=skipped):
         whole = block[:end] if end < len(block) else block
         raws = whole.split(b"\n")
         if whole.endswith(b"\n"):
@@ -172,12 +181,16 @@ def read_lines(path: "PathLike", problems: Optional[Problems] = None) -> Iterato
         for raw in raws:
             text = _cleaned(raw)
             yield "" if text is None else text
-    _stopped(problems, count, stops)
+    _stopped(problems, count, stops, skipped)
 
 
-def _stopped(problems: Optional[Problems], line: int, stops: List[str]) -> None:
-    """Where a reading stopped, as (line index, reason): the line after those read."""
-    if problems is not None and stops:
+def _stopped(problems: Optional[Problems], line: int, stops: List[str], skipped: Sequence[int] = ()) -> None:
+    """The lines skipped for a NUL byte, and where a reading stopped, as (line index, reason):
+    the line after those read."""
+    if problems is None:
+        return
+    problems.extend((k, NUL_SKIPPED) for k in skipped)
+    if stops:
         problems.append((line, stops[0]))
 
 
@@ -193,47 +206,81 @@ def _long_line(block: bytes, end: int, limit: int) -> Optional[int]:
     return None
 
 
+def _blank_nul_lines(block: bytes, first: int, skipped: Optional[List[int]]) -> Tuple[bytes, bool]:
+    """The block with every line that holds a NUL byte emptied (its newline kept, so every
+    other line keeps its index), and whether its last, unfinished line holds one (then the
+    rest of that line, up to its newline, is dropped as it is read). Each emptied line's
+    index (``first`` is the block's first line) goes into ``skipped``."""
+    lines = block.split(b"\n")
+    open_nul = b"\0" in lines[-1]
+    for k, text in enumerate(lines):
+        if b"\0" in text:
+            lines[k] = b""
+            if skipped is not None:
+                skipped.append(first + k)
+    return b"\n".join(lines), open_nul
+
+
 def read_blocks(
-    path: "PathLike", size: int = CHUNK_SIZE, stops: Optional[List[str]] = None, limit: int = LINE_MAX
+    path: "PathLike",
+    size: int = CHUNK_SIZE,
+    stops: Optional[List[str]] = None,
+    limit: int = LINE_MAX,
+    skipped: Optional[List[int]] = None,
 ) -> Iterator[Tuple[bytes, int]]:
     """Yield (block, end) where block[:end] is a run of whole lines of about ``size`` bytes.
 
     Each run but the last ends with '\\n'; the last one lacks it when the file does.
     Never holds more than one block and one line of at most ``limit`` bytes in memory: at
-    a longer line, or at a NUL byte (no text log holds one), reading stops after the whole
-    lines before it, and the reason goes into ``stops`` when given (the line it stopped at
-    is the one after those yielded: the reader counts them).
+    a longer line reading stops after the whole lines before it, and the reason goes into
+    ``stops`` when given (the line it stopped at is the one after those yielded: the reader
+    counts them). A line that holds a NUL byte (a block of the file the system never wrote:
+    a crash, a full disk) comes out empty, up to NUL_MAX bytes long, and its index goes into
+    ``skipped``: the lines around it are read. A file that begins with a NUL byte is no text
+    log: reading stops there.
     """
     rest = b""
+    line = 0  # the index of the first line of ``rest``
+    dropping = 0  # bytes dropped of a line that holds a NUL byte, up to its newline (0: none)
     with open(path, "rb") as f:
         while True:
             block = f.read(size)
             if not block:
                 break
+            if not line and not rest and block.startswith(b"\0"):
+                if stops is not None:
+                    stops.append(NOT_TEXT)
+                return
+            if dropping:
+                k = block.find(b"\n")
+                if k < 0:
+                    dropping += len(block)
+                    if dropping > NUL_MAX:
+                        if stops is not None:
+                            stops.append(NOT_TEXT)
+                        return
+                    continue
+                block, dropping = block[k:], 0  # its newline stays: the emptied line keeps its place
             if rest:
                 block = rest + block
+            if b"\0" in block:
+                block, open_nul = _blank_nul_lines(block, line, skipped)
+                dropping = 1 if open_nul else 0
             end = block.rfind(b"\n") + 1
-            nul = block.find(b"\0")
-            if nul >= 0:  # the lines before the NUL's line are read; reading stops there
-                end = block.rfind(b"\n", 0, nul) + 1
             long = _long_line(block, end, limit)
-            if long is None and (nul if nul >= 0 else len(block)) - end > limit:
+            if long is None and len(block) - end > limit:
                 long = end
-            if long is not None or nul >= 0:
-                stop = long if long is not None else end
-                if stop:
-                    yield block, stop
+            if long is not None:
+                if long:
+                    yield block, long
                 if stops is not None:
-                    stops.append(
-                        "a line longer than %d bytes: not a log line" % limit
-                        if long is not None
-                        else "a NUL byte: the file is not a text log"
-                    )
+                    stops.append("a line longer than %d bytes: not a log line" % limit)
                 return
             if end == 0:
                 rest = block
                 continue
             rest = block[end:]
+            line += block.count(b"\n", 0, end)
             yield block, end
     if rest:
         yield rest, len(rest)
@@ -246,20 +293,23 @@ def read_chunks(
 
     The text holds complete lines joined by '\\n' (the last one may lack it only at
     the end of the file). Never holds more than one chunk in memory. Where the reading
-    stops (read_blocks), (line index, reason) goes into ``problems``.
+    stops (read_blocks), and each line skipped for a NUL byte, (line index, reason) goes
+    into ``problems``.
     """
     stops: List[str] = []
+    skipped: List[int] = []
     first = 0
-    for block, end in read_blocks(path, size, stops):
+    for block, end in read_blocks(path, size, stops, skipped=skipped):
         text = (block if end == len(block) else block[:end]).decode("utf-8", "replace")
         yield first, text
         first += text.count("\n")
-    _stopped(problems, first, stops)
+    _stopped(problems, first, stops, skipped)
 
 
 def problem_errors(problems: Problems) -> List[ScrapeError]:
-    """The fatal ScrapeErrors of what stopped a reading (read_blocks' problems)."""
-    return [ScrapeError(line, reason, "", True) for line, reason in problems]
+    """The ScrapeErrors of read_blocks' problems: a line skipped for a NUL byte (not fatal),
+    what stopped the reading (fatal)."""
+    return [ScrapeError(line, reason, "", reason != NUL_SKIPPED) for line, reason in problems]
 
 
 _tuple_new = tuple.__new__
@@ -670,12 +720,13 @@ def run_path(
     problems: Problems = []
     if scan is not None:
         stops: List[str] = []
+        skipped: List[int] = []
         index = 0
-        for block, end in read_blocks(path, size, stops):
+        for block, end in read_blocks(path, size, stops, skipped=skipped):
             items, index = _scan_block(scraper, scan, block, end, index)
             yield from items
         yield from scraper.finish()
-        _stopped(problems, index, stops)
+        _stopped(problems, index, stops, skipped)
         yield from problem_errors(problems)
         return
     pattern = scraper.pattern

@@ -22,7 +22,11 @@ G / N, as tensorpack counts N x steps_per_epoch steps by epoch N). Only a log wi
 epoch lines is placed by counting: the n-th throughput line of a run at n x
 steps_per_epoch. The number carries 5 significant digits, so the epoch's time is known
 to 5e-5 relatively (a window of whole epochs gets that bound on its mean iteration time
-where the images per step are given); no iteration or data time is printed.
+where the images per step are given); no iteration or data time is printed. The epoch
+line's own time (humanize_time_delta: 3 significant digits of seconds under a minute,
+whole seconds, truncated, above) divided by the epoch's steps is the record's time_s: no
+figure of the window (the main loop's timer also runs the epoch's hooks), but with the
+images/s it tells the images per step the log itself implies.
 
 A global step that goes back (a run resumed from an older checkpoint, or started anew)
 begins a run, as does the ``Argv:`` line the logger prints as a process starts.
@@ -41,7 +45,10 @@ from harness.measure.scrapers import common
 
 THROUGHPUT_KEY = "Throughput (samples/sec): "
 RECORD_RE = re.compile(r"\] Throughput \(samples/sec\): ([^\s,]+)[ \t]*$", re.M)
-EPOCH_RE = re.compile(r"\] Epoch (\d+) \(global_step (\d+)\) finished, time:")
+EPOCH_RE = re.compile(r"\] Epoch (\d+) \(global_step (\d+)\) finished, time:(.*?)\.?\s*$")
+# one part of humanize_time_delta's text: "1 day", "2 hours", "3 minutes", "4.5 seconds"
+PART_RE = re.compile(r"([0-9.]+(?:e[+-]?\d+)?) (day|hour|minute|second)s?\b")
+UNIT_S = {"day": 86400.0, "hour": 3600.0, "minute": 60.0, "second": 1.0}
 EPOCH_KEY = ") finished, time:"
 MONITOR = "@monitor.py:"  # the ScalarPrinter's lines: the epoch's scalars, the throughput among them
 # what tensorpack prints once an epoch's scalars are done: the next epoch, its end, another
@@ -61,8 +68,8 @@ class TensorpackScraper(common.Scraper):
         if self.steps_per_epoch < 1:
             raise ValueError("steps_per_epoch must be at least 1")
         self.epochs = 0  # throughput lines of the run seen, read or not: one per epoch
-        # (global step, steps) of the epoch line the next throughput belongs to
-        self.epoch: Optional[Tuple[int, int]] = None
+        # (global step, steps, seconds or None) of the epoch line the next throughput belongs to
+        self.epoch: Optional[Tuple[int, int, Optional[float]]] = None
         self.epoch_step: Optional[int] = None  # the global step of the run's last epoch line
         self._counted = False  # the last record was placed by counting
         # the epoch's record, held while the scalars printed after it go on: its loss is among them
@@ -110,7 +117,7 @@ class TensorpackScraper(common.Scraper):
             steps = step // epoch
         else:
             steps = self.steps_per_epoch
-        self.epoch = (step, steps)
+        self.epoch = (step, steps, _seconds(m.group(3)))
         self.epoch_step = step
         return None
 
@@ -129,15 +136,16 @@ class TensorpackScraper(common.Scraper):
         self.epochs += 1
         value = m.group(1)
         self._counted = self.epoch is None
+        seconds: Optional[float] = None
         if self.epoch is not None:
-            iteration, span = self.epoch
+            iteration, span, seconds = self.epoch
             self.epoch = None
         else:
             iteration, span = self.epochs * self.steps_per_epoch, self.steps_per_epoch
         rec = IterationRecord(
             iteration,
             index,
-            None,
+            None if seconds is None else seconds / span,
             None,
             span,
             THROUGHPUT,
@@ -157,6 +165,14 @@ def _number(text: str) -> Optional[float]:
         return float(text)
     except ValueError:
         return None
+
+
+def _seconds(text: str) -> Optional[float]:
+    """The seconds of humanize_time_delta's text ("2 minutes 29 seconds", "8.3 seconds"), or None."""
+    parts = PART_RE.findall(text)
+    if not parts or PART_RE.sub("", text).strip():
+        return None
+    return sum(float(value) * UNIT_S[unit] for value, unit in parts)
 
 
 # iter_scrape(lines) streams, iter_scrape_path(path) reads a file with the fast path,
