@@ -27,8 +27,9 @@ and left by forward hooks of the model; a clip of the gradients' total norm (SOL
 clips each parameter on its own), its optimizer class made by detectron2's own clipping factory
 with a global clipper.
 
-Exit codes: the script's own; 2 for bad input (a weights file that does not fit, a script that is
-not train_net.py of the pinned commit).
+Config options after detbench's flags (the scenario's extra_args) go to train_net.py after
+detbench's own. Exit codes: the script's own; 2 for bad input (a weights file that does not fit, a
+script that is not train_net.py of the pinned commit, a config option its config does not take).
 """
 import argparse
 import hashlib
@@ -108,6 +109,8 @@ def parse_args(argv=None):
     p.add_argument("--output-dir", help="OUTPUT_DIR (default: a folder removed at the end; with "
                    "--checkpoint-every the checkpoint folder)")
     common.add_accuracy_flags(p)       # the weight decay: SOLVER.WEIGHT_DECAY and its _NORM
+    p.add_argument("opts", nargs=argparse.REMAINDER, metavar="KEY VALUE",
+                   help="more detectron2 config options, after detbench's (the scenario's extra_args)")
     args = common.checked_accuracy_flags(p, p.parse_args(argv))
     if args.resume and not args.checkpoint_dir:
         p.error("--resume needs --checkpoint-dir (train_net.py --resume goes on from its OUTPUT_DIR)")
@@ -193,13 +196,24 @@ def config_file(args):
     return model_zoo.get_config_file(args.config or MODELS[args.model])
 
 
+class OptionError(Exception):
+    """A config option detectron2's config does not take (the message is yacs's)."""
+
+
 def build_cfg(args):
-    """The cfg train_net.py's setup() makes of this command line (get_cfg, the config file, the options)."""
+    """The cfg train_net.py's setup() makes of this command line (get_cfg, the config file, the options);
+    OptionError for an option its config does not take."""
     from detectron2.config import get_cfg
     register_backbone()
     cfg = get_cfg()
     cfg.merge_from_file(config_file(args))
-    cfg.merge_from_list(opts(args))
+    extra = list(getattr(args, "opts", None) or [])
+    try:
+        cfg.merge_from_list(opts(args) + extra)
+    except (KeyError, ValueError, AssertionError) as exc:
+        said = str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc).strip().splitlines()
+        raise OptionError("config options %s: %s" % (" ".join(extra), said[0] if said else type(exc).__name__)) \
+            from None
     cfg.freeze()
     return cfg
 
@@ -542,7 +556,11 @@ def main(argv=None):
             print("error: detectron2: no %s to run (give --script or --source-archive)" % SCRIPT,
                   file=sys.stderr, flush=True)
             return 2
-        cfg = build_cfg(args)
+        try:
+            cfg = build_cfg(args)
+        except OptionError as exc:
+            print("error: detectron2: %s" % exc, file=sys.stderr, flush=True)
+            return 2
         command = ["--config-file", config_file(args), "--num-gpus", "1"]
         if args.resume:
             # train_net.py --resume goes on from the checkpoint its OUTPUT_DIR's last_checkpoint names
@@ -550,7 +568,7 @@ def main(argv=None):
             with open(os.path.join(output_dir, "last_checkpoint"), "w") as fh:
                 fh.write(os.path.abspath(args.resume))
             command.append("--resume")
-        options = opts(args) + ["OUTPUT_DIR", output_dir]
+        options = opts(args) + list(args.opts) + ["OUTPUT_DIR", output_dir]
         if args.weights and not args.resume:
             try:
                 options[options.index("MODEL.WEIGHTS") + 1] = mapped_weights(args, cfg, output_dir)

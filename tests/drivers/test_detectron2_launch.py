@@ -151,6 +151,41 @@ def test_a_script_from_an_archive_of_another_commit_is_not_run(tmp_path):
         archive, "3" * 40, detectron2.COMMIT)
 
 
+def test_a_config_option_its_config_does_not_take_stops_before_training_in_one_line(tmp_path):
+    proc = subprocess.run([python(), os.path.join(DRIVERS, "detectron2_launch.py"), "--source-archive",
+                           str(cached_archive(detectron2.DETECTRON2)), "--commit", detectron2.COMMIT,
+                           "--model", "retinanet", "--iterations", "1", "--data", str(tmp_path / "a.json"),
+                           "--images", str(tmp_path), "SOLVER.NO_SUCH_KEY", "1"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    # the last line (the imports before it may warn): detectron2's own config refusing the key
+    assert proc.stderr.strip().splitlines()[-1] == ("error: detectron2: config options SOLVER.NO_SUCH_KEY 1: "
+                                                    "Non-existent key: SOLVER.NO_SUCH_KEY")
+    assert "Starting training" not in proc.stdout
+
+
+BF16 = r"""
+import json, sys, torch
+sys.path.insert(0, sys.argv[1])
+import detectron2_launch as d2
+model = d2.build_model(d2.build_cfg(d2.parse_args(["--model", "faster_rcnn", "--iterations", "1",
+                                                 "--input-size", "64x64"]))).eval()
+seen = []
+model.backbone.register_forward_hook(lambda m, a, out: seen.append(str(out["p2"].dtype)))
+d2.bf16_forward(model)
+with torch.no_grad():
+    model([{"image": torch.rand(3, 64, 64) * 255}])
+print("BF16 " + json.dumps({"backbone": seen, "autocast_after": torch.is_autocast_enabled("cpu")}))
+"""
+
+
+def test_the_bf16_shim_runs_the_models_forward_in_bfloat16_and_leaves_autocast_after_it():
+    out = subprocess.run([python(), "-c", BF16, DRIVERS], capture_output=True, text=True, timeout=600, env=ENV)
+    assert out.returncode == 0, out.stderr[-3000:]
+    [got] = [json.loads(line[len("BF16 "):]) for line in out.stdout.splitlines() if line.startswith("BF16 ")]
+    assert got == {"backbone": ["torch.bfloat16"], "autocast_after": False}
+
+
 PARITY = r"""
 import json, sys, torch
 sys.path.insert(0, sys.argv[1])
