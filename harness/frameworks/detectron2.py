@@ -18,8 +18,9 @@ bundled in the installed package, the scenario as config options: the work the o
 here do, docs/methodology.md). DefaultTrainer builds the model, optimizer, schedule, loader
 (ResizeShortestEdge, RandomFlip, TrainingSampler, aspect-ratio grouping) and hooks; what detbench
 adds enters through detectron2's extension points, named in the launcher's INJECTIONS and in the
-SETTINGS line's implementation. Its CommonMetricPrinter's lines give the figures (detectron2
-scraper, exact last_time per printed iteration).
+SETTINGS line's implementation (`training_code`). Its CommonMetricPrinter's lines give the figures
+(the detectron2 scraper: the mean step time since its timer's 3rd iteration, printed every 20th
+iteration and at the last; two such lines give the exact mean between them).
 """
 import os
 
