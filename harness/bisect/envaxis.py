@@ -20,7 +20,7 @@ from typing import List, Optional, Tuple
 
 from harness.errors import UserError
 from harness.launch import envs
-from harness.plan.cache import cache_root
+from harness.vocab.sources import cache_root
 from harness.vocab.pins import EnvSpec
 
 ROOT = Path(__file__).resolve().parents[2]    # this detbench's checkout (runner.py, pyproject.toml)

@@ -1,10 +1,11 @@
 """Inference benchmark of detectron2's detectors through its own inference code, timed as every
 detbench inference driver times them (common.py, docs/methodology.md "Inference").
 
-Runs in the detectron2 framework's pinned env. The model is built as detectron2_driver.py builds
-it (the bundled model-zoo config, the same architecture as the other frameworks', no download;
---weights FILE of `detbench weights make`, mapped), set to the scenario's post-processing
-(ROI_HEADS / RETINANET score and NMS thresholds, TEST.DETECTIONS_PER_IMAGE) and the shared test-time
+Runs in the detectron2 framework's pinned env. The model is built from the config train_net.py
+trains it with (detectron2_launch.py: the bundled model-zoo config, the same architecture as the
+other frameworks', no download; --weights FILE of `detbench weights make`, mapped), set to the
+scenario's post-processing (ROI_HEADS / RETINANET score and NMS thresholds,
+TEST.DETECTIONS_PER_IMAGE) and the shared test-time
 settings (RPN: 1000 proposals per level before NMS at 0.7, 1000 kept; RetinaNet: the best 1000
 anchors per level; masks binarised at 0.5), in eval mode. Per batch, from the end of the previous
 one: its raw uint8 images fetched from a pool of 8 seeded images (or the first 8 of a COCO file);
@@ -21,13 +22,13 @@ import sys
 import torch
 
 try:
-    from harness.drivers import common, detectron2_driver, weights_map
+    from harness.drivers import common, detectron2_launch, weights_map
 except ImportError:                             # run as a script in the framework's pinned env
     import common
-    import detectron2_driver
+    import detectron2_launch
     import weights_map
 
-MODELS = detectron2_driver.MODELS
+MODELS = detectron2_launch.MODELS
 RPN_PRE_NMS_TEST, RPN_POST_NMS_TEST, RPN_NMS, CANDIDATES, MASK_THRESHOLD = 1000, 1000, 0.7, 1000, 0.5
 
 
@@ -56,12 +57,13 @@ def test_time(cfg, model, score_threshold, nms_threshold, detections):
 def build(args):
     """detectron2's model in eval mode, its test-time cfg set to the scenario's post-processing."""
     torch.manual_seed(args.seed)
-    # the training driver's own flags and defaults (R50-FPN as its model zoo builds it): one cfg builder
-    train = detectron2_driver.parse_args(["--model", args.model, "--iterations", "1", "--batch-size",
-                                          str(args.batch_size), "--seed", str(args.seed), "--device", args.device])
-    cfg = test_time(detectron2_driver.build_cfg(train, *args.size), args.model, args.score_threshold,
+    # the training launcher's own flags and defaults (R50-FPN as its model zoo builds it): one cfg builder
+    train = detectron2_launch.parse_args(["--model", args.model, "--iterations", "1", "--batch-size",
+                                          str(args.batch_size), "--seed", str(args.seed), "--device", args.device,
+                                          "--input-size", "%dx%d" % tuple(args.size)])
+    cfg = test_time(detectron2_launch.build_cfg(train), args.model, args.score_threshold,
                     args.nms_threshold, args.detections)
-    model = detectron2_driver.build_model(cfg)
+    model = detectron2_launch.build_model(cfg)
     if args.weights:
         try:
             weights_map.load(model, args.weights, args.model, "detectron2")

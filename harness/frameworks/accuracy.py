@@ -20,6 +20,7 @@ from typing import List, Optional, Tuple
 
 from harness.frameworks import detbench_trainer, detectron2, mmdetection, torchvision
 from harness.vocab.catalog import TWO_STAGE
+from harness.vocab.sources import cached_archive
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # the rivals' dump drivers: one flag set (drivers/common.py's dump_parser)
@@ -134,14 +135,18 @@ def train_argv(framework: str, model: str, s: Schedule, data: Tuple[str, str], w
 # Each rival driver takes the schedule's flags the same way; what differs is how it is told the data
 # and that every stage trains with BN frozen: torchvision's trainable_layers 5, mmdetection's
 # frozen_stages -1 (its SGD decays biases and norms too), detectron2's FREEZE_AT 0 (its solver's
-# SOLVER.STEPS and GAMMA; the weight decay on biases and norms too).
+# SOLVER.STEPS and GAMMA; the weight decay on biases and norms too). detectron2's launcher runs the
+# tools/train_net.py of the pinned commit's archive in the cache (checked there to be that commit);
+# its DetectionCheckpointer writes every SOLVER.CHECKPOINT_PERIOD-th iteration and the last, and
+# train_net.py --resume goes on from the checkpoint folder.
 RIVAL_DRIVERS = {
     "torchvision": (torchvision.DRIVER, lambda s, ann, images: [
         "--precision", s.precision, "--norm", "frozen_bn", "--trainable-layers", "5", "--print-freq", "1",
         "--data", ann, "--images", images]),
     "mmdetection": (mmdetection.DRIVER, lambda s, ann, images: [
         "--ann", ann, "--images", images, "--frozen-stages", "-1"]),
-    "detectron2": (detectron2.DRIVER, lambda s, ann, images: [
+    "detectron2": (detectron2.LAUNCHER, lambda s, ann, images: [
+        "--source-archive", str(cached_archive(detectron2.DETECTRON2)), "--commit", detectron2.COMMIT,
         "--precision", s.precision, "--data", ann, "--images", images, "--freeze-at", "0"]),
 }
 
@@ -191,14 +196,16 @@ def trial_key(cell_key: str, seed: int) -> str:
 
 _TORCHVISION_LOSS = re.compile(r"^Epoch: \[\d+\]\s+\[\s*(\d+)/\d+\].*?\bloss: ([-+0-9.eEnaif]+) ")
 _MMENGINE_LOSS = re.compile(r"\bIter\(train\) \[\s*(\d+)/\d+\].*?\sloss: ([-+0-9.eEnaif]+)")
+# detectron2's CommonMetricPrinter (0-based iter; total_loss the median of the last 20 iterations)
+_DETECTRON2_LOSS = re.compile(r"\biter: (\d+)  total_loss: ([-+0-9.eEnaif]+)  ")
 _ITER_PREFIX = "DETBENCH_ITER "
 _CHECKPOINT = re.compile(r"^checkpoint (.*iter_(\d+)\.pth)$")
 
 
 def loss_of_line(line: str) -> Optional[Tuple[int, float]]:
     """(1-based iteration, training loss) of a log line: the bundled trainer's DETBENCH_ITER line,
-    torchvision's reference line (its counter starts at 0) or mmengine's `Iter(train) [ i/N]` line;
-    None for any other line."""
+    torchvision's reference line (its counter starts at 0), mmengine's `Iter(train) [ i/N]` line or
+    detectron2's `iter: i  total_loss: L` (its counter starts at 0); None for any other line."""
     line = line.strip()
     if line.startswith(_ITER_PREFIX):
         try:
@@ -218,6 +225,12 @@ def loss_of_line(line: str) -> Optional[Tuple[int, float]]:
     if m:
         try:
             return int(m.group(1)), float(m.group(2))
+        except ValueError:
+            return None
+    m = _DETECTRON2_LOSS.search(line)
+    if m:
+        try:
+            return int(m.group(1)) + 1, float(m.group(2))
         except ValueError:
             return None
     return None

@@ -27,8 +27,9 @@ from typing import Optional
 from harness import atomic
 from harness.errors import UserError
 from harness.launch import installer
-from harness.plan.cache import cache_root
+from harness.vocab.sources import cache_root
 from harness.vocab.pins import EnvSpec, SourceBuild
+from harness.vocab.sources import archive_commit, cache_root, cached_archive
 
 MARKER = "detbench-env.json"
 BUILDER_VERSION = 1          # bump when the way envs are built changes
@@ -179,18 +180,6 @@ def _unpack(archive: Path, into: Path) -> Path:
     raise UserError("%s: no setup.py at the top of the archive or of its one folder" % archive)
 
 
-def archive_commit(path: Path) -> Optional[str]:
-    """The commit ID `git archive` wrote into a tarball's pax header (None where it has none)."""
-    try:
-        with tarfile.open(path) as tar:
-            tar.next()
-            comment = tar.pax_headers.get("comment", "")
-    except (tarfile.TarError, OSError) as exc:
-        raise UserError("%s: not a readable tar archive (%s)" % (path, exc)) from None
-    comment = comment.strip()
-    return comment if len(comment) == 40 else None
-
-
 def source_missing(spec: EnvSpec) -> Optional[str]:
     """Why `spec` cannot be built on this host because a package built from a git commit has
     neither its wheel nor its archive in the cache and nothing names where its source is (the
@@ -201,7 +190,7 @@ def source_missing(spec: EnvSpec) -> Optional[str]:
         wheels = cache_root() / "wheels" / wheel_key(b)
         if wheels.is_dir() and any(wheels.glob("*.whl")):
             continue
-        if (cache_root() / "sources" / ("%s-%s.tar" % (b.name, b.commit))).is_file():
+        if cached_archive(b).is_file():
             continue
         if b.source_env and os.environ.get(b.source_env):
             continue
@@ -214,7 +203,7 @@ def source_missing(spec: EnvSpec) -> Optional[str]:
 def source_archive(build: SourceBuild, log) -> Path:
     """The `git archive` of build.commit in the cache, taken there from the tarball or git clone
     that build.source_env names when it is not there yet; UserError saying what to give."""
-    cached = cache_root() / "sources" / ("%s-%s.tar" % (build.name, build.commit))
+    cached = cached_archive(build)
     if cached.is_file():
         log.write("cached source: %s\n" % cached)
         return cached

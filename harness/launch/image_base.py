@@ -13,7 +13,7 @@ import tempfile
 
 from harness.errors import UserError
 from harness.launch import engine
-from harness.plan.cache import cache_root
+from harness.vocab.sources import cache_root
 from harness.launch.image_lock import REPOSITORY, digest, record
 
 BASE_SUITE = "bookworm"

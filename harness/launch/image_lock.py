@@ -19,7 +19,7 @@ from pathlib import Path
 
 from harness import atomic
 from harness.errors import UserError
-from harness.plan.cache import cache_root
+from harness.vocab.sources import cache_root
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES_DIR = ROOT / "dockerfiles"

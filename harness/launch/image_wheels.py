@@ -17,7 +17,7 @@ from pathlib import Path
 
 from harness.errors import UserError
 from harness.launch.envs import wheel_key
-from harness.plan.cache import cache_root
+from harness.vocab.sources import cache_root
 from harness.launch.image_base import BASE_PLATFORMS, BASE_PYTHON
 from harness.launch.image_lock import digest
 

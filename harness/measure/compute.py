@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from harness import atomic, frameworks
-from harness.plan.cache import cache_root
+from harness.vocab.sources import cache_root
 from harness.plan import scenario
 
 NO_WORK = ("calibrate",)  # frameworks whose cells do no arithmetic worth counting

@@ -460,6 +460,7 @@ IMPLEMENTATION_WORDS = (
     ("mask_paste", "mask paste"),
     ("mask_targets", "mask targets"),
     ("memory_format", "layout"),
+    ("training_code", "training code"),
 )
 
 

@@ -51,10 +51,13 @@ def test_real_trial_is_scraped_iteration_by_iteration(fw, tmp_path):
     (trial,) = store.trials(run_id)
     log = (store.trial_dir(trial["id"]) / "log.txt").read_text(errors="replace")
     assert trial["status"] == "done", "%s\n%s" % (trial["reason"], log[-3000:])
-    assert trial["records"] == 3 and trial["scrape_errors"] == 0, log[-3000:]
-    assert trial["exact"] == 1 and trial["throughput"] > 0
+    # detectron2's own printer writes every 20th iteration and the last (its DefaultTrainer's PeriodicWriter),
+    # its time the mean since its timer's 3rd iteration: here iteration 3 alone, not the whole window 2..3
+    printed = [3] if fw == "detectron2" else [1, 2, 3]
+    assert trial["records"] == len(printed) and trial["scrape_errors"] == 0, log[-3000:]
+    assert trial["exact"] == (fw != "detectron2") and trial["throughput"] > 0
     iterations = store.iterations(trial["id"])
-    assert [row[0] if not isinstance(row, dict) else row["iteration"] for row in iterations] == [1, 2, 3]
+    assert [row[0] if not isinstance(row, dict) else row["iteration"] for row in iterations] == printed
     work = work_lines(log)
     assert [w["iteration"] for w in work] == [1, 2, 3], log[-3000:]
     assert all(set(w) == {"iteration", "positive_anchors"} and w["positive_anchors"] > 0 for w in work)

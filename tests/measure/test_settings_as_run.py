@@ -133,6 +133,19 @@ def test_a_setting_that_ran_differently_is_not_like_for_like_and_each_column_nam
     assert impl in Page(html.render(report)).notes     # as a browser reads the escaped page
 
 
+def test_the_implementation_line_names_a_rivals_own_script_and_what_was_added_to_it(tmp_path):
+    said = "detectron2's own tools/train_net.py; added: hooks: DefaultTrainer.build_hooks wrapped"
+
+    def row(fw, model, repeat):
+        run = logged(fw)
+        if fw == "mmdetection":
+            run["implementation"] = dict(run["implementation"], training_code=said)
+        return {"settings": run}
+    table = throughput_table(two_stage_store(tmp_path, row))
+    [impl] = [n for n in table.notes if n.startswith("Implementation")]
+    assert impl.endswith("layout NCHW; training code %s." % said) and impl.count("training code") == 1
+
+
 def test_a_column_whose_log_printed_no_settings_is_named_and_shows_no_implementation(tmp_path):
     def row(fw, model, repeat):
         if fw == "mmdetection":
