@@ -27,7 +27,6 @@ from typing import Optional
 from harness import atomic
 from harness.errors import UserError
 from harness.launch import installer
-from harness.vocab.sources import cache_root
 from harness.vocab.pins import EnvSpec, SourceBuild
 from harness.vocab.sources import archive_commit, cache_root, cached_archive
 
