@@ -4,6 +4,7 @@ Every command turns a UserError into one clear line on stderr and exit code 2.
 """
 import functools
 import json
+import os
 import sys
 
 import click
@@ -340,13 +341,16 @@ def scrape(framework_name, fmt, list_formats, warmup, measure, images_per_iterat
 @main.command("import")
 @click.option("--framework", "framework_name", help="the framework (table column) the logs belong to")
 @click.option("--format", "fmt", metavar="NAME", help="read the logs in this format, with its defaults")
-@click.argument("logs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--scenario-name", required=True, help="scenario the imported run is filed under")
-@click.option("--model", required=True, help="model the logs trained, e.g. faster_rcnn")
-@click.option("--precision", required=True, help="precision, e.g. fp32")
-@click.option("--platform", "platform_name", required=True, help="platform the logs were made on, e.g. P2")
-@click.option("--batch-per-gpu", required=True, type=int, help="images per device per iteration")
-@click.option("--gpus", required=True, type=int, help="devices per node")
+@click.argument("logs", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--round", "round_name", metavar="X.Y",
+              help="MLPerf Training results: the round whose rules they follow (default: the "
+                   "training_results_vX.Y folder they lie in)")
+@click.option("--scenario-name", help="scenario the imported run is filed under")
+@click.option("--model", help="model the logs trained, e.g. faster_rcnn")
+@click.option("--precision", help="precision, e.g. fp32")
+@click.option("--platform", "platform_name", help="platform the logs were made on, e.g. P2")
+@click.option("--batch-per-gpu", type=int, help="images per device per iteration")
+@click.option("--gpus", type=int, help="devices per node")
 @click.option("--nodes", default=1, show_default=True, type=int)
 @click.option("--warmup", type=int, help="iterations before the measured window (default: the scenario's)")
 @click.option("--measure", type=int, help="iterations in the measured window (default: the scenario's)")
@@ -361,11 +365,24 @@ def scrape(framework_name, fmt, list_formats, warmup, measure, images_per_iterat
                    "an unknown start); the report marks its figure kind")
 @RESULTS
 @user_errors
-def import_cmd(framework_name, fmt, logs, scenario_name, model, precision, platform_name, batch_per_gpu,
-               gpus, nodes, warmup, measure, run, iters_per_epoch, max_error, approximate, results_dir):
-    """Store logs of runs made elsewhere as one run, one trial per log, marked imported."""
+def import_cmd(framework_name, fmt, logs, round_name, scenario_name, model, precision, platform_name,
+               batch_per_gpu, gpus, nodes, warmup, measure, run, iters_per_epoch, max_error, approximate,
+               results_dir):
+    """Store logs of runs made elsewhere as one run, one trial per log, marked imported; or MLPerf Training
+    results (a round, submitter, system or result file folder), one run per system and benchmark."""
     from harness.results import importer
 
+    if round_name or any(_is_mlperf(path) for path in logs):
+        _import_mlperf(logs, round_name, results_dir)
+        return
+    given = {"--scenario-name": scenario_name, "--model": model, "--precision": precision,
+             "--platform": platform_name, "--batch-per-gpu": batch_per_gpu, "--gpus": gpus}
+    missing = [name for name, value in given.items() if value is None]
+    if missing:
+        raise UserError("import of training logs: give %s" % ", ".join(missing))
+    folders = [path for path in logs if not os.path.isfile(path)]
+    if folders:
+        raise UserError("%s: a folder; give the log files (or MLPerf results: --round X.Y)" % folders[0])
     run_id, key = importer.import_logs(
         list(logs), framework_name, model, precision, platform_name, batch_per_gpu, gpus, nodes=nodes,
         scenario_name=scenario_name, warmup=warmup, measure=measure, fmt=fmt, results_dir=results_dir,
@@ -373,6 +390,48 @@ def import_cmd(framework_name, fmt, logs, scenario_name, model, precision, platf
         max_error=max_error, approximate=approximate)
     click.echo("run %s: imported %d log%s as %s -> %s" % (run_id, len(logs), "" if len(logs) == 1 else "s",
                                                           key, results_dir))
+
+
+def _is_mlperf(path):
+    """A folder (of MLPerf results), or a file whose first lines hold an MLLOG record."""
+    from harness.measure.mllog import TOKEN
+
+    if os.path.isdir(path):
+        return True
+    with open(path, "rb") as f:
+        return TOKEN.encode() in f.read(65536)
+
+
+def _import_mlperf(paths, round_name, results_dir):
+    from harness.results import mlperf_import
+
+    bar = click.progressbar(length=1, label="reading results", file=sys.stderr)
+    shown = [0]
+
+    def progress(done, total):
+        bar.length = total
+        bar.update(done - shown[0])
+        shown[0] = done
+
+    imported, failed = [], []
+    for path in paths:
+        try:
+            imported += mlperf_import.import_mlperf(path, round_name, results_dir,
+                                                    note=lambda line: click.echo(line, err=True),
+                                                    progress=progress)
+        except UserError as exc:
+            failed.append(str(exc))
+    bar.render_finish()
+    for run in imported:
+        figure = ("score %.3f min" % run.score_minutes if run.score_minutes is not None else
+                  "no score: %s" % run.score_note)
+        click.echo("run %s: %s %s %s: %d result%s, %s" % (run.run_id, run.submitter, run.system, run.benchmark,
+                                                         run.results, "" if run.results == 1 else "s", figure))
+    if failed:
+        if not imported:
+            raise UserError("; ".join(failed))
+        for line in failed:
+            click.echo("detbench: error: %s" % line, err=True)
 
 
 @main.command("bisect")
