@@ -75,7 +75,9 @@ REPORT_RENDERERS = {
 
 
 @main.command()
-@click.option("--platform", "platform_name", required=True, help="platform name, e.g. P2 or local")
+@click.option("--platform", "platform_name", help="platform name, e.g. P2 or local")
+@click.option("--mlperf", is_flag=True, help="the imported MLPerf Training runs instead (md or html)")
+@click.option("--benchmark", metavar="NAME", help="with --mlperf: only this benchmark (maskrcnn, ssd)")
 @RESULTS
 @click.option("--run", "run_id", metavar="RUN_ID", help="only this run (default: newest run of each cell)")
 @click.option("--published", metavar="NAME", help="also show published figures, e.g. simpledet-benchmark")
@@ -87,11 +89,17 @@ REPORT_RENDERERS = {
 @click.option("--batch", type=click.IntRange(min=1), default=None,
               help="inference: the batch size frameworks are compared at (default: the largest all measured)")
 @user_errors
-def report(platform_name, results_dir, run_id, published, fmt, out_path, rows, batch):
+def report(platform_name, mlperf, benchmark, results_dir, run_id, published, fmt, out_path, rows, batch):
     """Report a platform's results: SimpleDet-style tables, HTML with figures, CSV or JSON."""
     import importlib
 
     from harness.report import build
+
+    if mlperf:
+        _emit(_mlperf_report(results_dir, benchmark, fmt), out_path)
+        return
+    if not platform_name:
+        raise UserError("give --platform NAME (or --mlperf for imported MLPerf Training runs)")
 
     # the Markdown tables show no confidence interval and only the page draws traces:
     # skip the bootstrap (and numpy) and the iterations where they are not shown
@@ -100,6 +108,20 @@ def report(platform_name, results_dir, run_id, published, fmt, out_path, rows, b
     module, name = REPORT_RENDERERS[fmt]
     renderer = getattr(importlib.import_module("harness.report." + module), name)
     _emit(renderer(report_value), out_path)
+
+
+def _mlperf_report(results_dir, benchmark, fmt):
+    from harness.report import mlperf as mlperf_report
+
+    if fmt not in ("md", "html"):
+        raise UserError("--mlperf: --format md or html")
+    if not os.path.isfile(os.path.join(results_dir, "detbench.sqlite")):
+        raise UserError("%s: no results store here" % results_dir)
+    runs = mlperf_report.load(results_dir, benchmark)
+    if not runs:
+        raise UserError("%s: no imported MLPerf runs%s (detbench import ROUND_FOLDER)"
+                        % (results_dir, " of %s" % benchmark if benchmark else ""))
+    return mlperf_report.render_markdown(runs) if fmt == "md" else mlperf_report.render_html(runs)
 
 
 def _emit(text, out_path):
