@@ -427,23 +427,24 @@ def _is_mlperf(path):
 def _import_mlperf(paths, round_name, results_dir):
     from harness.results import mlperf_import
 
-    bar = click.progressbar(length=1, label="reading results", file=sys.stderr)
-    shown = [0]
-
-    def progress(done, total):
-        bar.length = total
-        bar.update(done - shown[0])
-        shown[0] = done
-
     imported, failed = [], []
-    for path in paths:
-        try:
-            imported += mlperf_import.import_mlperf(path, round_name, results_dir,
-                                                    note=lambda line: click.echo(line, err=True),
-                                                    progress=progress)
-        except UserError as exc:
-            failed.append(str(exc))
-    bar.render_finish()
+    with click.progressbar(length=1, label="reading result files", file=sys.stderr) as bar:
+        shown = [0]
+
+        def progress(done, total):
+            bar.length = total
+            bar.update(done - shown[0])
+            shown[0] = done
+
+        for path in paths:
+            shown[0] = 0
+            bar.pos = 0
+            try:
+                imported += mlperf_import.import_mlperf(path, round_name, results_dir,
+                                                        note=lambda line: click.echo(line, err=True),
+                                                        progress=progress)
+            except UserError as exc:
+                failed.append(str(exc))
     for run in imported:
         figure = ("score %.3f min" % run.score_minutes if run.score_minutes is not None else
                   "no score: %s" % run.score_note)
