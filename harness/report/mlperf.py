@@ -135,6 +135,7 @@ def epochs_grid(round_name: str, benchmark: str, runs: Sequence[Run]) -> Grid:
     head = [
         "system",
         "epochs",
+        "target met at, min",
         "images/s per accelerator per epoch: median (min-max)",
         "CV over epochs",
         "init before run_start, s",
@@ -151,10 +152,13 @@ def epochs_grid(round_name: str, benchmark: str, runs: Sequence[Run]) -> Grid:
             max(0.0, r.seconds - sum(e.seconds for e in r.epochs)) / r.seconds for r in ok if r.epochs and r.seconds > 0
         ]
         cv = statistics.pstdev(per_epoch) / statistics.mean(per_epoch) if len(per_epoch) > 1 else None
+        target = mllog.targets(run["ruleset"], benchmark)
+        met = [t / 60.0 for r in ok for t in [mllog.time_to_target(r.curve, target)] if t is not None]
         rows.append(
             [
                 p["system"],
                 "%.0f" % statistics.median(len(r.epochs) for r in ok) if ok else "-",
+                "%.2f (%d of %d)" % (statistics.median(met), len(met), len(ok)) if met else "-",
                 "%.1f (%.1f-%.1f)" % (statistics.median(per_epoch), min(per_epoch), max(per_epoch))
                 if per_epoch
                 else "-",
@@ -165,6 +169,8 @@ def epochs_grid(round_name: str, benchmark: str, runs: Sequence[Run]) -> Grid:
             ]
         )
     notes = [
+        "Target met at: minutes from run_start to the first evaluation at the closed division's target "
+        "(%s), median over the results that met it." % _target_text(runs[0]["ruleset"] if runs else "", benchmark),
         "Medians over a system's results that pass the round's rules. Epochs are the log's epoch_start/stop "
         "pairs, else its blocks (a block of several epochs counts as one row of images/s).",
         "Outside training epochs: the share of time to train not inside an epoch (evaluation, where it does "
@@ -172,6 +178,11 @@ def epochs_grid(round_name: str, benchmark: str, runs: Sequence[Run]) -> Grid:
         "to eval_stop, which may overlap training where a framework evaluates asynchronously.",
     ]
     return "MLPerf Training v%s: %s, per epoch" % (round_name, TITLES.get(benchmark, benchmark)), head, rows, notes
+
+
+def _target_text(ruleset: str, benchmark: str) -> str:
+    target = mllog.targets(ruleset, benchmark) if ruleset else {}
+    return ", ".join("%s %g" % (m or "eval_accuracy", v) for m, v in sorted(target.items())) or "none known"
 
 
 def grids(runs: Sequence[Run]) -> List[Tuple[str, str, List[Grid], List[Run]]]:

@@ -69,6 +69,8 @@ def test_per_epoch_rate_and_time_outside_epochs(tmp_path):
     per_epoch = 1170301 / result.epochs[0].seconds / 8
     assert cells["images/s per accelerator per epoch: median (min-max)"].startswith("%.1f" % per_epoch)
     assert cells["CV over epochs"] == "0.0%"
+    third = result.curve[2]  # 0.345: the first at the closed target 0.34
+    assert cells["target met at, min"] == "%.2f (1 of 1)" % (third.seconds / 60.0)
     assert cells["init before run_start, s"] == "60"
     inside = sum(e.seconds for e in result.epochs)
     assert cells["outside training epochs"] == "%.1f%%" % (100 * (600.0 - inside) / 600.0)
