@@ -193,89 +193,101 @@ def import_mlperf(
     note: Callable[[str], Any] = print,
     progress: Optional[Callable[[int, int], Any]] = None,
 ) -> List[Imported]:
-    """Import every detection benchmark folder under `path`; one `note` line per file or system not imported."""
+    """Import every detection benchmark folder under `path`; one `note` line per file or system not imported.
+    Each folder is stored once read, so memory holds one folder's results and one file's records."""
     rules = round_of(path, round_name)
     found = folders(path)
     total = sum(len(f.files) for f in found)
     if not total:
         raise UserError("%s: no %s of %s here" % (path, RESULT_GLOB, " or ".join(sorted(set(DETECTION.values())))))
-    done = 0
-    runs: List[Tuple[Dict[str, Any], List[mllog.Result]]] = []
+    done = [0]
+
+    def tick() -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], total)
+
+    imported: List[Imported] = []
     refused = 0
-    for folder in found:
-        system_json = os.path.join(folder.submitter_dir, "systems", folder.system + ".json")
-        try:
-            desc = platform(system_json)
-        except UserError as exc:
-            note(str(exc))
-            refused += len(folder.files)
-            done += len(folder.files)
-            continue
-        read: List[mllog.Result] = []
-        dropped = 0
-        for file in folder.files:
-            try:
-                result = mllog.read_result(file, rules)
-                _same_benchmark(result, folder)
-                read.append(result)
-                dropped += result.compliance is not None
-            except UserError as exc:
-                note(str(exc))
-                dropped += 1
-                refused += 1
-            done += 1
-            if progress is not None:
-                progress(done, total)
-        if not read:
-            continue
-        minutes = [r.minutes for r in read if r.compliance is None]
-        if folder.whole:
-            value, why, factor = score(minutes, dropped, folder.path)
-        else:
-            value, why, factor = None, "one result file imported: the score is of the folder's results", 1.0
-        runs.append(
-            (
-                {
-                    "run_id": new_run_id(),
-                    "round": rules.rsplit(".", 1)[0],
-                    "ruleset": rules,
-                    "submitter": os.path.basename(folder.submitter_dir),
-                    "system": folder.system,
-                    "benchmark": DETECTION.get(folder.benchmark, read[0].benchmark),
-                    "division": read[0].division or desc["division"],
-                    "platform": desc,
-                    "score_minutes": value,
-                    "score_note": why,
-                    "scaling_factor": factor,
-                    "folder": folder.path,
-                },
-                read,
+    store: Optional[Store] = None
+    try:
+        for folder in found:
+            run, read, bad = _read_folder(folder, rules, note, tick)
+            refused += bad
+            if run is None:
+                continue
+            if store is None:  # the store is made by the first folder that imports
+                store = Store(results_dir)
+            MlperfTables(store).put_run(run, read)
+            imported.append(
+                Imported(
+                    run["run_id"],
+                    run["submitter"],
+                    run["system"],
+                    run["benchmark"],
+                    len(read),
+                    run["score_minutes"],
+                    run["score_note"],
+                )
             )
-        )
-    if not runs:
+    finally:
+        if store is not None:
+            store.close()
+    if not imported:
         raise UserError(
             "%s: nothing imported: every one of %d result file%s was refused"
             % (path, refused, "" if refused == 1 else "s")
         )
-    store = Store(results_dir)
+    return imported
+
+
+def _read_folder(
+    folder: Folder, rules: str, note: Callable[[str], Any], tick: Callable[[], None]
+) -> Tuple[Optional[Dict[str, Any]], List[mllog.Result], int]:
+    """(the run to store or None, its results, how many files were refused) of one benchmark folder."""
+    system_json = os.path.join(folder.submitter_dir, "systems", folder.system + ".json")
     try:
-        tables = MlperfTables(store)
-        for run, read in runs:
-            tables.put_run(run, read)
-    finally:
-        store.close()
-    return [
-        Imported(
-            run["run_id"],
-            run["submitter"],
-            run["system"],
-            run["benchmark"],
-            len(read),
-            run["score_minutes"],
-            run["score_note"],
-        )
-        for run, read in runs
-    ]
+        desc = platform(system_json)
+    except UserError as exc:
+        note(str(exc))
+        for _ in folder.files:
+            tick()
+        return None, [], len(folder.files)
+    read: List[mllog.Result] = []
+    dropped = refused = 0
+    for file in folder.files:
+        try:
+            result = mllog.read_result(file, rules)
+            _same_benchmark(result, folder)
+            read.append(result)
+            dropped += result.compliance is not None
+        except UserError as exc:
+            note(str(exc))
+            dropped += 1
+            refused += 1
+        tick()
+    if not read:
+        return None, [], refused
+    minutes = [r.minutes for r in read if r.compliance is None]
+    if folder.whole:
+        value, why, factor = score(minutes, dropped, folder.path)
+    else:
+        value, why, factor = None, "one result file imported: the score is of the folder's results", 1.0
+    run = {
+        "run_id": new_run_id(),
+        "round": rules.rsplit(".", 1)[0],
+        "ruleset": rules,
+        "submitter": os.path.basename(folder.submitter_dir),
+        "system": folder.system,
+        "benchmark": DETECTION.get(folder.benchmark, read[0].benchmark),
+        "division": read[0].division or desc["division"],
+        "platform": desc,
+        "score_minutes": value,
+        "score_note": why,
+        "scaling_factor": factor,
+        "folder": folder.path,
+    }
+    return run, read, refused
 
 
 def _same_benchmark(result: mllog.Result, folder: Folder) -> None:
