@@ -128,6 +128,8 @@ def systems_grid(round_name: str, benchmark: str, runs: Sequence[Run]) -> Grid:
         % ", ".join("%s %d" % (TITLES[b], n) for b, n in sorted(mllog.EPOCH_IMAGES.items()))
     )
     notes.append("Scaling efficiency: score x accelerators of the same hardware's fewest nodes over this run's.")
+    if any(run["platform"].get("cpu_only") for run in runs):
+        notes.append("A system without accelerators counts its host CPU sockets in their place.")
     return "MLPerf Training v%s: %s" % (round_name, TITLES.get(benchmark, benchmark)), head, rows, notes
 
 

@@ -89,3 +89,12 @@ def test_html_has_the_tables_and_a_curve_escaped(results):
 def test_no_imported_runs_is_one_line(tmp_path):
     out = invoke("report", "--mlperf", "--results", tmp_path)
     assert out.exit_code == 2 and "no results store here" in out.output
+
+
+def test_a_cpu_only_system_counts_its_sockets(tmp_path):
+    top = tmp_path / "v2.1"
+    mllogs.write_system(top, "cpu_n2", "ssd", [300.0, 301.0, 302.0, 303.0, 304.0], nodes=2, per_node=0)
+    assert invoke("import", top, "--results", tmp_path / "res").exit_code == 0
+    text = invoke("report", "--mlperf", "--results", tmp_path / "res").output
+    assert "|cpu_n2 (Vendor)|AMD EPYC 7742 x 4|2|" in text  # two sockets a node
+    assert "A system without accelerators counts its host CPU sockets in their place." in text

@@ -134,5 +134,5 @@ def write_system(round_dir, system, benchmark, minutes, submitter="Vendor", node
     shape = kw.pop("shape", "maskrcnn-pytorch" if benchmark == "maskrcnn" else "ssd-pytorch")
     for n, m in enumerate(minutes):
         write_result(folder / ("result_%d.txt" % n), shape=shape, minutes=m, org=submitter,
-                     devices=nodes * per_node, **kw)
+                     devices=nodes * (per_node or 2), **kw)  # a CPU-only system: one process a socket
     return folder
