@@ -68,14 +68,15 @@ def timed(argv, cwd, stdout):
 
 
 def official(csv_path):
-    """{(submitter, system, nodes, benchmark): minutes} from the summarizer's CSV (a submitter may
-    give several node counts one system name)."""
+    """{(submitter, system, nodes, accelerators, benchmark): minutes} from the summarizer's CSV (a
+    submitter may give several node counts, or systems of other sizes, one system name)."""
     scores = {}
     with open(csv_path, newline="") as f:
         for row in csv.DictReader(f):
             for bench in ("maskrcnn", "ssd"):
                 if row.get(bench) not in (None, "", "nan"):
-                    key = (row["submitter"], row["system"], str(int(row["number_of_nodes"] or 1)), bench)
+                    key = (row["submitter"], row["system"], str(int(row["number_of_nodes"] or 1)),
+                           str(int(row["accelerators_count"] or 0)), bench)
                     scores[key] = float(row[bench])
     return scores
 
@@ -83,9 +84,10 @@ def official(csv_path):
 def ours(results_dir):
     store = Store(results_dir, create=False)
     try:
-        # the summarizer names a system as its JSON does
+        # the summarizer names a system as its JSON does, and counts no accelerators on a CPU-only one
         return {
-            (r["platform"]["submitter"], r["platform"]["system"], str(r["platform"]["nodes"]), r["benchmark"]):
+            (r["platform"]["submitter"], r["platform"]["system"], str(r["platform"]["nodes"]),
+             "0" if r["platform"]["cpu_only"] else str(r["platform"]["devices"]), r["benchmark"]):
             r["score_minutes"] for r in MlperfTables(store).runs()
         }
     finally:
@@ -138,13 +140,14 @@ def main(argv=None):
     for key in sorted(theirs):
         got = mine.get(key)
         if got is None or abs(got - theirs[key]) > TOLERANCE_MIN:
-            failures.append("%s %s (%s nodes) %s: summarizer %.3f min, detbench %s" % (
+            failures.append("%s %s (%s nodes, %s accelerators) %s: summarizer %.3f min, detbench %s" % (
                 key + (theirs[key], "none" if got is None else "%.3f min" % got)))
         else:
             matched += 1
     extra = sorted(k for k, v in mine.items() if v is not None and k not in theirs)
     for key in extra:
-        failures.append("%s %s (%s nodes) %s: detbench %.3f min, summarizer none" % (key + (mine[key],)))
+        failures.append("%s %s (%s nodes, %s accelerators) %s: detbench %.3f min, summarizer none"
+                        % (key + (mine[key],)))
     print("scores: %d of %d equal the summarizer's to %.3f min; %d systems without a score in both" % (
         matched, len(theirs), TOLERANCE_MIN, sum(1 for k, v in mine.items() if v is None and k not in theirs)))
     ratio = d_wall / s_wall
