@@ -4,6 +4,7 @@ Every command turns a UserError into one clear line on stderr and exit code 2.
 """
 import functools
 import json
+import os
 import sys
 
 import click
@@ -74,7 +75,9 @@ REPORT_RENDERERS = {
 
 
 @main.command()
-@click.option("--platform", "platform_name", required=True, help="platform name, e.g. P2 or local")
+@click.option("--platform", "platform_name", help="platform name, e.g. P2 or local")
+@click.option("--mlperf", is_flag=True, help="the imported MLPerf Training runs instead (md or html)")
+@click.option("--benchmark", metavar="NAME", help="with --mlperf: only this benchmark (maskrcnn, ssd)")
 @RESULTS
 @click.option("--run", "run_id", metavar="RUN_ID", help="only this run (default: newest run of each cell)")
 @click.option("--published", metavar="NAME", help="also show published figures, e.g. simpledet-benchmark")
@@ -89,11 +92,17 @@ REPORT_RENDERERS = {
               help="in the terminal, also each table's scope, implementation, work and place-check lines "
                    "(a file written with --out always has them)")
 @user_errors
-def report(platform_name, results_dir, run_id, published, fmt, out_path, rows, batch, details):
+def report(platform_name, mlperf, benchmark, results_dir, run_id, published, fmt, out_path, rows, batch, details):
     """Report a platform's results: SimpleDet-style tables, HTML with figures, CSV or JSON."""
     import importlib
 
     from harness.report import build
+
+    if mlperf:
+        _emit(_mlperf_report(results_dir, benchmark, fmt), out_path)
+        return
+    if not platform_name:
+        raise UserError("give --platform NAME (or --mlperf for imported MLPerf Training runs)")
 
     # the Markdown tables show no confidence interval and only the page draws traces:
     # skip the bootstrap (and numpy) and the iterations where they are not shown
@@ -105,6 +114,20 @@ def report(platform_name, results_dir, run_id, published, fmt, out_path, rows, b
         _emit(renderer(report_value, details=False), out_path)   # the terminal leads with the tables
     else:
         _emit(renderer(report_value), out_path)
+
+
+def _mlperf_report(results_dir, benchmark, fmt):
+    from harness.report import mlperf as mlperf_report
+
+    if fmt not in ("md", "html"):
+        raise UserError("--mlperf: --format md or html")
+    if not os.path.isfile(os.path.join(results_dir, "detbench.sqlite")):
+        raise UserError("%s: no results store here" % results_dir)
+    runs = mlperf_report.load(results_dir, benchmark)
+    if not runs:
+        raise UserError("%s: no imported MLPerf runs%s (detbench import ROUND_FOLDER)"
+                        % (results_dir, " of %s" % benchmark if benchmark else ""))
+    return mlperf_report.render_markdown(runs) if fmt == "md" else mlperf_report.render_html(runs)
 
 
 def _emit(text, out_path):
@@ -353,13 +376,16 @@ def scrape(framework_name, fmt, list_formats, warmup, measure, images_per_iterat
 @main.command("import")
 @click.option("--framework", "framework_name", help="the framework (table column) the logs belong to")
 @click.option("--format", "fmt", metavar="NAME", help="read the logs in this format, with its defaults")
-@click.argument("logs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--scenario-name", required=True, help="scenario the imported run is filed under")
-@click.option("--model", required=True, help="model the logs trained, e.g. faster_rcnn")
-@click.option("--precision", required=True, help="precision, e.g. fp32")
-@click.option("--platform", "platform_name", required=True, help="platform the logs were made on, e.g. P2")
-@click.option("--batch-per-gpu", required=True, type=int, help="images per device per iteration")
-@click.option("--gpus", required=True, type=int, help="devices per node")
+@click.argument("logs", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--round", "round_name", metavar="X.Y",
+              help="MLPerf Training results: the round whose rules they follow (default: the "
+                   "training_results_vX.Y folder they lie in)")
+@click.option("--scenario-name", help="scenario the imported run is filed under")
+@click.option("--model", help="model the logs trained, e.g. faster_rcnn")
+@click.option("--precision", help="precision, e.g. fp32")
+@click.option("--platform", "platform_name", help="platform the logs were made on, e.g. P2")
+@click.option("--batch-per-gpu", type=int, help="images per device per iteration")
+@click.option("--gpus", type=int, help="devices per node")
 @click.option("--nodes", default=1, show_default=True, type=int)
 @click.option("--warmup", type=int, help="iterations before the measured window (default: the scenario's)")
 @click.option("--measure", type=int, help="iterations in the measured window (default: the scenario's)")
@@ -374,11 +400,24 @@ def scrape(framework_name, fmt, list_formats, warmup, measure, images_per_iterat
                    "an unknown start); the report marks its figure kind")
 @RESULTS
 @user_errors
-def import_cmd(framework_name, fmt, logs, scenario_name, model, precision, platform_name, batch_per_gpu,
-               gpus, nodes, warmup, measure, run, iters_per_epoch, max_error, approximate, results_dir):
-    """Store logs of runs made elsewhere as one run, one trial per log, marked imported."""
+def import_cmd(framework_name, fmt, logs, round_name, scenario_name, model, precision, platform_name,
+               batch_per_gpu, gpus, nodes, warmup, measure, run, iters_per_epoch, max_error, approximate,
+               results_dir):
+    """Store logs of runs made elsewhere as one run, one trial per log, marked imported; or MLPerf Training
+    results (a round, submitter, system or result file folder), one run per system and benchmark."""
     from harness.results import importer
 
+    if round_name or any(_is_mlperf(path) for path in logs):
+        _import_mlperf(logs, round_name, results_dir)
+        return
+    given = {"--scenario-name": scenario_name, "--model": model, "--precision": precision,
+             "--platform": platform_name, "--batch-per-gpu": batch_per_gpu, "--gpus": gpus}
+    missing = [name for name, value in given.items() if value is None]
+    if missing:
+        raise UserError("import of training logs: give %s" % ", ".join(missing))
+    folders = [path for path in logs if not os.path.isfile(path)]
+    if folders:
+        raise UserError("%s: a folder; give the log files (or MLPerf results: --round X.Y)" % folders[0])
     run_id, key = importer.import_logs(
         list(logs), framework_name, model, precision, platform_name, batch_per_gpu, gpus, nodes=nodes,
         scenario_name=scenario_name, warmup=warmup, measure=measure, fmt=fmt, results_dir=results_dir,
@@ -386,6 +425,49 @@ def import_cmd(framework_name, fmt, logs, scenario_name, model, precision, platf
         max_error=max_error, approximate=approximate)
     click.echo("run %s: imported %d log%s as %s -> %s" % (run_id, len(logs), "" if len(logs) == 1 else "s",
                                                           key, results_dir))
+
+
+def _is_mlperf(path):
+    """A folder (of MLPerf results), or a file whose first lines hold an MLLOG record."""
+    from harness.measure.mllog import TOKEN
+
+    if os.path.isdir(path):
+        return True
+    with open(path, "rb") as f:
+        return TOKEN.encode() in f.read(65536)
+
+
+def _import_mlperf(paths, round_name, results_dir):
+    from harness.results import mlperf_import
+
+    imported, failed = [], []
+    with click.progressbar(length=1, label="reading result files", file=sys.stderr) as bar:
+        shown = [0]
+
+        def progress(done, total):
+            bar.length = total
+            bar.update(done - shown[0])
+            shown[0] = done
+
+        for path in paths:
+            shown[0] = 0
+            bar.pos = 0
+            try:
+                imported += mlperf_import.import_mlperf(path, round_name, results_dir,
+                                                        note=lambda line: click.echo(line, err=True),
+                                                        progress=progress)
+            except UserError as exc:
+                failed.append(str(exc))
+    for run in imported:
+        figure = ("score %.3f min" % run.score_minutes if run.score_minutes is not None else
+                  "no score: %s" % run.score_note)
+        click.echo("run %s: %s %s %s: %d result%s, %s" % (run.run_id, run.submitter, run.system, run.benchmark,
+                                                         run.results, "" if run.results == 1 else "s", figure))
+    if failed:
+        if not imported:
+            raise UserError("; ".join(failed))
+        for line in failed:
+            click.echo("detbench: error: %s" % line, err=True)
 
 
 @main.command("bisect")

@@ -51,7 +51,7 @@ from harness import frameworks, jsonlog
 from harness.errors import UserError
 from harness.frameworks import accuracy as recipes
 from harness.frameworks.accuracy import trial_key
-from harness.launch import envs, progroup
+from harness.launch import envs, mllog_write, progroup
 from harness.plan import hostcpu, machine_load
 from harness.plan import accuracy as plan_accuracy
 from harness.plan import coderev, fingerprint, platforms, scenario as scenario_mod
@@ -347,6 +347,27 @@ def run_trial(tables, run_id, sc, cell, trial, out) -> None:
         tables.add_code(run_id, key, 0 if last is None else last[0], coderev.revision())
         _train(tables, run_id, key, argv, folder, offset, _env(sc), None if last is None else last[0], out)
     _score(tables, run_id, sc, cell, key, schedule, folder, out)
+    write_mllog(tables.checkpoints(run_id, key), sc, cell, schedule, folder)
+
+
+def write_mllog(rows, sc, cell, schedule, folder) -> None:
+    """The trial's MLLOG (launch/mllog_write.py) beside its files, from its scored checkpoint rows."""
+    target = sc.accuracy.targets[cell.model]
+    column = target.metric.lower()
+    points, reached = [], []
+    for row in rows:
+        if row["bbox_ap"] is None:
+            continue
+        figures = ({"BBOX": row["bbox_ap"], "SEGM": row["segm_ap"]} if cell.model == "mask_rcnn" and
+                   row["segm_ap"] is not None else {"": row["bbox_ap"]})
+        points.append((int(row["iteration"]), float(row["train_seconds"]), figures))
+        reached.append(row[column] is not None and row[column] >= target.value)
+    counts = []
+    for name in ("train", "val"):
+        with open(plan_accuracy.split(sc.accuracy, name)[0], encoding="utf-8") as f:
+            counts.append(len(json.load(f)["images"]))
+    mllog_write.write(os.path.join(folder, mllog_write.FILE), cell.model, schedule, points, reached, counts[0],
+                      counts[1], "%s: %s, %d cores" % (cell.platform, hostcpu.cpu()[0] or "CPU", os.cpu_count() or 0))
 
 
 def _train(tables, run_id, key, argv, folder, offset, env, resumed_after=None, out=None) -> None:

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from harness.measure import mllog
 from harness.plan import coderev
 from tests.support.cliproc import ROOT, detbench, finish
 from tests.support.waiting import wait_for
@@ -94,6 +95,12 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(scenario, tmp_path):
     assert all(p[2] is not None and 0 <= p[3] <= 1 and p[4] > 0 for p in points)
     assert 0 < points[0][1] < points[1][1], "training time runs on across the resume"
     assert rows(results, "SELECT status FROM accuracy_trials") == [("done",)]
+    # its MLLOG beside its files: the round's format rules pass, with the stored curve's times
+    logged = mllog.read_result(os.path.join(rows(results, "SELECT folder FROM accuracy_trials")[0][0], "mllog.txt"),
+                               "2.1.0")
+    assert logged.compliance is None and logged.benchmark == "ssd"
+    assert [(p.seconds, p.accuracy[""]) for p in logged.curve] == pytest.approx([(p[1], p[2]) for p in points],
+                                                                                abs=1e-3)
     losses = rows(results, "SELECT iteration FROM accuracy_losses ORDER BY iteration")
     assert [r[0] for r in losses] == list(range(1, 9))
     trial_dir = results / "accuracy" / run_id
