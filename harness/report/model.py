@@ -43,6 +43,7 @@ TRIAL_COLUMNS = (
     "peak_rss_mb",
     "peak_device_mb",
     "latency_json",
+    "drawn_json",
 )
 
 
@@ -78,6 +79,8 @@ class Detail:
     work_basis: Optional[str] = None  # "logged" counts, or "synthetic" (a run stored before work models)
     devices: int = 1  # devices the cell ran on: the peak is per device
     imported: bool = False  # its figures come from logs `detbench import` brought in
+    # what its repeats drew from the data set, {scope: {count: median}} (harness.measure.drawn); None: not logged
+    drawn: Optional[Dict[str, Dict[str, float]]] = None
 
     @property
     def tflops(self) -> Optional[float]:
