@@ -77,9 +77,11 @@ from torchvision.ops.feature_pyramid_network import LastLevelP6P7
 
 try:
     from harness.drivers import asrun, common, weights_map   # imported from the harness (tests, weights make)
+    from harness.drivers import torchvision_reference as reference
 except ImportError:
     import asrun                                # run as a script in the framework's pinned env
     import common
+    import torchvision_reference as reference
     import weights_map
 
 MODELS = {"retinanet": "retinanet_resnet50_fpn", "faster_rcnn": "fasterrcnn_resnet50_fpn",
@@ -478,8 +480,9 @@ def build_loader(args, dataset, first=0):
 
 def recipe_differences(args, input_size):
     """The SETTINGS line's `recipe` part: which recipe ran, and what still differs from it."""
-    out = ["detbench's replica of references/detection (torchvision %s; its scripts are not on this machine)"
-           % torchvision.__version__.split("+")[0],
+    out = ["detbench's replica of references/detection (torchvision %s; %s)"
+           % (torchvision.__version__.split("+")[0],
+              getattr(args, "replica_because", None) or "its scripts are not on this machine"),
            "its own loop, with the reference's sampler, flips, grouping, SGD and line",
            "images resized to %dx%d in the data set, not by the model's transform from 800/1333" % input_size,
            "flips and epoch permutations from generators seeded per draw and per epoch, not torch's global one",
@@ -551,43 +554,54 @@ RETINANET_FOCAL = (0.25, 2.0)
 POOLER_ALIGNED = False
 
 
-def as_run(args, model, optimizer, loader, amp_dtype, device):
+def replica_data(loader):
+    """What the replica's loader draws, for as_run: images per batch, flip, shuffle, batches per
+    epoch (None for a loader not of the replica) and whether the images are synthetic."""
+    dataset = loader.dataset
+    drawn = dataset if isinstance(dataset, Drawn) else None
+    inner = drawn.inner if drawn is not None else dataset
+    batches = loader.batch_sampler if isinstance(loader.batch_sampler, EpochBatches) else None
+    return {"batch": batches.batch if batches is not None else loader.batch_size,
+            "flip": bool(drawn is not None and drawn.p > 0), "shuffle": bool(batches is not None and batches.shuffle),
+            "per_epoch": len(batches) if batches is not None else None, "synthetic": isinstance(inner, Synthetic),
+            "recipe": None}
+
+
+def as_run(args, model, optimizer, loader, amp_dtype, device, data=None):
     """(settings, implementation) of the SETTINGS line, read from torchvision's built model, the
-    optimizer and the data loader: what this run really trains with, in asrun's words."""
+    optimizer and the data loader: what this run really trains with, in asrun's words. `data`:
+    what the loader draws (replica_data, read from the replica's loader where not given) and the
+    recipe text (recipe_differences where None)."""
     height, width = (int(v) for v in args.input_size.lower().split("x"))
     with torch.random.fork_rng(devices=[]):   # the transform's size draw must not move the run's RNG
         resized, _ = model.transform.resize(torch.zeros(3, height, width), None)
     body = model.backbone.body
     stages = [[body.conv1, body.bn1]] + [getattr(body, "layer%d" % i) for i in range(1, 5)]
     norm, norm_impl = asrun.norm(body.modules())
-    dataset = loader.dataset
-    drawn = dataset if isinstance(dataset, Drawn) else None
-    inner = drawn.inner if drawn is not None else dataset
-    batches = loader.batch_sampler if isinstance(loader.batch_sampler, EpochBatches) else None
+    data = data or replica_data(loader)
     settings = {
-        "images_per_device": batches.batch if batches is not None else loader.batch_size, "devices": 1,
-        "input_size": list(resized.shape[-2:]),
+        "images_per_device": data["batch"], "devices": 1, "input_size": list(resized.shape[-2:]),
         "precision": asrun.precision(amp_dtype, device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32),
-        "data": "synthetic" if isinstance(inner, Synthetic) else "coco",
+        "data": "synthetic" if data["synthetic"] else "coco",
         "frozen_stages": asrun.frozen_stages(stages), "norm": norm, "loader_workers": loader.num_workers,
-        "flip": bool(drawn is not None and drawn.p > 0), "threads": torch.get_num_threads(),
+        "flip": data["flip"], "threads": torch.get_num_threads(),
         "init": "file:" + os.path.basename(args.weights) if args.weights else "random",
         "momentum": asrun.momentum(optimizer), "weight_decay": asrun.weight_decay(optimizer),
     }
-    shuffle = bool(batches is not None and batches.shuffle)
-    if args.schedule == "reference" and batches is not None:
-        per_epoch = len(batches)
+    per_epoch = data["per_epoch"]
+    if args.schedule == "reference" and per_epoch is not None:
         settings.update(asrun.normalized.schedule(
-            optimizer.defaults["lr"], min(WARMUP_MAX, per_epoch - 1), WARMUP_FACTOR, shuffle,
+            optimizer.defaults["lr"], min(WARMUP_MAX, per_epoch - 1), WARMUP_FACTOR, data["shuffle"],
             ([e * per_epoch for e in LR_STEP_EPOCHS], LR_GAMMA)))
     else:
         settings.update(asrun.normalized.schedule(
-            optimizer.defaults["lr"], args.warmup_iters, args.warmup_factor, shuffle, (lr_steps(args), args.gamma)))
+            optimizer.defaults["lr"], args.warmup_iters, args.warmup_factor, data["shuffle"],
+            (lr_steps(args), args.gamma)))
     if args.clip_grad_norm:
         settings["clip_grad_norm"] = args.clip_grad_norm
     implementation = {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer),
                       "memory_format": asrun.memory_format(model.modules()),
-                      "recipe": recipe_differences(args, tuple(settings["input_size"]))}
+                      "recipe": data["recipe"] or recipe_differences(args, tuple(settings["input_size"]))}
     if isinstance(model, RetinaNet):
         extra = model.backbone.fpn.extra_blocks
         settings.update(box_loss=model.head.regression_head._loss_type, cls_loss=asrun.focal(*RETINANET_FOCAL),
@@ -668,6 +682,11 @@ def loss_text(losses, history):
 
 def main(argv=None):
     args = parse_args(argv)
+    found = reference.find()
+    if found is not None:      # the recipe's own scripts at the pinned tag, where this cell can take them
+        args.replica_because = reference.refusal(args)
+        if args.replica_because is None:
+            return reference.run(args, found)
     height, width = (int(v) for v in args.input_size.lower().split("x"))
     torch.manual_seed(args.seed)
     if args.precision == "tf32":

@@ -101,7 +101,9 @@ def infer_settings(ctx):
 FRAMEWORK = Framework(
     name="torchvision", title="torchvision", scraper="torchvision-ref",
     models=frozenset(MODELS), precisions=frozenset({"fp32", "tf32", "fp16", "bf16"}),
-    status=RUNS_HERE, why="pinned venv (torch 2.14.1, torchvision 0.29.1); one device; fp16 needs CUDA",
+    status=RUNS_HERE, why="pinned venv (torch 2.14.1, torchvision 0.29.1); references/detection of v0.29.1 where "
+                          "its archive was given to `detbench env build torchvision` (DETBENCH_TORCHVISION_SOURCE), "
+                          "else detbench's replica of it; one device; fp16 needs CUDA",
     figures="exact per iteration: time from the end of the previous iteration to the end of this one "
             "(MetricLogger window 1, print freq 1; CUDA synchronized), data time the wait for the batch",
     command=command, settings=settings, pins=PINS, scrape_options={"window": 1}, env=ENV,

@@ -168,3 +168,28 @@ def test_the_driver_logs_each_iterations_draws_by_epoch(data, capsys, tmp_path):
     rates = [line.split("lr: ")[1].split()[0] for line in epochs]
     assert [line.split("lr: ")[1].split()[0] for line in resumed if line.startswith("Epoch: [") and "lr: " in line] \
         == rates[3:]
+
+
+@pytest.mark.parametrize("extra, words", [
+    ((), "its scripts read COCO files only"),
+    (("--data", "a.json", "--no-flip"), "no option to switch the flip off"),
+    (("--data", "a.json", "--schedule", "declared"), "the cell sets a schedule of its own"),
+    (("--data", "a.json", "--depth", "18"), "ResNet-50 FPN"),
+    (("--data", "a.json", "--precision", "bf16"), "CUDA fp16, the cell is bf16 on cpu"),
+])
+def test_where_the_reference_scripts_cannot_take_a_cell_the_replica_says_why(extra, words):
+    from harness.drivers import torchvision_reference as reference
+    args = tv.parse_args(["--model", "faster_rcnn", "--iterations", "3", "--device", "cpu"] + list(extra))
+    assert words in reference.refusal(args)
+    args.replica_because = reference.refusal(args)
+    assert "(torchvision 0.29.1; %s" % args.replica_because in tv.recipe_differences(args, (64, 64))
+
+
+def test_a_coco_cell_as_the_recipe_trains_it_goes_to_the_reference_scripts():
+    from harness.drivers import torchvision_reference as reference
+    args = tv.parse_args(["--model", "mask_rcnn", "--iterations", "3", "--device", "cpu", "--data", "a.json",
+                          "--images", "imgs", "--batch-size", "2", "--workers", "1"])
+    assert reference.refusal(args) is None
+    argv = reference.train_argv(args, "coco", tv.MODELS["mask_rcnn"])
+    assert argv[:6] == ["--data-path", "coco", "--dataset", "coco", "--model", "maskrcnn_resnet50_fpn"]
+    assert "--amp" not in argv and argv[argv.index("--print-freq") + 1] == "1"
