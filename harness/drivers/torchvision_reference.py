@@ -25,7 +25,9 @@ wrappers around the scripts' functions, each named in the settings line's recipe
   the process ends (exit 0) once the window's last iteration is logged, before another batch is
   fetched, as detbench ends every trial after its iterations;
 - transforms.RandomHorizontalFlip: its forward runs as written; the wrapper records whether it
-  called hflip, and the image id, under one extra target key the model does not read.
+  called hflip, and the image id, under one extra target key the model does not read;
+- evaluate (as train.py holds it): skipped, since the val pass train.py runs between epochs is
+  not training and would otherwise be timed as part of the next epoch's first iteration.
 
 Where the scripts cannot take a cell (synthetic data, the accuracy recipe's schedule and
 checkpoints, a flip or shuffle switched off, ResNet-18, bf16 or any precision train.py cannot
@@ -216,7 +218,7 @@ def run(args, found):
               "through wrappers: train.py's options, the COCO layout as links, get_model (the fixed %dx%d input "
               "as min/max size, equal-work proposal and RoI counts, exact anchors, shared weights, work hooks), "
               "SmoothedValue window 1, train_one_epoch (epoch, settings line), log_every (WORK and DATA lines, "
-              "the end after the window), RandomHorizontalFlip observed"
+              "the end after the window), RandomHorizontalFlip observed, evaluate between epochs skipped"
               % (manifest.get("tag"), (manifest.get("commit") or "not recorded")[:12], height, width))
 
     real_get_model = torchvision.models.get_model
@@ -278,6 +280,10 @@ def run(args, found):
                 args, model, optimizer, data_loader, amp, torch.device(args.device), data)), flush=True)
         return real_epoch(model, optimizer, data_loader, device, epoch, *rest, **kw)
     train.train_one_epoch = train_one_epoch
+
+    def skipped_evaluate(*_args, **_kwargs):
+        return None      # the val pass between epochs is not training: it would land in the next iteration's time
+    train.evaluate = skipped_evaluate
 
     real_log_every = utils.MetricLogger.log_every
 
