@@ -201,6 +201,14 @@ def test_epochs_started_differ_is_a_flag(tmp_path):
     assert all(flags.UNEQUAL_DATA in e.flags for e in table.entries.values())
 
 
+def test_exports_carry_what_each_cell_drew(tmp_path):
+    store = fill_store(tmp_path, lambda fw, model, repeat: drawn_row(12.0, 6.0), frameworks=("torchvision",),
+                       models=("retinanet",))
+    doc = json.loads(export.render_json(report_of(store)))
+    assert doc["cells"][0]["drawn"]["window"]["views"] == 12.0 and doc["cells"][0]["drawn"]["trial"]["views"] == 16.0
+    assert json.loads(doc["trials"][0]["drawn_json"])["window"]["flips"] == 6.0
+
+
 def test_the_report_has_words_for_every_count_a_work_line_may_carry():
     from harness import jsonlog
     assert list(work.LABELS) == list(jsonlog.WORK_KEYS)
