@@ -258,7 +258,9 @@ def batch_views(data_batch):
 def loader_epoch(sampler, drawn, runner_epoch):
     """The pass through the data set the batch came from: mmengine's InfiniteSampler draws a new
     permutation of its rank's share each pass, so the pass is the images drawn before it over that
-    share; an epoch-based sampler's is the runner's epoch."""
+    share (under an aspect-ratio batch sampler, which holds a few images back to fill a batch of
+    one shape, a batch at a pass's edge may count in the pass before); an epoch-based sampler's is
+    the runner's epoch."""
     if type(sampler).__name__ == "InfiniteSampler":
         share = len(range(sampler.rank, sampler.size, sampler.world_size))
         return drawn // share if share else None
@@ -297,7 +299,10 @@ def register():
         def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
             line = self.counter.line(runner.iter + 1)
             views = batch_views(data_batch)
-            epoch = loader_epoch(runner.train_dataloader.sampler, self.drawn, runner.epoch)
+            loader = runner.train_dataloader
+            # the sampler under a batch sampler (mmdet's AspectRatioBatchSampler), else the loader's own
+            sampler = getattr(getattr(loader, "batch_sampler", None), "sampler", None) or loader.sampler
+            epoch = loader_epoch(sampler, self.drawn, runner.epoch)
             self.drawn += len(views)
             if runner.rank == 0:
                 print(line, flush=True)
