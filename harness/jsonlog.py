@@ -138,7 +138,7 @@ IMPLEMENTATION_PARTS = (
     "mask_paste",    # Mask R-CNN at test time: how a mask's map is laid over its box in the image
     "mask_targets",  # Mask R-CNN training: how a RoI's target is cut from its object's mask
     "memory_format",  # the convolutions' layout: NCHW, or channels-last (NHWC) where the weights are
-    "recipe",        # a rival's training code: its own published scripts, or detbench's replica and what differs
+    "training_code",  # the rival's own published script that trained, and what detbench added to it and where
 )
 
 

@@ -29,7 +29,7 @@ gives the work of the iteration (proposals the RPN kept, RoIs sampled, positive 
 RoIs; RetinaNet: positive anchors, summed over the batch's images) and one ``DETBENCH_DATA
 {json}`` line what it drew (each image's id, whether the flip mirrored it, the epoch).
 
-What still differs from the reference, named in the SETTINGS line's ``recipe`` part
+What still differs from the reference, named in the SETTINGS line's ``training_code`` part
 (`recipe_differences`): this loop is detbench's own (the same steps, not the scripts'
 code); every image is resized to --input-size in the data set (the model's transform then
 keeps it), not by the transform from 800/1333; the flips and each epoch's permutation are
@@ -479,7 +479,7 @@ def build_loader(args, dataset, first=0):
 
 
 def recipe_differences(args, input_size):
-    """The SETTINGS line's `recipe` part: which recipe ran, and what still differs from it."""
+    """The SETTINGS line's `training_code` part: which recipe ran, and what still differs from it."""
     out = ["detbench's replica of references/detection (torchvision %s; %s)"
            % (torchvision.__version__.split("+")[0],
               getattr(args, "replica_because", None) or "its scripts are not on this machine"),
@@ -601,7 +601,7 @@ def as_run(args, model, optimizer, loader, amp_dtype, device, data=None):
         settings["clip_grad_norm"] = args.clip_grad_norm
     implementation = {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer),
                       "memory_format": asrun.memory_format(model.modules()),
-                      "recipe": data["recipe"] or recipe_differences(args, tuple(settings["input_size"]))}
+                      "training_code": data["recipe"] or recipe_differences(args, tuple(settings["input_size"]))}
     if isinstance(model, RetinaNet):
         extra = model.backbone.fpn.extra_blocks
         settings.update(box_loss=model.head.regression_head._loss_type, cls_loss=asrun.focal(*RETINANET_FOCAL),

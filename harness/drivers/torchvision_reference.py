@@ -9,7 +9,7 @@ checks it (readable, version.txt of the pinned release, every script there) and 
 scripts byte for byte under the cache's sources/ with a manifest of their SHA-256 and the commit
 the archive records (`install`). A trial then finds them there (`find`, each file's digest checked
 again) and `run` executes train.py's own main(); detbench's additions enter only through
-wrappers around the scripts' functions, each named in the settings line's recipe part:
+wrappers around the scripts' functions, each named in the settings line's training_code part:
 
 - the command line: the scenario's batch, learning rate, workers, trainable layers and device as
   train.py's own options, and the data as the COCO layout coco_utils reads (links in the trial's

@@ -455,7 +455,7 @@ IMPLEMENTATION_WORDS = (
     ("mask_paste", "mask paste"),
     ("mask_targets", "mask targets"),
     ("memory_format", "layout"),
-    ("recipe", "recipe"),
+    ("training_code", "training code"),
 )
 
 

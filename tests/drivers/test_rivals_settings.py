@@ -120,9 +120,9 @@ def test_torchvision_driver_prints_the_line_before_its_first_iteration(tv, capsy
     obj = json.loads(lines[at][len(jsonlog.SETTINGS_PREFIX):])
     assert obj["settings"]["input_size"] == [64, 96] and obj["settings"]["images_per_device"] == 1
     assert obj["implementation"]["memory_format"] == asrun.MEMORY_NCHW      # torchvision as its users run it
-    assert set(obj["implementation"]) == {"batch_norm", "optimizer", "memory_format", "recipe"}
-    assert obj["implementation"]["recipe"].startswith("detbench's replica of references/detection")
-    assert "images resized to 64x96 in the data set" in obj["implementation"]["recipe"]
+    assert set(obj["implementation"]) == {"batch_norm", "optimizer", "memory_format", "training_code"}
+    assert obj["implementation"]["training_code"].startswith("detbench's replica of references/detection")
+    assert "images resized to 64x96 in the data set" in obj["implementation"]["training_code"]
 
 
 # ------------------------------------------------------------------ mmdetection
