@@ -52,6 +52,28 @@ if [ "$stage" != images ] && [ -z "${DETBENCH_DETECTRON2_SOURCE:-}" ] && [ ! -f 
     fi
 fi
 
+# torchvision's recipe (references/detection of its release tag): the env build keeps its scripts when an
+# archive of the tag is named; fetched once into the cache where nothing names one. Without it (no network)
+# the torchvision row runs detbench's replica, which the report names.
+tv_tag=$(python -c "from harness.drivers.torchvision_reference import TAG; print(TAG)")
+tv_archive="$DETBENCH_CACHE/sources/torchvision-$tv_tag.download.tar.gz"
+if [ "$stage" != images ] && [ -z "${DETBENCH_TORCHVISION_SOURCE:-}" ]; then
+    for candidate in "$shared_sources/vision-$tv_tag.tar.gz" "$shared_sources/torchvision-$tv_tag.tar.gz" "$tv_archive"; do
+        if [ -f "$candidate" ]; then export DETBENCH_TORCHVISION_SOURCE="$candidate"; break; fi
+    done
+fi
+if [ "$stage" != images ] && [ -z "${DETBENCH_TORCHVISION_SOURCE:-}" ]; then
+    mkdir -p "$DETBENCH_CACHE/sources"
+    tv_url=$(python -c "from harness.drivers.torchvision_reference import URL; print(URL)")
+    if curl -fsSL --retry 3 -o "$tv_archive.part" "$tv_url"; then
+        mv "$tv_archive.part" "$tv_archive"
+        export DETBENCH_TORCHVISION_SOURCE="$tv_archive"    # env build checks its version and scripts
+    else
+        rm -f "$tv_archive.part"
+        echo "provision-rivals: torchvision's $tv_tag archive could not be fetched; its row runs detbench's replica" >&2
+    fi
+fi
+
 # a machine that reaches neither GitHub nor a named archive cannot build detectron2: say so and go on
 # (its tests skip naming the same reason; nothing on the package index holds that source)
 d2_missing=$(python -c "from harness.frameworks import FRAMEWORKS; from harness.launch import envs

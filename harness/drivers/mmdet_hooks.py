@@ -13,7 +13,9 @@ before it executes mmdet's tools/train.py). Two hooks:
   each iteration from what mmdet's own modules return, and prints one
   ``DETBENCH_WORK {json}`` line per iteration on rank 0: proposals the RPN kept, RoIs
   sampled, positive RoIs and mask RoIs (RetinaNet: positive anchors), summed over the
-  images of the batch. Its end marks the start of the next iteration's wait for data. Before
+  images of the batch, then one ``DETBENCH_DATA {json}`` line of what the iteration drew, read
+  from the batch mmdet's own pipeline made (each data sample's img_id and RandomFlip's `flip`
+  in its metainfo) without changing it. Its end marks the start of the next iteration's wait for data. Before
   the first iteration it prints one ``DETBENCH_SETTINGS {json}`` line (asrun.py): the settings
   read from the merged mmengine config the runner holds and from the built model and
   optimizer, and how its RoIAlign, norms, optimizer step and mask logits run (and how it pastes masks).
@@ -246,6 +248,25 @@ def as_run(cfg, net, optim_wrapper, world_size, threads):
     return settings, implementation
 
 
+def batch_views(data_batch):
+    """[(img_id, mirrored)] of a training batch as mmdet's own pipeline left it: each data sample's
+    metainfo, where RandomFlip recorded `flip` and the dataset `img_id` (PackDetInputs keeps both)."""
+    samples = (data_batch or {}).get("data_samples") or ()
+    return [(int(s.metainfo.get("img_id", -1)), bool(s.metainfo.get("flip", False))) for s in samples]
+
+
+def loader_epoch(sampler, drawn, runner_epoch):
+    """The pass through the data set the batch came from: mmengine's InfiniteSampler draws a new
+    permutation of its rank's share each pass, so the pass is the images drawn before it over that
+    share (under an aspect-ratio batch sampler, which holds a few images back to fill a batch of
+    one shape, a batch at a pass's edge may count in the pass before); an epoch-based sampler's is
+    the runner's epoch."""
+    if type(sampler).__name__ == "InfiniteSampler":
+        share = len(range(sampler.rank, sampler.size, sampler.world_size))
+        return drawn // share if share else None
+    return runner_epoch
+
+
 def register():
     """Register both hooks in mmengine's HOOKS registry (mmdet's registry falls back to it)."""
     import torch
@@ -264,6 +285,7 @@ def register():
 
         def __init__(self):
             self.counter = WorkCounter()
+            self.drawn = 0      # images this rank's loader has handed out so far
 
         def before_train(self, runner):
             net = runner.model.module if is_model_wrapper(runner.model) else runner.model
@@ -276,8 +298,15 @@ def register():
 
         def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
             line = self.counter.line(runner.iter + 1)
+            views = batch_views(data_batch)
+            loader = runner.train_dataloader
+            # the sampler under a batch sampler (mmdet's AspectRatioBatchSampler), else the loader's own
+            sampler = getattr(getattr(loader, "batch_sampler", None), "sampler", None) or loader.sampler
+            epoch = loader_epoch(sampler, self.drawn, runner.epoch)
+            self.drawn += len(views)
             if runner.rank == 0:
                 print(line, flush=True)
+                print(common.jsonlog.data_line(runner.iter + 1, epoch, views), flush=True)
             _LOGGED["at"] = time.time()
 
     HOOKS.register_module(name=TIMER_HOOK, module=DetbenchIterTimerHook, force=True)

@@ -1,18 +1,44 @@
-"""Train a torchvision detection model for N iterations and log like torchvision's references.
+"""detbench's replica of torchvision's detection training recipe (references/detection).
 
-Runs inside the torchvision framework's pinned env (it imports torch; harness does not).
-The model, its losses and its transform are torchvision's own code; this file is the
-small training loop of references/detection (SGD, one optimizer step per batch) with
-the reference MetricLogger line printed at every iteration:
+torchvision ships no training loop in its package: its published recipe is the
+references/detection scripts of the pytorch/vision repository. Where their source at the
+pinned release's tag is present, the torchvision row runs them unchanged
+(torchvision_reference.py); on a machine without it, this file runs in the framework's pinned
+env (it imports torch; harness does not) and does what those scripts do where time or accuracy
+depend on it:
 
-    Epoch: [0]  [  3/40]  eta: 0:00:05  lr: 0.000100  loss: 1.2345 (1.3456)  ...  time: 0.2762  data: 0.0031  max mem: 0
+- the data: a RandomHorizontalFlip with p=0.5 drawn at every draw of an image; a RandomSampler
+  that goes through the data set without replacement, a new permutation each epoch; batches
+  grouped by aspect ratio as GroupedBatchSampler groups them (create_aspect_ratio_groups with
+  the default factor 3: an epoch gives len(data) // batch batches, the leftovers of the groups
+  filled up from their own images, fullest first);
+- the step: SGD (momentum 0.9, weight decay 1e-4) over the parameters that train, a linear
+  warmup in epoch 0 from 1/1000 of the rate over min(1000, batches per epoch - 1) iterations
+  (torch's LinearLR, stepped each iteration) and a MultiStepLR at the epochs 16 and 22 (x0.1,
+  stepped each epoch), a diverged loss stopping the run;
+- the log: the reference MetricLogger line at every iteration, with the epoch and the batch
+  within it:
+
+    Epoch: [0]  [ 3/40]  eta: 0:00:05  lr: 0.000100  loss: 1.2345 (1.3456)  ...  time: 0.2762  data: 0.0031  max mem: 0
 
 ``time`` runs from the end of the previous iteration to the end of this one (data
 included, and the printing of the previous iteration's lines), ``data`` is the wait for
 the batch; both are printed for THIS iteration (window 1), so the scraper reads exact
 per-iteration times (scrape option window=1). After it, one ``DETBENCH_WORK {json}`` line
-gives the work of the iteration: proposals the RPN kept, RoIs sampled, positive RoIs, mask
-RoIs (RetinaNet: positive anchors), summed over the batch's images.
+gives the work of the iteration (proposals the RPN kept, RoIs sampled, positive RoIs, mask
+RoIs; RetinaNet: positive anchors, summed over the batch's images) and one ``DETBENCH_DATA
+{json}`` line what it drew (each image's id, whether the flip mirrored it, the epoch).
+
+What still differs from the reference, named in the SETTINGS line's ``training_code`` part
+(`recipe_differences`): this loop is detbench's own (the same steps, not the scripts'
+code); every image is resized to --input-size in the data set (the model's transform then
+keeps it), not by the transform from 800/1333; the flips and each epoch's permutation are
+drawn from generators seeded by (seed, draw) and (seed, epoch) rather than torch's global one,
+so a resumed run draws what the whole run drew; the run stops after --iterations, not at the
+end of an epoch, with no evaluation between epochs. ``--no-flip``, ``--no-shuffle`` (the
+file's order each epoch) and ``--schedule declared`` (the scenario's or the accuracy recipe's
+warmup, and LR steps in iterations, instead of the reference's) depart from the recipe and
+are named there too.
 No weights are downloaded: weights=None, weights_backbone=None; ``--weights FILE`` starts
 from a file of `detbench weights make` instead of torchvision's random initialisation. By default the backbone
 is built the way the reference recipe trains it from ImageNet weights (FrozenBatchNorm,
@@ -22,19 +48,22 @@ gives torchvision's own from-scratch default instead.
 extractor). For accuracy runs ``--checkpoint-every N --checkpoint-dir DIR`` writes the model and
 optimizer state after every N-th iteration and the last (``iter_<N>.pth``, then one line
 ``checkpoint PATH``, as the bundled trainer prints it), ``--lr-steps`` and ``--gamma`` decay the
-learning rate, and ``--resume FILE`` goes on after a checkpoint's iteration with the same images
-in the same order.
+learning rate (with ``--schedule declared``), and ``--resume FILE`` goes on after a checkpoint's
+iteration with the same images, flips and rates as the whole run.
 Before the first iteration one ``DETBENCH_SETTINGS {json}`` line gives the settings read from
 the built model, optimizer and loader (asrun.py), and how RoIAlign, the norms, the optimizer
-step and the mask logits run.
+step and the mask logits run, and which recipe ran.
 """
 import argparse
+import bisect
 import datetime
+import itertools
 import json
 import math
 import os
 import sys
 import time
+import warnings
 
 import torch
 import torchvision
@@ -48,9 +77,11 @@ from torchvision.ops.feature_pyramid_network import LastLevelP6P7
 
 try:
     from harness.drivers import asrun, common, weights_map   # imported from the harness (tests, weights make)
+    from harness.drivers import torchvision_reference as reference
 except ImportError:
     import asrun                                # run as a script in the framework's pinned env
     import common
+    import torchvision_reference as reference
     import weights_map
 
 MODELS = {"retinanet": "retinanet_resnet50_fpn", "faster_rcnn": "fasterrcnn_resnet50_fpn",
@@ -80,14 +111,19 @@ def parse_args(argv=None):
     p.add_argument("--rpn-pre-nms-train", type=int, default=2000, help="per level and image")
     p.add_argument("--rpn-post-nms-train", type=int, default=2000, help="per image")
     p.add_argument("--roi-batch-per-image", type=int, default=512, help="the box head's sampled RoIs per image")
-    p.add_argument("--lr", type=float, default=0.0025)
+    p.add_argument("--lr", type=float, default=0.0025, help="the reference's 0.02 for 8 devices of 2 images, "
+                   "scaled as its docstring says: 0.02 / 8 per device")
+    p.add_argument("--schedule", choices=["reference", "declared"], default="reference",
+                   help="reference: the recipe's warmup in epoch 0 and MultiStepLR at epochs 16, 22; declared: "
+                        "--warmup-iters, --warmup-factor and --lr-steps (iterations), as detbench declares them")
     p.add_argument("--warmup-iters", type=int, default=0,
-                   help="linear warmup of the learning rate over this many iterations (0: none)")
-    p.add_argument("--warmup-factor", type=float, default=1.0 / 3, help="learning-rate factor at iteration 0")
+                   help="--schedule declared: linear warmup over this many iterations (0: none)")
+    p.add_argument("--warmup-factor", type=float, default=1.0 / 3,
+                   help="--schedule declared: learning-rate factor at iteration 0")
     p.add_argument("--no-shuffle", dest="shuffle", action="store_false",
-                   help="take the images in the file's order, cycled (default: random draws)")
+                   help="take each epoch's images in the file's order (default: a new permutation each epoch)")
     p.add_argument("--no-flip", dest="flip", action="store_false",
-                   help="skip the reference's random horizontal flip (p=0.5)")
+                   help="skip the reference's random horizontal flip (p=0.5 at every draw)")
     common.add_accuracy_flags(p)
     p.add_argument("--print-freq", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
@@ -167,6 +203,12 @@ class Synthetic(torch.utils.data.Dataset):
     def __len__(self):
         return self.n
 
+    def image_id(self, i):
+        return i
+
+    def aspect_ratio(self, i):
+        return self.w / self.h
+
     def __getitem__(self, i):
         g = torch.Generator().manual_seed(self.seed * 100003 + i)
         img = torch.rand(3, self.h, self.w, generator=g)
@@ -235,6 +277,20 @@ class Coco(torch.utils.data.Dataset):
     def __len__(self):
         return len(self.items)
 
+    def image_id(self, i):
+        return int(self.items[i][0]["id"])
+
+    def aspect_ratio(self, i):
+        """width / height of the image as the annotation file lists it (the reference's COCO fast path);
+        the file's header where the entry has no size."""
+        info = self.items[i][0]
+        if isinstance(info.get("width"), (int, float)) and isinstance(info.get("height"), (int, float)) \
+                and info["height"]:
+            return float(info["width"]) / float(info["height"])
+        from PIL import Image
+        with Image.open(os.path.join(self.root, info["file_name"])) as im:
+            return float(im.width) / float(im.height)
+
     def __getitem__(self, i):
         from PIL import Image
         info, anns = self.items[i]
@@ -263,20 +319,166 @@ def hflip(img, target, width):
     return img, target
 
 
-class Flipped(torch.utils.data.Dataset):
-    """Flip each sample with probability 0.5, decided by a seeded generator per index."""
+FLIP_P = 0.5                  # the reference's RandomHorizontalFlip (presets, data augmentation "hflip")
+ASPECT_GROUP_FACTOR = 3       # train.py --aspect-ratio-group-factor, its default
+WARMUP_FACTOR = 1.0 / 1000    # engine.train_one_epoch: LinearLR in epoch 0
+WARMUP_MAX = 1000             # ... over min(1000, batches per epoch - 1) iterations
+LR_STEP_EPOCHS = (16, 22)     # train.py --lr-steps, MultiStepLR at these epochs
+LR_GAMMA = 0.1                # train.py --lr-gamma
+MOMENTUM = 0.9                # train.py --momentum
+VIEW = "view"                 # the target key that carries (image id, mirrored, epoch) to the loop
 
-    def __init__(self, inner, width, seed):
-        self.inner, self.width, self.seed = inner, width, seed
+
+class Drawn(torch.utils.data.Dataset):
+    """The reference's training transform as far as it draws anything: a horizontal flip with
+    probability `p` at every draw of an image (so an image is mirrored in some draws and not in
+    others). A key is (index, draw, epoch) from EpochBatches; the draw's flip comes from a
+    generator seeded by (seed, draw), so a resumed run draws what the whole run drew. Each target
+    carries its VIEW for the DATA line, which the loop takes off before the model sees it."""
+
+    def __init__(self, inner, width, p, seed):
+        self.inner, self.width, self.p, self.seed = inner, width, p, seed
 
     def __len__(self):
         return len(self.inner)
 
-    def __getitem__(self, i):
-        img, target = self.inner[i]
-        if torch.rand(1, generator=torch.Generator().manual_seed(self.seed + 7919 * i)) < 0.5:
-            return hflip(img, target, self.width)
-        return img, target
+    def __getitem__(self, key):
+        index, draw, epoch = key
+        img, target = self.inner[index]
+        mirrored = self.p > 0 and float(
+            torch.rand(1, generator=torch.Generator().manual_seed(self.seed * 1000003 + draw))) < self.p
+        if mirrored:
+            img, target = hflip(img, target, self.width)
+        return img, dict(target, **{VIEW: torch.tensor([self.inner.image_id(index), int(mirrored), epoch])})
+
+
+def aspect_groups(ratios, k=ASPECT_GROUP_FACTOR):
+    """Each image's aspect-ratio group as the reference's create_aspect_ratio_groups gives it: the
+    index of its width/height among 2k+1 bin edges spaced evenly in log2 from 1/2 to 2 (k=0: one
+    edge at 1), counted as bisect_right counts."""
+    import numpy as np
+    edges = sorted((2 ** np.linspace(-1, 1, 2 * k + 1)).tolist()) if k > 0 else [1.0]
+    return [bisect.bisect_right(edges, r) for r in ratios]
+
+
+def grouped_batches(order, groups, batch, count):
+    """One epoch's batches as the reference's GroupedBatchSampler forms them from the sampler's
+    `order`: each group's images collected in order, a batch handed out when its group holds
+    `batch`; once the order is spent, the groups' leftovers (fullest first, ties in the order the
+    groups last began a batch) are topped up from the same group's images of this epoch, repeated
+    from its first, until `count` batches (len(data) // batch) are out."""
+    pending, seen, out = {}, {}, []
+    for i in order:
+        g = groups[i]
+        pending.setdefault(g, []).append(i)
+        seen.setdefault(g, []).append(i)
+        if len(pending[g]) == batch:
+            out.append(pending.pop(g))
+            pending[g] = []       # the group begins a new batch, placed after the others
+    for g in sorted(pending, key=lambda key: len(pending[key]), reverse=True):
+        if len(out) >= count:
+            break
+        fill = pending[g]
+        fill += [seen[g][k % len(seen[g])] for k in range(batch - len(fill))]
+        out.append(fill)
+    return out
+
+
+class EpochBatches:
+    """The replica's batch sampler: epochs without end, each a permutation of the data set (a
+    RandomSampler without replacement, drawn anew each epoch from a generator seeded by (seed,
+    epoch); the file's order with shuffle off) grouped into len(data) // batch batches by aspect
+    ratio (grouped_batches). Yields lists of (index, draw, epoch): draw counts every image handed
+    out over the run. `start` skips that many batches (a resumed run)."""
+
+    def __init__(self, groups, batch, seed, shuffle=True, start=0):
+        self.groups, self.batch, self.seed, self.shuffle, self.start = list(groups), batch, seed, shuffle, start
+        self.per_epoch = len(self.groups) // batch
+
+    def __len__(self):
+        return self.per_epoch
+
+    def order(self, epoch):
+        n = len(self.groups)
+        if not self.shuffle:
+            return list(range(n))
+        return torch.randperm(n, generator=torch.Generator().manual_seed(self.seed * 1000003 + epoch)).tolist()
+
+    def __iter__(self):
+        draw, skip = 0, self.start
+        for epoch in itertools.count():
+            for batch in grouped_batches(self.order(epoch), self.groups, self.batch, self.per_epoch):
+                if skip:
+                    skip -= 1
+                else:
+                    yield [(i, draw + k, epoch) for k, i in enumerate(batch)]
+                draw += len(batch)
+
+
+class ReferenceSchedule:
+    """The reference's learning rate on the optimizer, through torch's own schedulers as
+    train.py and engine.py drive them: MultiStepLR at LR_STEP_EPOCHS, stepped at each epoch's end,
+    and in epoch 0 a LinearLR from WARMUP_FACTOR over min(WARMUP_MAX, batches per epoch - 1)
+    iterations, stepped after each optimizer step."""
+
+    def __init__(self, optimizer, per_epoch):
+        self.optimizer, self.per_epoch = optimizer, per_epoch
+        self.warmup_iters = min(WARMUP_MAX, per_epoch - 1)
+        self.epochs = torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=list(LR_STEP_EPOCHS),
+                                                           gamma=LR_GAMMA)
+        self.warm = None
+
+    def begin(self, i):
+        """Before the step of 0-based iteration i."""
+        epoch, j = divmod(i, self.per_epoch)
+        if j == 0 and i > 0:
+            self.epochs.step()        # the epoch before ended
+            self.warm = None
+        if i == 0:
+            self.warm = torch.optim.lr_scheduler.LinearLR(self.optimizer, start_factor=WARMUP_FACTOR,
+                                                          total_iters=self.warmup_iters)
+
+    def end(self):
+        """After the optimizer's step."""
+        if self.warm is not None:
+            self.warm.step()
+
+    def replay(self, iterations):
+        """The rate after `iterations` iterations, stepped without training (a resumed run)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # torch warns of scheduler steps before optimizer steps
+            for i in range(iterations):
+                self.begin(i)
+                self.end()
+
+
+def build_loader(args, dataset, first=0):
+    """The replica's DataLoader over `dataset` (Synthetic or Coco): Drawn flips, EpochBatches."""
+    height, width = (int(v) for v in args.input_size.lower().split("x"))
+    groups = aspect_groups([dataset.aspect_ratio(i) for i in range(len(dataset))])
+    drawn = Drawn(dataset, width, FLIP_P if args.flip else 0.0, args.seed)
+    batches = EpochBatches(groups, args.batch_size, args.seed, args.shuffle, start=first)
+    return torch.utils.data.DataLoader(drawn, batch_sampler=batches, num_workers=args.workers, collate_fn=collate)
+
+
+def recipe_differences(args, input_size):
+    """The SETTINGS line's `training_code` part: which recipe ran, and what still differs from it."""
+    out = ["detbench's replica of references/detection (torchvision %s; %s)"
+           % (torchvision.__version__.split("+")[0],
+              getattr(args, "replica_because", None) or "its scripts are not on this machine"),
+           "its own loop, with the reference's sampler, flips, grouping, SGD and line",
+           "images resized to %dx%d in the data set, not by the model's transform from 800/1333" % input_size,
+           "flips and epoch permutations from generators seeded per draw and per epoch, not torch's global one",
+           "stops after %d iterations, no evaluation between epochs" % args.iterations]
+    if not args.flip:
+        out.append("no flip (--no-flip)")
+    if not args.shuffle:
+        out.append("each epoch in the file's order (--no-shuffle)")
+    if args.schedule == "declared":
+        out.append("detbench's declared warmup and LR steps, not the recipe's")
+    if args.weight_decay != 1e-4:
+        out.append("weight decay %g" % args.weight_decay)
+    return "; ".join(out)
 
 
 class WorkCounter:
@@ -335,35 +537,54 @@ RETINANET_FOCAL = (0.25, 2.0)
 POOLER_ALIGNED = False
 
 
-def as_run(args, model, optimizer, loader, amp_dtype, device):
+def replica_data(loader):
+    """What the replica's loader draws, for as_run: images per batch, flip, shuffle, batches per
+    epoch (None for a loader not of the replica) and whether the images are synthetic."""
+    dataset = loader.dataset
+    drawn = dataset if isinstance(dataset, Drawn) else None
+    inner = drawn.inner if drawn is not None else dataset
+    batches = loader.batch_sampler if isinstance(loader.batch_sampler, EpochBatches) else None
+    return {"batch": batches.batch if batches is not None else loader.batch_size,
+            "flip": bool(drawn is not None and drawn.p > 0), "shuffle": bool(batches is not None and batches.shuffle),
+            "per_epoch": len(batches) if batches is not None else None, "synthetic": isinstance(inner, Synthetic),
+            "recipe": None}
+
+
+def as_run(args, model, optimizer, loader, amp_dtype, device, data=None):
     """(settings, implementation) of the SETTINGS line, read from torchvision's built model, the
-    optimizer and the data loader: what this run really trains with, in asrun's words."""
+    optimizer and the data loader: what this run really trains with, in asrun's words. `data`:
+    what the loader draws (replica_data, read from the replica's loader where not given) and the
+    recipe text (recipe_differences where None)."""
     height, width = (int(v) for v in args.input_size.lower().split("x"))
     with torch.random.fork_rng(devices=[]):   # the transform's size draw must not move the run's RNG
         resized, _ = model.transform.resize(torch.zeros(3, height, width), None)
     body = model.backbone.body
     stages = [[body.conv1, body.bn1]] + [getattr(body, "layer%d" % i) for i in range(1, 5)]
     norm, norm_impl = asrun.norm(body.modules())
-    dataset = loader.dataset
-    flipped = isinstance(dataset, Flipped)
-    inner = dataset.inner if flipped else dataset
+    data = data or replica_data(loader)
     settings = {
-        "images_per_device": loader.batch_size, "devices": 1, "input_size": list(resized.shape[-2:]),
+        "images_per_device": data["batch"], "devices": 1, "input_size": list(resized.shape[-2:]),
         "precision": asrun.precision(amp_dtype, device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32),
-        "data": "synthetic" if isinstance(inner, Synthetic) else "coco",
+        "data": "synthetic" if data["synthetic"] else "coco",
         "frozen_stages": asrun.frozen_stages(stages), "norm": norm, "loader_workers": loader.num_workers,
-        "flip": flipped, "threads": torch.get_num_threads(),
+        "flip": data["flip"], "threads": torch.get_num_threads(),
         "init": "file:" + os.path.basename(args.weights) if args.weights else "random",
         "momentum": asrun.momentum(optimizer), "weight_decay": asrun.weight_decay(optimizer),
     }
-    settings.update(asrun.normalized.schedule(
-        optimizer.defaults["lr"], args.warmup_iters, args.warmup_factor,
-        isinstance(loader.sampler, (torch.utils.data.RandomSampler, ResumedDraws)),
-        (lr_steps(args), args.gamma)))
+    per_epoch = data["per_epoch"]
+    if args.schedule == "reference" and per_epoch is not None:
+        settings.update(asrun.normalized.schedule(
+            optimizer.defaults["lr"], min(WARMUP_MAX, per_epoch - 1), WARMUP_FACTOR, data["shuffle"],
+            ([e * per_epoch for e in LR_STEP_EPOCHS], LR_GAMMA)))
+    else:
+        settings.update(asrun.normalized.schedule(
+            optimizer.defaults["lr"], args.warmup_iters, args.warmup_factor, data["shuffle"],
+            (lr_steps(args), args.gamma)))
     if args.clip_grad_norm:
         settings["clip_grad_norm"] = args.clip_grad_norm
     implementation = {"batch_norm": norm_impl, "optimizer": asrun.optimizer(optimizer),
-                      "memory_format": asrun.memory_format(model.modules())}
+                      "memory_format": asrun.memory_format(model.modules()),
+                      "training_code": data["recipe"] or recipe_differences(args, tuple(settings["input_size"]))}
     if isinstance(model, RetinaNet):
         extra = model.backbone.fpn.extra_blocks
         settings.update(box_loss=model.head.regression_head._loss_type, cls_loss=asrun.focal(*RETINANET_FOCAL),
@@ -398,10 +619,6 @@ def as_run(args, model, optimizer, loader, amp_dtype, device):
         implementation["mask_targets"] = asrun.mask_targets(roi_heads.project_masks_on_boxes,
                                                             asrun.MASK_TARGETS_UNALIGNED_SOFT)
     return settings, implementation
-
-
-class ResumedDraws(list):
-    """The random draws of a whole run less those of the iterations a resumed run already did."""
 
 
 def lr_steps(args):
@@ -443,6 +660,11 @@ def loss_text(losses, history):
 
 def main(argv=None):
     args = parse_args(argv)
+    found = reference.find()
+    if found is not None:      # the recipe's own scripts at the pinned tag, where this cell can take them
+        args.replica_because = reference.refusal(args)
+        if args.replica_because is None:
+            return reference.run(args, found)
     height, width = (int(v) for v in args.input_size.lower().split("x"))
     torch.manual_seed(args.seed)
     if args.precision == "tf32":
@@ -460,61 +682,74 @@ def main(argv=None):
     model = model.to(device)
     model.train()
     masks = args.model == "mask_rcnn"
-    n = args.iterations * args.batch_size
-    if args.data == "synthetic":
-        dataset = Synthetic(n, height, width, masks, args.seed)
+    if args.data == "synthetic":   # as many images as the run draws: one epoch, each image drawn once
+        dataset = Synthetic(args.iterations * args.batch_size, height, width, masks, args.seed)
     else:
         dataset = Coco(args.data, args.images, height, width, masks)
-    if args.flip:
-        dataset = Flipped(dataset, width, args.seed)
-    if args.shuffle:
-        sampler = torch.utils.data.RandomSampler(dataset, replacement=True, num_samples=n,
-                                                 generator=torch.Generator().manual_seed(args.seed))
-    else:   # the file's order, cycled: the same images at the same iteration as the other frameworks
-        sampler = [k % len(dataset) for k in range(n)]
+    if len(dataset) < args.batch_size:
+        print("error: %d training images, fewer than one batch of %d" % (len(dataset), args.batch_size),
+              file=sys.stderr, flush=True)
+        return 2
     first = 0
-    if args.resume:     # the draws of the whole run, less those of the iterations already done
+    state = None
+    if args.resume:
         state = torch.load(args.resume, map_location="cpu", weights_only=True)
         first = int(state["iteration"])
         model.load_state_dict(state["model"])
-        rest = list(sampler)[first * args.batch_size:]
-        sampler = ResumedDraws(rest) if args.shuffle else rest
+    loader = build_loader(args, dataset, first)
+    per_epoch = len(loader)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.SGD(params, lr=args.lr, momentum=MOMENTUM, weight_decay=args.weight_decay)
+    schedule = ReferenceSchedule(optimizer, per_epoch) if args.schedule == "reference" else None
+    if state is not None:          # the rates and draws of the whole run, less the iterations already done
+        if schedule is not None:
+            schedule.replay(first)
+        optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"])
         print("resuming %s after iteration %d" % (args.resume, first), flush=True)
-    loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, sampler=sampler,
-                                         num_workers=args.workers, collate_fn=collate, drop_last=True)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.SGD(params, lr=args.lr, momentum=0.9, weight_decay=args.weight_decay)
-    if args.resume:
-        optimizer.load_state_dict(state["optimizer"])
     amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
     scaler = torch.amp.GradScaler(device.type) if args.precision == "fp16" else None
     cuda = device.type == "cuda"
-    total = len(loader) + first
-    width_n = len(str(total))
+    total = args.iterations
+    width_n = len(str(per_epoch))
     print("torchvision %s torch %s model %s device %s images/iter %d input %dx%d norm %s "
-          "trainable_layers %d threads %d rpn_pre_nms_train %d rpn_post_nms_train %d lr %g warmup %d "
-          "shuffle %s" % (
+          "trainable_layers %d threads %d rpn_pre_nms_train %d rpn_post_nms_train %d lr %g schedule %s "
+          "shuffle %s flip %s batches/epoch %d" % (
               torchvision.__version__, torch.__version__, MODELS[args.model], device, args.batch_size,
               height, width, args.norm, args.trainable_layers, torch.get_num_threads(),
-              args.rpn_pre_nms_train, args.rpn_post_nms_train, args.lr, args.warmup_iters, args.shuffle),
+              args.rpn_pre_nms_train, args.rpn_post_nms_train, args.lr, args.schedule, args.shuffle, args.flip,
+              per_epoch),
           flush=True)
     print(common.jsonlog.settings_line(*as_run(args, model, optimizer, loader, amp_dtype, device)), flush=True)
     work = WorkCounter(model)
     history = {}
-    start = end = time.perf_counter()   # the first iteration's time starts here, with the loader
+    start = end = epoch_start = time.perf_counter()   # the first iteration's time starts here, with the loader
     batches = iter(loader)
     for i in range(first, total):
+        epoch, j = divmod(i, per_epoch)
+        if j == 0 and i > first:
+            epoch_start = end
         fetch = time.perf_counter()
         images, targets = next(batches)
         data_time = time.perf_counter() - fetch
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(i, args)
+        views = [t.pop(VIEW).tolist() for t in targets]
+        if schedule is not None:
+            schedule.begin(i)
+        else:
+            for group in optimizer.param_groups:
+                group["lr"] = lr_at(i, args)
+        lr = optimizer.param_groups[0]["lr"]
         images = [im.to(device, non_blocking=True) for im in images]
         targets = [{k: v.to(device) for k, v in t.items()} for t in targets]
         with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
             loss_dict = model(images, targets)
             loss = sum(loss_dict.values())
+        values = {k: float(v.detach()) for k, v in loss_dict.items()}
+        if not math.isfinite(sum(values.values())):
+            # as torchvision's reference train_one_epoch does: a diverged run stops before its step
+            print("Loss is %s, stopping training" % sum(values.values()), flush=True)
+            print(values, flush=True)
+            return 1
         optimizer.zero_grad()
         if scaler is not None:
             scaler.scale(loss).backward()
@@ -528,29 +763,29 @@ def main(argv=None):
             if args.clip_grad_norm:
                 torch.nn.utils.clip_grad_norm_(params, args.clip_grad_norm)
             optimizer.step()
-        values = {k: float(v.detach()) for k, v in loss_dict.items()}
-        if not math.isfinite(sum(values.values())):
-            # as torchvision's reference train_one_epoch does: a diverged run stops, it does not go on
-            print("Loss is %s, stopping training" % sum(values.values()), flush=True)
-            print(values, flush=True)
-            return 1
+        if schedule is not None:
+            schedule.end()
         if cuda:
             torch.cuda.synchronize()
         now = time.perf_counter()
         iter_time, end = now - end, now
         # from here on, the time belongs to the next iteration
-        if i % args.print_freq == 0 or i == total - 1:
-            eta = datetime.timedelta(seconds=int(iter_time * (total - i - 1)))
+        if j % args.print_freq == 0 or j == per_epoch - 1 or i == total - 1:
+            eta = datetime.timedelta(seconds=int(iter_time * (per_epoch - j - 1)))
             mem = torch.cuda.max_memory_allocated() / 1048576.0 if cuda else 0
-            print("Epoch: [0]  [%*d/%d]  eta: %s  lr: %.6f  %s  time: %.4f  data: %.4f  max mem: %.0f" % (
-                width_n, i, total, eta, optimizer.param_groups[0]["lr"],
+            print("Epoch: [%d]  [%*d/%d]  eta: %s  lr: %.6f  %s  time: %.4f  data: %.4f  max mem: %.0f" % (
+                epoch, width_n, j, per_epoch, eta, lr,
                 loss_text(dict(loss=sum(values.values()), **values), history), iter_time, data_time, mem),
                 flush=True)
         print(work.line(i + 1), flush=True)
+        print(common.jsonlog.data_line(i + 1, views[0][2], [(v[0], v[1]) for v in views]), flush=True)
+        if j == per_epoch - 1 or i == total - 1:
+            ran = i + 1 - max(first, epoch * per_epoch)     # this epoch's iterations in this process
+            print("Epoch: [%d] Total time: %s (%.4f s / it)" % (
+                epoch, datetime.timedelta(seconds=int(end - epoch_start)), (end - epoch_start) / ran), flush=True)
         if args.checkpoint_every and ((i + 1) % args.checkpoint_every == 0 or i == total - 1):
             print("checkpoint %s" % save_checkpoint(args.checkpoint_dir, i + 1, model, optimizer), flush=True)
-    print("Epoch: [0] Total time: %s (%.4f s / it)" % (
-        datetime.timedelta(seconds=int(end - start)), (end - start) / max(total - first, 1)), flush=True)
+    print("Training time %s" % datetime.timedelta(seconds=int(end - start)), flush=True)
     return 0
 
 

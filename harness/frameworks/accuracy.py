@@ -142,6 +142,7 @@ def train_argv(framework: str, model: str, s: Schedule, data: Tuple[str, str], w
 RIVAL_DRIVERS = {
     "torchvision": (torchvision.DRIVER, lambda s, ann, images: [
         "--precision", s.precision, "--norm", "frozen_bn", "--trainable-layers", "5", "--print-freq", "1",
+        "--schedule", "declared",
         "--data", ann, "--images", images]),
     "mmdetection": (mmdetection.DRIVER, lambda s, ann, images: [
         "--ann", ann, "--images", images, "--frozen-stages", "-1"]),
@@ -194,7 +195,7 @@ def trial_key(cell_key: str, seed: int) -> str:
 
 # --- what an accuracy trial's log says --------------------------------------------------------
 
-_TORCHVISION_LOSS = re.compile(r"^Epoch: \[\d+\]\s+\[\s*(\d+)/\d+\].*?\bloss: ([-+0-9.eEnaif]+) ")
+_TORCHVISION_LOSS = re.compile(r"^Epoch: \[(\d+)\]\s+\[\s*(\d+)/(\d+)\].*?\bloss: ([-+0-9.eEnaif]+) ")
 _MMENGINE_LOSS = re.compile(r"\bIter\(train\) \[\s*(\d+)/\d+\].*?\sloss: ([-+0-9.eEnaif]+)")
 # detectron2's CommonMetricPrinter (0-based iter; total_loss the median of the last 20 iterations)
 _DETECTRON2_LOSS = re.compile(r"\biter: (\d+)  total_loss: ([-+0-9.eEnaif]+)  ")
@@ -204,8 +205,8 @@ _CHECKPOINT = re.compile(r"^checkpoint (.*iter_(\d+)\.pth)$")
 
 def loss_of_line(line: str) -> Optional[Tuple[int, float]]:
     """(1-based iteration, training loss) of a log line: the bundled trainer's DETBENCH_ITER line,
-    torchvision's reference line (its counter starts at 0), mmengine's `Iter(train) [ i/N]` line or
-    detectron2's `iter: i  total_loss: L` (its counter starts at 0); None for any other line."""
+    torchvision's reference line (its counter starts at 0 in each epoch), mmengine's `Iter(train) [ i/N]` line
+    or detectron2's `iter: i  total_loss: L` (its counter starts at 0); None for any other line."""
     line = line.strip()
     if line.startswith(_ITER_PREFIX):
         try:
@@ -216,9 +217,9 @@ def loss_of_line(line: str) -> Optional[Tuple[int, float]]:
             return int(obj["iteration"]), float(obj["loss"])
         return None
     m = _TORCHVISION_LOSS.match(line)
-    if m:
+    if m:   # the batch within its epoch, epochs of equal length: the iteration is epoch * N + i + 1
         try:
-            return int(m.group(1)) + 1, float(m.group(2))
+            return int(m.group(1)) * int(m.group(3)) + int(m.group(2)) + 1, float(m.group(4))
         except ValueError:
             return None
     m = _MMENGINE_LOSS.search(line)

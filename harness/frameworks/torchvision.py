@@ -1,8 +1,12 @@
-"""torchvision 0.29 detection models, trained by harness/drivers/torchvision_driver.py.
+"""torchvision 0.29 detection models, trained by its reference recipe (references/detection).
 
-The driver runs in the framework's own pinned venv (`detbench env build torchvision`)
-and prints torchvision's reference MetricLogger line at every iteration with window 1,
-so every record is one iteration's exact time.
+Where that recipe's scripts at the pinned tag are not on the machine, harness/drivers/
+torchvision_driver.py runs detbench's replica of them in the framework's own pinned venv
+(`detbench env build torchvision`): the reference's sampler, per-draw flips, aspect-ratio
+grouping, SGD, warmup and step schedule, and its MetricLogger line at every iteration with
+window 1, so every record is one iteration's exact time. The scenario's `warmup_iters` or
+`warmup_factor` replace the reference's warmup (`--schedule declared`); `flip: false` and
+`shuffle: false` depart from it too; the settings line names each.
 """
 import os
 
@@ -32,6 +36,7 @@ def _options(ctx):
             "warmup_iters": int(opts.get("warmup_iters", 0)),
             "warmup_factor": float(opts.get("warmup_factor", 1.0 / 3)),
             "flip": bool(opts.get("flip", True)), "shuffle": bool(opts.get("shuffle", True)),
+            "declared_schedule": "warmup_iters" in opts or "warmup_factor" in opts,
             "rpn_pre_nms_train": int(opts.get("rpn_pre_nms_train", normalized.RPN_PRE_NMS_TRAIN)),
             "rpn_post_nms_train": int(opts.get("rpn_post_nms_train", normalized.RPN_POST_NMS_TRAIN))}
 
@@ -49,6 +54,8 @@ def command(ctx):
             "--rpn-pre-nms-train", str(o["rpn_pre_nms_train"]),
             "--rpn-post-nms-train", str(o["rpn_post_nms_train"]), "--seed", str(ctx.seed),
             "--print-freq", "1"]
+    if o["declared_schedule"]:   # the scenario's warmup replaces the reference's epoch-0 warmup
+        argv += ["--schedule", "declared"]
     if not o["flip"]:
         argv.append("--no-flip")
     if not o["shuffle"]:
@@ -62,10 +69,19 @@ def command(ctx):
 
 def settings(ctx):
     o = _options(ctx)
+    if not o["declared_schedule"]:
+        # the reference's warmup from 1/1000 over min(1000, batches per epoch - 1) iterations and its
+        # MultiStepLR at epochs 16 and 22; synthetic data is one epoch of the run's iterations
+        per_epoch = ctx.iterations if not ctx.data else None
+        o = dict(o, warmup_factor=0.001, warmup_iters=min(1000, per_epoch - 1) if per_epoch else 0)
     # torchvision's own defaults for the samplers (256 at 0.5, 512 at 0.25), MultiScaleRoIAlign
     # (sampling_ratio=2, aligned=False), its smooth L1 (beta 1/9) in both stages, no mask RoI cap
     # of its own, and RetinaNet's L1 box loss with P6/P7 from P5 (LastLevelP6P7(256, 256))
-    return normalized.driven(ctx, o, frozen_stages=4 - o["trainable_layers"], norm=o["norm"])
+    out = normalized.driven(ctx, o, frozen_stages=4 - o["trainable_layers"], norm=o["norm"])
+    if not o["declared_schedule"] and ctx.data:
+        # its length follows the data set's, which the driver reads when the trial runs: not declared
+        del out["warmup"]
+    return out
 
 
 def infer(ctx):
@@ -85,7 +101,9 @@ def infer_settings(ctx):
 FRAMEWORK = Framework(
     name="torchvision", title="torchvision", scraper="torchvision-ref",
     models=frozenset(MODELS), precisions=frozenset({"fp32", "tf32", "fp16", "bf16"}),
-    status=RUNS_HERE, why="pinned venv (torch 2.14.1, torchvision 0.29.1); one device; fp16 needs CUDA",
+    status=RUNS_HERE, why="pinned venv (torch 2.14.1, torchvision 0.29.1); references/detection of v0.29.1 where "
+                          "its archive was given to `detbench env build torchvision` (DETBENCH_TORCHVISION_SOURCE), "
+                          "else detbench's replica of it; one device; fp16 needs CUDA",
     figures="exact per iteration: time from the end of the previous iteration to the end of this one "
             "(MetricLogger window 1, print freq 1; CUDA synchronized), data time the wait for the batch",
     command=command, settings=settings, pins=PINS, scrape_options={"window": 1}, env=ENV,

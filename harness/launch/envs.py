@@ -10,7 +10,9 @@ once into a wheel cached under ``.../wheels/<name>-<hash of its pins>/``. A pack
 git commit (detectron2, which publishes no sdist) is compiled from a ``git archive`` of that commit:
 the tarball the build's ``source_env`` variable names (or a git clone holding the commit, archived
 here), checked to be that commit by the commit ID git writes into the archive's header, and kept
-under ``.../sources/<name>-<commit>.tar`` so a later build needs neither again.
+under ``.../sources/<name>-<commit>.tar`` so a later build needs neither again. torchvision's
+training recipe, which its package does not ship, is kept the same way from the archive of its
+release tag that ``DETBENCH_TORCHVISION_SOURCE`` names (`keep_references`).
 """
 import fcntl
 import hashlib
@@ -245,6 +247,7 @@ def build(spec: EnvSpec, log=None, force=False) -> Path:
     target = env_dir(spec)
     if is_built(spec) and not force:
         log.write("env %s is up to date: %s\n" % (spec.framework, target))
+        keep_references(spec, log)
         return target
     tmp = target.with_name(target.name + ".building")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -268,7 +271,32 @@ def build(spec: EnvSpec, log=None, force=False) -> Path:
               "source_builds": [wheel_key(s) for s in spec.source_builds],
               "freeze": freeze.splitlines()}
     atomic.write_json(target / MARKER, marker, indent=1, sort_keys=True)
+    keep_references(spec, log)
     return target
+
+
+def keep_references(spec: EnvSpec, log) -> Optional[str]:
+    """torchvision's recipe scripts (references/detection of the pinned tag): checked and kept under
+    the cache's sources/ from the archive that harness.drivers.torchvision_reference.SOURCE_ENV names
+    (its trials then run them; without them, detbench's replica). The folder, or None."""
+    if spec.framework != "torchvision":
+        return None
+    from harness.drivers import torchvision_reference as reference
+
+    given = os.environ.get(reference.SOURCE_ENV, "")
+    if given:
+        try:
+            where = reference.install(given, str(cache_root()))
+        except ValueError as exc:
+            raise UserError("torchvision: %s=%s" % (reference.SOURCE_ENV, exc)) from None
+        log.write("torchvision: references/detection of %s kept at %s: its trials run them\n" % (reference.TAG, where))
+        return where
+    found = reference.find(str(cache_root()))
+    if found is None:
+        log.write("torchvision: references/detection of %s is not here (set %s to its archive, %s): its trials "
+                  "run detbench's replica\n" % (reference.TAG, reference.SOURCE_ENV, reference.URL))
+        return None
+    return found[0]
 
 
 def _fix_shebangs(root: Path, old: Path, new: Path):

@@ -8,6 +8,8 @@ function next to its flag, over what the flag is judged on:
   estimators-disagree;
 - the figure kinds of a cell's finished trials: window-approximate;
 - the work per iteration of the frameworks of one model row: unequal-work;
+- what the frameworks of one model row drew from the data set (harness.measure.drawn):
+  unequal-data;
 - one trial's telemetry summary (trial.json "telemetry", runner.py's Sampler):
   gpu-thermal-throttle, gpu-power-throttle, gpu-telemetry-lost, cpu-oversubscribed,
   memory-pressure; a cell
@@ -20,9 +22,11 @@ FLAGS lists them, name -> Flag, in the order a cell names them.
 """
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Protocol, Sequence, Tuple, TypeVar, Union
 
-from harness.measure import records, work
+from harness.measure import drawn, records, work
+
+K = TypeVar("K")
 
 
 class Row(Protocol):
@@ -129,9 +133,15 @@ def unequal_keys(works: Sequence[Optional[Mapping[str, float]]]) -> List[str]:
     """The counts in which these work dicts (one per framework; None for one that logs
     none) differ by more than UNEQUAL_SHARE: (max - min) / median over the frameworks
     that log the count, where at least two do."""
-    out: List[str] = []
-    for key in work.LABELS:
-        values = [w[key] for w in works if w and key in w]
+    return _apart(works, list(work.LABELS))
+
+
+def _apart(dicts: Sequence[Optional[Mapping[K, float]]], keys: Iterable[K]) -> List[K]:
+    """The keys, of `keys` in order, in which the dicts that hold them (at least two) differ by
+    more than UNEQUAL_SHARE of their median."""
+    out: List[K] = []
+    for key in keys:
+        values = [w[key] for w in dicts if w and key in w]
         if len(values) < 2:
             continue
         mid = work.median(values)
@@ -141,11 +151,32 @@ def unequal_keys(works: Sequence[Optional[Mapping[str, float]]]) -> List[str]:
     return out
 
 
+def _columns_with(works: Sequence[Optional[Mapping[K, float]]], keys: Sequence[K]) -> List[bool]:
+    return [bool(keys and w and any(k in w for k in keys)) for w in works]
+
+
 def unequal_work(works: Sequence[Optional[Mapping[str, float]]]) -> List[bool]:
     """Per column of a row (its work dict or None), whether it logs a count the row's
     frameworks differ in (unequal_keys)."""
-    keys = unequal_keys(works)
-    return [bool(keys and w and any(k in w for k in keys)) for w in works]
+    return _columns_with(works, unequal_keys(works))
+
+
+# ------------------------------------------------------------------ data drawn per trial, per model row
+
+UNEQUAL_DATA = "unequal-data"
+
+
+def unequal_data_keys(summaries: Sequence[Optional[Mapping[str, Mapping[str, float]]]]) -> List[Tuple[str, str]]:
+    """The (scope, count) of harness.measure.drawn summaries (one per framework; None for one
+    that logged no DATA lines: not observed, never a difference) in which the frameworks differ
+    by more than UNEQUAL_SHARE, as unequal_keys judges them."""
+    return _apart([drawn.flat(s) for s in summaries], [(scope, key) for scope in drawn.SCOPES for key in drawn.LABELS])
+
+
+def unequal_data(summaries: Sequence[Optional[Mapping[str, Mapping[str, float]]]]) -> List[bool]:
+    """Per column of a row (its drawn summary or None), whether it logged a count the row's
+    frameworks differ in (unequal_data_keys)."""
+    return _columns_with([drawn.flat(s) for s in summaries], unequal_data_keys(summaries))
 
 
 # ------------------------------------------------------------------ one trial's telemetry summary
@@ -301,6 +332,13 @@ FLAGS = {
             "unequal work: the frameworks of this row differ by more than %s (max - min over "
             "their median) in a work count per iteration (proposals, RoIs, positives)" % _percent(UNEQUAL_SHARE),
             unequal_work,
+        ),
+        Flag(
+            UNEQUAL_DATA,
+            "unequal data: the frameworks of this row differ by more than %s (max - min over their "
+            "median) in what they drew from the data set (distinct image views, flips, draws, epochs "
+            "started, images per iteration; measured window or whole trial)" % _percent(UNEQUAL_SHARE),
+            unequal_data,
         ),
         Flag(
             GPU_THERMAL,

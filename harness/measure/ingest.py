@@ -9,7 +9,7 @@ import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from harness import jsonlog
-from harness.measure import divergence, latency, logfigure, scrapers, stats, work
+from harness.measure import divergence, drawn, latency, logfigure, scrapers, stats, work
 from harness.plan.fingerprint import fingerprint
 from harness.plan import trialfiles
 from harness.plan.trialfiles import read_trial_json
@@ -221,6 +221,7 @@ def analyse(
     summary = record.get("telemetry") if record else None
     peaks = memory_peaks(summary)
     means = work.window_means(log_path, warmup + 1, warmup + measure, run_lines(chosen)) if reason is None else None
+    data = drawn.trial_summary(log_path, warmup + 1, warmup + measure, run_lines(chosen)) if reason is None else None
     return TrialResult(
         status="failed" if reason else "done",
         reason=reason,
@@ -232,6 +233,7 @@ def analyse(
         fingerprint=_fingerprint(record),
         telemetry=summary if isinstance(summary, dict) and summary else None,
         work=means or None,
+        drawn=data,
         settings=trial_settings(log_path, settings),
         iterations=tuple(scraped.iterations),
         latency=lat,

@@ -34,6 +34,8 @@ class TrialResult:
     peak_rss_mb: Optional[float] = None  # the process tree's, from the telemetry
     peak_device_mb: Optional[float] = None
     work: Optional[Dict[str, float]] = None  # mean work per iteration over the window
+    # what it drew from the data set, {"window": {...}, "trial": {...}} (harness.measure.drawn); None: not logged
+    drawn: Optional[Dict[str, Dict[str, float]]] = None
     settings: Optional[Dict[str, Any]] = None  # the framework's normalized settings; None: not known
     latency: Optional[Dict[str, Any]] = None  # an inference trial's: harness.measure.latency.trial_latency
     iterations: Tuple[Iteration, ...] = ()
@@ -47,7 +49,7 @@ class TrialResult:
         return self.status == "failed"
 
     def columns(self) -> Dict[str, Any]:
-        """Column -> value of the store's trials row (schema 3); the iterations have their own table."""
+        """Column -> value of the store's trials row (schema 5); the iterations have their own table."""
         return {
             "status": self.status,
             "reason": self.reason,
@@ -70,6 +72,7 @@ class TrialResult:
             "work_json": _json(self.work),
             "settings_json": _json(self.settings),
             "latency_json": _json(self.latency),
+            "drawn_json": _json(self.drawn),
         }
 
 

@@ -48,6 +48,7 @@ CELL_COLUMNS = (
     "figure",
     "windows",
     "work",
+    "drawn",  # what the repeats drew from the data: {scope: {count: median}} (harness.measure.drawn)
     "peak_rss_mb",
     "peak_device_mb",
     "peak_mem_mb",
@@ -169,6 +170,7 @@ def cell_row(table: Union[Table, "_TableFacts"], model: str, framework: str, ent
                 "figure": figures.column_text(framework, [d]) if d.kinds else None,
                 "windows": ["%d..%d" % tuple(w) for w in d.windows] if d.windows else None,
                 "work": d.work,
+                "drawn": d.drawn,
                 "peak_rss_mb": d.peak_rss_mb,
                 "peak_device_mb": d.peak_device_mb,
                 "peak_mem_mb": d.peak_mem_mb,

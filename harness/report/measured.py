@@ -14,7 +14,7 @@ from harness.vocab import catalog
 from harness.plan import platforms
 from harness.plan.scenario import Cell
 from harness import frameworks
-from harness.measure import divergence, flags, place, stats, telemetry, work
+from harness.measure import divergence, drawn, flags, place, stats, telemetry, work
 from harness.measure.ingest import DECLARED, NOT_SETTINGS, PROBLEM, SOURCE
 from harness.jsonlog import IMPLEMENTATION
 from harness.report import figures
@@ -259,6 +259,7 @@ def entry_for(
         peak_mem_mb=_peak(done, "peak_mem_mb"),
         run_id=cell["run_id"],
         devices=_devices_of(cell),
+        drawn=drawn.cell_summary([t.drawn for t in done]),
         **cell_limits(cell, bounds, counts),
     )
     return Entry(throughput=s.throughput, iteration_ms=s.iteration_ms, data_ms=s.data_ms, flags=raised, detail=detail)
@@ -315,10 +316,12 @@ def tables(rows: Rows, ci: bool = True) -> List[Table]:
         notes += declared_lines(cells, models)
         implementation = implementation_lines(cells, columns, models)
         work = work_lines(cells, columns, models)
+        drawn_notes = drawn_lines(cells, columns, models)
         place = [line for line in (places.get(r, (None, None))[1] for r in sorted({d.run_id for d in done})) if line]
-        notes += implementation + work + compute_lines(cells, columns, models, prec) + place
-        details = notes[:1] + implementation + work + place  # the terminal shows these with --details only
+        notes += implementation + work + drawn_notes + compute_lines(cells, columns, models, prec) + place
+        details = notes[:1] + implementation + work + drawn_notes + place  # the terminal shows these with --details only
         cells = work_flags(cells, columns, models)
+        cells = drawn_flags(cells, columns, models)
         kinds = figures.table_line(columns, cells, models)
         notes += kinds
         forced = [n for n in (platforms.forced_note(rows.runs[r].host) for r in sorted({d.run_id for d in done})) if n]
@@ -708,6 +711,37 @@ def work_flags(cells: RowCells, columns: Sequence[Column], models: Sequence[str]
         for col, e, flagged in zip(columns, row, flags.unequal_work(works)):
             if flagged and e is not None:
                 out[(model, col.key)] = dataclasses.replace(e, flags=e.flags + [flags.UNEQUAL_WORK])
+    return out
+
+
+def _row_drawn(cells: RowCells, columns: Sequence[Column], model: str) -> List[Optional[Dict[str, Dict[str, float]]]]:
+    row = [cells.get((model, col.key)) for col in columns]
+    return [e.detail.drawn if e is not None and e.detail else None for e in row]
+
+
+def drawn_lines(cells: RowCells, columns: Sequence[Column], models: Sequence[str]) -> List[str]:
+    """Per model row, what each column's trials drew from the data set (its DETBENCH_DATA lines;
+    '-' for a column that logged none: not observed)."""
+    lines = []
+    for model in models:
+        text = drawn.row_text(_row_drawn(cells, columns, model))
+        if text:
+            lines.append(
+                "Data drawn per trial, %s (%s): %s."
+                % (catalog.model_title(model), " | ".join(c.title for c in columns), text)
+            )
+    return lines
+
+
+def drawn_flags(cells: RowCells, columns: Sequence[Column], models: Sequence[str]) -> RowCells:
+    """The cells with unequal-data added to the entries of each model row whose frameworks
+    differ in what they drew from the data set (harness.measure.flags.unequal_data)."""
+    out = dict(cells)
+    for model in models:
+        row = [cells.get((model, col.key)) for col in columns]
+        for col, e, flagged in zip(columns, row, flags.unequal_data(_row_drawn(cells, columns, model))):
+            if flagged and e is not None:
+                out[(model, col.key)] = dataclasses.replace(e, flags=e.flags + [flags.UNEQUAL_DATA])
     return out
 
 

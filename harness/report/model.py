@@ -43,6 +43,7 @@ TRIAL_COLUMNS = (
     "peak_rss_mb",
     "peak_device_mb",
     "latency_json",
+    "drawn_json",
 )
 
 
@@ -81,6 +82,8 @@ class Detail:
     # the kinds of the repeats whose figure is not exact (a bound over 0.1% of it, none, or
     # another window than the one asked for)
     inexact_kinds: Tuple[Optional[str], ...] = ()
+    # what its repeats drew from the data set, {scope: {count: median}} (harness.measure.drawn); None: not logged
+    drawn: Optional[Dict[str, Dict[str, float]]] = None
 
     @property
     def tflops(self) -> Optional[float]:

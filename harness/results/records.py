@@ -299,6 +299,7 @@ class StoredTrial(_Row):
     peak_rss_mb: Optional[float] = None
     peak_device_mb: Optional[float] = None
     latency: Optional[Dict[str, Any]] = None  # an inference trial's (harness.measure.latency)
+    drawn: Optional[Dict[str, Dict[str, float]]] = None  # what it drew from the data (harness.measure.drawn)
     columns: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -338,8 +339,20 @@ class StoredTrial(_Row):
             work=self.work,
             settings=self.settings,
             latency=self.latency,
+            drawn=self.drawn,
             iterations=tuple(tuple(it) for it in iterations),
         )
+
+
+def _drawn(text: Any) -> Optional[Dict[str, Dict[str, float]]]:
+    """A stored drawn summary ({scope: {count: number}}); a damaged one reads as not observed."""
+    value = _decode(text)
+    if not isinstance(value, dict) or not all(
+        isinstance(v, dict) and all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in v.values())
+        for v in value.values()
+    ):
+        return None
+    return {str(k): {str(n): float(x) for n, x in v.items()} for k, v in value.items()} or None
 
 
 def _window(text: Any) -> Optional[Tuple[int, int]]:
@@ -388,6 +401,7 @@ def trial_of(row: Any) -> StoredTrial:
         peak_rss_mb=c.get("peak_rss_mb"),
         peak_device_mb=c.get("peak_device_mb"),
         latency=_mapping(c.get("latency_json")),
+        drawn=_drawn(c.get("drawn_json")),
         columns=c,
     )
 

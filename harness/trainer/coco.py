@@ -170,7 +170,8 @@ class CocoDataset(torch.utils.data.Dataset):
                     raise DataError(f"{rec['path']}: annotation id {ann.get('id')}: {exc}") from None
         out = {"image": image,
                "boxes": torch.tensor(boxes, dtype=torch.float32).reshape(-1, 4),
-               "labels": torch.tensor(labels, dtype=torch.int64)}
+               "labels": torch.tensor(labels, dtype=torch.int64),
+               "view": torch.tensor([int(rec["id"]), int(flip)])}    # what was drawn, for the DATA line
         if self.with_crowd:
             out["crowd"] = torch.tensor([_crowd_box(a, scale, width if flip else None) for a in rec["crowd"]],
                                         dtype=torch.float32).reshape(-1, 4)
@@ -200,7 +201,8 @@ def collate(items, canvas=None, divisor=1, limit=None):
     """Pad images to one canvas (`canvas`, else the largest image rounded up to a multiple of
     `divisor`, at most `limit`) and boxes/labels/masks to the largest box count in the batch.
 
-    The batch also holds "pixels": int64 [2], the pixels of image content and of the canvas."""
+    The batch also holds "pixels": int64 [2], the pixels of image content and of the canvas, and
+    for items that say what was drawn, "views": int64 [B, 2], each image's id and 1 if mirrored."""
     g = max(1, max(len(it["labels"]) for it in items))
     b = len(items)
     height, width = canvas_of(items, canvas, divisor)
@@ -238,4 +240,6 @@ def collate(items, canvas=None, divisor=1, limit=None):
             crowd[i, :len(it["crowd"])] = it["crowd"]
         batch["crowd"] = crowd
     batch["pixels"] = torch.tensor([sum(h * w for h, w in contents), b * height * width])
+    if "view" in items[0]:      # [B, 2]: each image's id and whether it was mirrored
+        batch["views"] = torch.stack([it["view"] for it in items])
     return batch

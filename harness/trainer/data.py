@@ -44,10 +44,14 @@ class SyntheticBatches:
     def __iter__(self):
         it = self.start
         h, w = self.cfg.input_size
-        filled = self.cfg.images_per_device * h * w     # synthetic images fill their canvas
+        b = self.cfg.images_per_device
+        filled = b * h * w     # synthetic images fill their canvas
         while True:
             batch = self.batch(it)
             self.pixels = [self.pixels[0] + filled, self.pixels[1] + filled]
+            # every image is new (one endless pass) and none is mirrored
+            first = it * b * self.world + self.rank * b
+            self.views, self.epoch = [(first + j, False) for j in range(b)], 0
             yield batch
             it += 1
 
@@ -225,6 +229,8 @@ class CocoBatches:
         else:
             collate = functools.partial(coco.collate, canvas=tuple(data_cfg.input_size))
         self.device = device
+        self.per_device, self.start, self.shard = per_device, start, sampler.shard_length()
+        self.views, self.epoch = None, None      # of the batch handed out last
         self.loader = torch.utils.data.DataLoader(
             dataset, batch_size=per_device, sampler=sampler,
             generator=torch.Generator().manual_seed(seed),  # its base seed, not the global stream
@@ -240,17 +246,23 @@ class CocoBatches:
 
     def _to_device(self, batch):
         pixels = batch.pop("pixels").tolist()
+        views = [(i, bool(m)) for i, m in batch.pop("views").tolist()]
         batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
         images = batch.pop("images").float() * self.scale + self.shift
-        return images, batch, pixels
+        return images, batch, pixels, views
 
     def __iter__(self):
+        """Batches in order; after each is handed out, `views` holds its images' (id, mirrored) and
+        `epoch` the sampler's epoch its first image came from (epochs of `shard` images each)."""
         source = iter(self.loader)
         ahead = self._to_device(next(source))
+        handed = self.start * self.per_device        # this rank's images handed out before this batch
         while True:
-            images, targets, pixels = ahead
+            images, targets, pixels, views = ahead
             ahead = self._to_device(next(source))  # the copy overlaps the step on CUDA
             self.pixels = [a + b for a, b in zip(self.pixels, pixels)]
+            self.views, self.epoch = views, handed // self.shard
+            handed += len(views)
             yield images, targets
 
 

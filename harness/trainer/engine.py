@@ -158,6 +158,7 @@ def train(model, batches, cfg, device, world, out=None, resume=None, resume_path
     for it in range(start, t.max_iter):
         fetch = time.perf_counter()
         images, targets = next(source)
+        drawn = (getattr(batches, "views", None), getattr(batches, "epoch", None))   # what this batch holds
         if cuda:
             torch.cuda.synchronize(device)
         data_time = time.perf_counter() - fetch
@@ -200,6 +201,8 @@ def train(model, batches, cfg, device, world, out=None, resume=None, resume_path
             counts = work_counts(model)
             done = dict(zip(counts, torch.stack(list(counts.values())).tolist())) if counts else {}
             work = jsonlog.work_line(it + 1, **done)
+            if drawn[0] is not None:
+                work += "\n" + jsonlog.data_line(it + 1, drawn[1], drawn[0])
             human = (f"iter {it + 1}/{t.max_iter}  loss {values[0]:.4f}  "
                      f"time {elapsed * 1000:.0f}ms (data {data_time * 1000:.0f}ms)  "
                      f"{images_per_iter / elapsed:.2f} img/s  lr {lr:.5f}")

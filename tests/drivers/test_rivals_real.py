@@ -61,6 +61,18 @@ def test_real_trial_is_scraped_iteration_by_iteration(fw, tmp_path):
     work = work_lines(log)
     assert [w["iteration"] for w in work] == [1, 2, 3], log[-3000:]
     assert all(set(w) == {"iteration", "positive_anchors"} and w["positive_anchors"] > 0 for w in work)
+    if fw in ("torchvision", "mmdetection"):     # what each iteration drew, as its own loader drew it
+        drawn = data_lines(log)
+        assert [it for it, _, _ in drawn] == [1, 2, 3] and all(len(views) == 1 for _, _, views in drawn)
+        ids = sorted(im["id"] for im in json.loads(open(ann).read())["images"])
+        assert {i for _, _, views in drawn for i, _ in views} <= set(ids)
+        [stored] = store.read_trials(run_id)
+        assert stored.drawn["trial"]["draws"] == 3 and stored.drawn["window"]["images_per_iteration"] == 1
+
+
+def data_lines(log):
+    return [jsonlog.read_data(line[len(jsonlog.DATA_PREFIX):]) for line in log.splitlines()
+            if line.startswith(jsonlog.DATA_PREFIX)]
 
 
 def work_lines(log):
@@ -111,6 +123,11 @@ def test_the_three_frameworks_do_the_same_work_on_the_same_images(model, tmp_pat
         assert trial["status"] == "done", "%s\n%s" % (trial["reason"], log[-3000:])
         work[trial["cell_key"].split("/")[0]] = work_lines(log)
     assert set(work) == {"detbench-trainer", "torchvision", "mmdetection"}
+    # no flip, the file's order: the three drew the same images, and said so in their DATA lines
+    drawn = {t.cell_key.split("/")[0]: t.drawn for t in store.read_trials(run_id)}
+    assert all(d is not None for d in drawn.values()), drawn
+    assert len({json.dumps(d, sort_keys=True) for d in drawn.values()}) == 1, drawn
+    assert drawn["torchvision"]["trial"]["flips"] == 0 and drawn["torchvision"]["trial"]["draws"] == 6
     for fw, lines in work.items():
         assert [w["iteration"] for w in lines] == [1, 2, 3], fw
         assert all(set(w) == {"iteration", "proposals", "sampled_rois", "positive_rois", "mask_rois"}

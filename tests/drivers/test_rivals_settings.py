@@ -50,9 +50,8 @@ def tv_built(tv, c):
     args = tv.parse_args(FRAMEWORKS["torchvision"].command(c)[2:])
     height, width = c.input_size
     model = tv.build_model(args, height, width).train()
-    data = tv.Flipped(tv.Synthetic(6, height, width, c.model == "mask_rcnn", 0), width, 0)
-    loader = torch.utils.data.DataLoader(data, batch_size=args.batch_size, collate_fn=tv.collate,
-                                         sampler=torch.utils.data.RandomSampler(data, True, 6))
+    data = tv.Synthetic(args.iterations * args.batch_size, height, width, c.model == "mask_rcnn", 0)
+    loader = tv.build_loader(args, data)
     optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=args.lr, momentum=0.9,
                                 weight_decay=1e-4)
     return args, model, optimizer, loader
@@ -97,6 +96,7 @@ def test_torchvision_settings_are_read_from_the_built_objects(tv):
     fused = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.5, momentum=0.8,
                             foreach=True)
     plain = torch.utils.data.DataLoader(loader.dataset.inner, batch_size=3, collate_fn=tv.collate, num_workers=1)
+    args.schedule = "declared"    # a loader not of the replica: the declared schedule is what it can say
     settings, implementation = tv.as_run(args, model, fused, plain, torch.bfloat16, torch.device("cpu"))
     assert (settings["rpn_pre_nms_train"], settings["rpn_post_nms_train"], settings["roi_batch_per_image"],
             settings["roi_align_sampling_ratio"]) == (123, 45, 64, 0)
@@ -120,7 +120,9 @@ def test_torchvision_driver_prints_the_line_before_its_first_iteration(tv, capsy
     obj = json.loads(lines[at][len(jsonlog.SETTINGS_PREFIX):])
     assert obj["settings"]["input_size"] == [64, 96] and obj["settings"]["images_per_device"] == 1
     assert obj["implementation"]["memory_format"] == asrun.MEMORY_NCHW      # torchvision as its users run it
-    assert set(obj["implementation"]) == {"batch_norm", "optimizer", "memory_format"}
+    assert set(obj["implementation"]) == {"batch_norm", "optimizer", "memory_format", "training_code"}
+    assert obj["implementation"]["training_code"].startswith("detbench's replica of references/detection")
+    assert "images resized to 64x96 in the data set" in obj["implementation"]["training_code"]
 
 
 # ------------------------------------------------------------------ mmdetection

@@ -116,7 +116,8 @@ def test_the_declared_settings_equal_torchvisions_on_every_shared_key(model):
     ours = FW.settings(ctx(model))
     tv = dict(ctx(model).__dict__, framework="torchvision", options={})
     theirs = FRAMEWORKS["torchvision"].settings(TrialContext(**tv))
-    assert ours == theirs
+    # torchvision's warmup is its recipe's, over the data set's batches per epoch: not declared for COCO data
+    assert {k: v for k, v in ours.items() if k != "warmup"} == theirs
     if model != "retinanet":
         assert (ours["rpn_pre_nms_train"], ours["rpn_post_nms_train"]) == (normalized.RPN_PRE_NMS_TRAIN, 2000)
         assert (ours["roi_align_sampling_ratio"], ours["roi_align_aligned"]) == (2, False)

@@ -11,6 +11,9 @@ TEXTS = {
                           "be differenced, or throughput",
     "unequal-work": "unequal work: the frameworks of this row differ by more than 5% (max - min over their "
                     "median) in a work count per iteration (proposals, RoIs, positives)",
+    "unequal-data": "unequal data: the frameworks of this row differ by more than 5% (max - min over their "
+                    "median) in what they drew from the data set (distinct image views, flips, draws, epochs "
+                    "started, images per iteration; measured window or whole trial)",
     "gpu-thermal-throttle": "a GPU throttled its clocks for heat during a repeat (NVML thermal/hw slowdown)",
     "gpu-power-throttle": "a GPU throttled its clocks at its power limit during a repeat (NVML power cap/brake)",
     "gpu-telemetry-lost": "GPU telemetry lost: the host has GPUs, but pynvml did not import or start in the "

@@ -74,6 +74,7 @@ def test_losses_and_checkpoints_are_read_from_every_log_form():
     tv = ("Epoch: [0]  [ 6/40]  eta: 0:00:05  lr: 0.000100  loss: 1.2345 (1.3456)  classification: 1.0 (1.0)  "
           "time: 0.2762  data: 0.0031  max mem: 0")
     assert loss_of_line(tv) == (7, 1.2345)          # torchvision counts from 0
+    assert loss_of_line(tv.replace("Epoch: [0]", "Epoch: [2]")) == (87, 1.2345)   # ... within each epoch of 40
     assert loss_of_line("iter 7/10  loss 1.7484") is None
     mm = ("11/26 06:54:24 - mmengine - INFO - Iter(train) [2/2]  lr: 1.0000e-02  eta: 0:00:00  time: 0.6879  "
           "data_time: 0.0043  loss: 2.4616  loss_cls: 1.1298  loss_bbox: 1.3318")

@@ -182,6 +182,53 @@ def test_work_is_the_median_over_repeats_and_a_column_without_work_shows_a_dash(
     assert not any(flags.UNEQUAL_WORK in e.flags for e in table.entries.values())
 
 
+# ------------------------------------------------------------------ data drawn per trial
+
+def drawn_row(views, flips, epochs=1.0):
+    window = {"views": views, "flips": flips, "draws": 12.0, "epochs": epochs, "images_per_iteration": 2.0}
+    return {"drawn": {"window": window, "trial": dict(window, views=views + 4, draws=16.0)}}
+
+
+@pytest.mark.parametrize("views, flagged", [(11.6, False), (11.0, True)])
+def test_unequal_data_flags_a_row_whose_frameworks_drew_differently(tmp_path, views, flagged):
+    # torchvision's distinct views 4% or 8% below the others' 12 (a flip fixed per image gives fewer)
+    def row(fw, model, repeat):
+        return drawn_row(views if fw == "torchvision" and model == "mask_rcnn" else 12.0, 6.0)
+    table = throughput_table(fill_store(tmp_path, row))
+    for fw in FRAMEWORKS:
+        assert (flags.UNEQUAL_DATA in cell_flags(table, "mask_rcnn", fw)) is flagged
+        assert flags.UNEQUAL_DATA not in cell_flags(table, "faster_rcnn", fw)
+    line = [n for n in table.notes if n.startswith("Data drawn per trial, %s (%s): " % (MASK, TITLES))]
+    assert line and "measured window: distinct views 12 | %s | 12; flips 6 | 6 | 6" % work.number(views) in line[0]
+    assert "whole trial: distinct views 16 | %s | 16" % work.number(views + 4) in line[0]
+    assert (flags.text(flags.UNEQUAL_DATA) in markdown.render_table(table)) is flagged
+
+
+def test_a_framework_that_logged_no_data_lines_is_not_observed_and_never_flagged(tmp_path):
+    # an imported log or an older one: no DETBENCH_DATA lines, so no summary; the others agree
+    def row(fw, model, repeat):
+        return {} if fw == "mmdetection" else drawn_row(12.0, 6.0, epochs=0.0)
+    table = throughput_table(fill_store(tmp_path, row, models=("retinanet",)))
+    assert not any(flags.UNEQUAL_DATA in e.flags for e in table.entries.values())
+    line = [n for n in table.notes if n.startswith("Data drawn per trial")]
+    assert "distinct views 12 | 12 | -" in line[0] and "epochs started 0 | 0 | -" in line[0]
+
+
+def test_epochs_started_differ_is_a_flag(tmp_path):
+    def row(fw, model, repeat):
+        return drawn_row(12.0, 6.0, epochs=2.0 if fw == "detbench-trainer" else 1.0)
+    table = throughput_table(fill_store(tmp_path, row, models=("retinanet",)))
+    assert all(flags.UNEQUAL_DATA in e.flags for e in table.entries.values())
+
+
+def test_exports_carry_what_each_cell_drew(tmp_path):
+    store = fill_store(tmp_path, lambda fw, model, repeat: drawn_row(12.0, 6.0), frameworks=("torchvision",),
+                       models=("retinanet",))
+    doc = json.loads(export.render_json(report_of(store)))
+    assert doc["cells"][0]["drawn"]["window"]["views"] == 12.0 and doc["cells"][0]["drawn"]["trial"]["views"] == 16.0
+    assert json.loads(doc["trials"][0]["drawn_json"])["window"]["flips"] == 6.0
+
+
 def test_the_report_has_words_for_every_count_a_work_line_may_carry():
     from harness import jsonlog
     assert list(work.LABELS) == list(jsonlog.WORK_KEYS)

@@ -150,7 +150,8 @@ def test_a_schema_3_store_reads_the_same_figures(results, tmp_path):
         "CREATE TABLE runs (id TEXT PRIMARY KEY, scenario TEXT NOT NULL, scenario_path TEXT, scenario_json TEXT"
         " NOT NULL, backend TEXT NOT NULL, created REAL NOT NULL, host_json TEXT, origin TEXT, limits_json TEXT);"
         "INSERT INTO runs SELECT id, scenario, scenario_path, scenario_json, backend, created, host_json, origin,"
-        " limits_json FROM runs4; DROP TABLE runs4; UPDATE meta SET value='3' WHERE key='schema_version';")
+        " limits_json FROM runs4; DROP TABLE runs4; ALTER TABLE trials DROP COLUMN drawn_json;"
+        " UPDATE meta SET value='3' WHERE key='schema_version';")
     db.close()
     with api.open(old) as res:
         runs, cells = res.runs(), res.cells()

@@ -32,7 +32,9 @@ def finished():
         figure_kind=measure_records.EXACT, window=(3, 12), observed=198.0, fingerprint="fp2-0123",
         telemetry={"samples": 4, "cpu_percent": {"max": 97.0}}, peak_rss_mb=120.5, peak_device_mb=None,
         work={"proposals": 1000.0, "sampled_rois": 512.0}, settings={"images_per_device": 2, "source": "declared"},
-        latency=None, iterations=tuple((k, 0.01, 0.001, 100.0 + k / 100) for k in range(1, 13)))
+        latency=None, drawn={"window": {"views": 19.0, "flips": 10.0, "draws": 20.0, "epochs": 1.0},
+                             "trial": {"views": 23.0, "flips": 12.0, "draws": 24.0, "epochs": 1.0}},
+        iterations=tuple((k, 0.01, 0.001, 100.0 + k / 100) for k in range(1, 13)))
 
 
 def one_run(root, order=None, result=None):
@@ -125,11 +127,12 @@ def test_a_damaged_json_column_reads_as_empty_and_the_rest_of_the_row_stays(tmp_
     store.close()
 
 
-SCHEMA_3 = store_mod.SCHEMA.replace(", limits_json TEXT,\n    order_json TEXT);", ", limits_json TEXT);")
+SCHEMA_3 = store_mod.SCHEMA.replace(", limits_json TEXT,\n    order_json TEXT);", ", limits_json TEXT);").replace(
+    "latency_json TEXT, drawn_json TEXT,", "latency_json TEXT,")
 
 
 def test_a_schema_3_store_opens_and_its_runs_read_without_an_order(tmp_path):
-    assert SCHEMA_3 != store_mod.SCHEMA    # the schema this version writes still adds order_json last
+    assert "order_json" not in SCHEMA_3 and "drawn_json" not in SCHEMA_3   # the columns schemas 4 and 5 added
     root = tmp_path / "r"
     root.mkdir()
     db = sqlite3.connect(str(root / store_mod.DB_NAME))
@@ -148,6 +151,7 @@ def test_a_schema_3_store_opens_and_its_runs_read_without_an_order(tmp_path):
     assert run.order is None and run.limits is None and run.scenario.warmup == 2 and run.host == HOST
     [trial] = store.read_trials("old")
     assert (trial.throughput, trial.window, trial.latency, trial.argv) == (200.0, (3, 12), None, None)
+    assert trial.drawn is None     # not observed
     store.close()
 
 

@@ -98,3 +98,38 @@ def test_augmentation_is_off_by_default(train_inprocess, tiny_coco):
                                         f"data.coco_images={images}", "train.max_iter=1")
     assert rc == 0, err
     assert "flip_prob" not in metas[0] and "scales" not in metas[0]
+
+
+def test_each_batch_says_what_it_drew_and_from_which_epoch(tiny_coco):
+    from harness.trainer.data import CocoBatches
+    ann, images = tiny_coco
+    cfg = DataConfig(source="coco", coco_json=ann, coco_images=images, images_per_device=2, workers=0,
+                     input_size=(64, 64), flip_prob=0.5)
+    batches = CocoBatches(cfg, 80, False, torch.device("cpu"), 0, 1, seed=3)
+    ids = sorted(im["id"] for im in json.load(open(ann))["images"])
+    drawn = []
+    for _, _ in zip(range(4 * len(ids) // 2), batches):     # 4 epochs
+        drawn.append((batches.epoch, batches.views))
+    assert [e for e, _ in drawn] == [k // (len(ids) // 2) for k in range(len(drawn))]
+    for epoch in range(4):     # each epoch hands every image out once
+        assert sorted(i for e, views in drawn if e == epoch for i, _ in views) == ids
+    mirrored = {}
+    for _, views in drawn:
+        for image, flipped in views:
+            mirrored.setdefault(image, set()).add(flipped)
+    assert any(seen == {True, False} for seen in mirrored.values())   # drawn per draw, not per image
+
+
+def test_training_prints_one_data_line_per_iteration(tiny_coco, capsys):
+    from harness import jsonlog
+    from harness.trainer import train
+    from tests.trainer.conftest import config_path
+    ann, images = tiny_coco
+    args = [config_path("retina_tiny")]
+    for s in ("data.source=coco", f"data.coco_json={ann}", f"data.coco_images={images}", "train.max_iter=3",
+              "data.flip_prob=0.5", "data.workers=0", "data.images_per_device=2"):
+        args += ["--set", s]
+    assert train.main(args) == 0
+    lines = [jsonlog.read_data(line[len(jsonlog.DATA_PREFIX):]) for line in capsys.readouterr().out.splitlines()
+             if line.startswith(jsonlog.DATA_PREFIX)]
+    assert [(it, epoch, len(views)) for it, epoch, views in lines] == [(1, 0, 2), (2, 0, 2), (3, 1, 2)]
