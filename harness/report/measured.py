@@ -319,7 +319,8 @@ def tables(rows: Rows, ci: bool = True) -> List[Table]:
         drawn_notes = drawn_lines(cells, columns, models)
         place = [line for line in (places.get(r, (None, None))[1] for r in sorted({d.run_id for d in done})) if line]
         notes += implementation + work + drawn_notes + compute_lines(cells, columns, models, prec) + place
-        details = notes[:1] + implementation + work + drawn_notes + place  # the terminal shows these with --details only
+        # the terminal shows these with --details only
+        details = notes[:1] + implementation + work + drawn_notes + place
         cells = work_flags(cells, columns, models)
         cells = drawn_flags(cells, columns, models)
         kinds = figures.table_line(columns, cells, models)
