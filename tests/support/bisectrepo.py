@@ -1,9 +1,12 @@
-"""Throwaway git repositories for `detbench bisect`: the calibration workload (a copy of this
-checkout's, with a PACE factor on its iteration time) and a one-cell scenario, then filler commits,
-one of which may make the workload slower. And tiny pure-Python wheels, for env axes that pip
-installs from a local folder (--no-index --find-links) without the network."""
+"""Throwaway git repositories for `detbench bisect`, built from this project: this checkout's
+detbench (its tracked harness, runner.py, platforms and pyproject.toml, so each commit runs its own
+`harness.cli`) with a PACE factor on the calibration workload's iteration time and a one-cell
+scenario, then commits that edit a file of it (a trainer config, an adapter, the workload) or only
+a notes file. And tiny pure-Python wheels, for env axes that pip installs from a local folder
+(--no-index --find-links) without the network."""
 import base64
 import hashlib
+import re
 import subprocess
 import zipfile
 from pathlib import Path
@@ -11,7 +14,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = "scenarios/bisect.yaml"
 PACE_LINE = "PACE = 1.0\n"
-COPIED = ("harness/__init__.py", "harness/jsonlog.py", "harness/workloads/__init__.py")
+PROJECT = ("harness", "platforms", "runner.py", "pyproject.toml")
+WORKLOAD = "harness/workloads/calibrate.py"
+CALIBRATE_ADAPTER = "harness/frameworks/calibrate.py"
+# the calibration adapter's training command passes the scenario's iteration time on (its first
+# use of iteration_ms: the inference command's comes after), at first as it is
+ITERATION_MS = re.compile(r'repr\((?:([0-9.]+) \* )?float\(opts\.get\("iteration_ms", 50\.0\)\)\)')
+
+
+def slower_adapter(repo, factor, message="the calibration adapter asks for longer iterations"):
+    """A commit of the calibration adapter alone that multiplies the training iteration time it
+    asks the workload for by `factor` (the scenario and the workload unchanged)."""
+    path = Path(repo) / CALIBRATE_ADAPTER
+    text = path.read_text(encoding="utf-8")
+    found = ITERATION_MS.search(text)
+    assert found, "the calibration adapter changed: update tests/support/bisectrepo.py"
+    now = float(found.group(1) or 1.0) * factor
+    text = text[:found.start()] + 'repr(%r * float(opts.get("iteration_ms", 50.0)))' % now + text[found.end():]
+    path.write_text(text, encoding="utf-8")
+    return commit(repo, message)
 
 
 def scenario_text(iteration_ms=4.0, warmup=2, measure=8, name="bisect-calibrate", frameworks=("calibrate",),
@@ -46,30 +67,51 @@ def commit(repo, message):
 
 
 def make_repo(repo, commits=16, slow_at=None, slowdown=1.10, scenario=None, pace_line=PACE_LINE):
-    """A repository of `commits` commits (oldest first, their shas returned); commit index
-    `slow_at` (0-based, None for none) multiplies the workload's iteration time by `slowdown`."""
+    """A repository of `commits` commits (oldest first, their shas returned) of this project;
+    commit index `slow_at` (0-based, None for none) multiplies the calibration workload's
+    iteration time by `slowdown`, the others add a line to a notes file."""
+    repo = Path(repo)
+    shas = [start_repo(repo, scenario, pace_line)]
+    for i in range(1, commits):
+        if i == slow_at:
+            shas.append(edit(repo, WORKLOAD, PACE_LINE, "PACE = %r\n" % slowdown, "tune the iteration pace"))
+        else:
+            shas.append(notes(repo, i))
+    return shas
+
+
+def start_repo(repo, scenario=None, pace_line=PACE_LINE):
+    """The first commit: this checkout's tracked project files, the paced workload, the scenario."""
     repo = Path(repo)
     repo.mkdir(parents=True, exist_ok=True)
     git(repo, "init", "-q", "-b", "main")
-    for rel in COPIED:
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text((ROOT / rel).read_text(encoding="utf-8"), encoding="utf-8")
-    (repo / "harness/workloads/calibrate.py").write_text(workload_text(pace_line), encoding="utf-8")
+    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--"] + list(PROJECT), check=True,
+                             capture_output=True).stdout.decode().split("\0")
+    for rel in filter(None, tracked):
+        if (ROOT / rel).is_file():
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            (repo / rel).write_bytes((ROOT / rel).read_bytes())
+    (repo / WORKLOAD).write_text(workload_text(pace_line), encoding="utf-8")
     (repo / SCENARIO).parent.mkdir(parents=True, exist_ok=True)
     (repo / SCENARIO).write_text(scenario if scenario is not None else scenario_text(), encoding="utf-8")
     (repo / "CHANGES").write_text("start\n", encoding="utf-8")
-    shas = [commit(repo, "the calibration workload")]
-    for i in range(1, commits):
-        if i == slow_at:
-            path = repo / "harness/workloads/calibrate.py"
-            path.write_text(path.read_text(encoding="utf-8").replace(PACE_LINE, "PACE = %r\n" % slowdown),
-                            encoding="utf-8")
-            shas.append(commit(repo, "tune the iteration pace"))
-        else:
-            with open(repo / "CHANGES", "a", encoding="utf-8") as f:
-                f.write("change %d\n" % i)
-            shas.append(commit(repo, "change %d of the notes" % i))
-    return shas
+    return commit(repo, "the project")
+
+
+def edit(repo, rel, old, new, message):
+    """A commit replacing `old` (which must be there, once) by `new` in file `rel`."""
+    path = Path(repo) / rel
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) == 1, "%s: %r is not there once: update tests/support/bisectrepo.py" % (rel, old)
+    path.write_text(text.replace(old, new), encoding="utf-8")
+    return commit(repo, message)
+
+
+def notes(repo, i):
+    """A commit that changes nothing the trials run: a line of the notes file."""
+    with open(Path(repo) / "CHANGES", "a", encoding="utf-8") as f:
+        f.write("change %d\n" % i)
+    return commit(repo, "change %d of the notes" % i)
 
 
 def make_wheel(folder, name, version, files):
