@@ -3,8 +3,8 @@ the whole search.
 
 Every test a search makes (the endpoints against each other, each candidate, each check of a
 culprit) draws its level from one `Ledger`, whose levels sum to at most the rule's alpha; within
-a test each look (one per round, from `min_trials` per side on) draws from the test's level in
-turn: half of it at the first look, half of the rest at the next, the last look at the cap what
+a test each look (one per round, from `min_trials` per side on, so at most max_trials -
+min_trials + 1 of them) draws an equal part of the test's level, the last look at the cap what
 is left. A wrong verdict at a look needs a one-sided Mann-Whitney p at or below that look's
 level, so (by the union bound, whatever the dependence between looks and tests) the chance that
 any verdict of the search is wrong in the direction its test guards is at most alpha.
@@ -38,6 +38,11 @@ class Judge:
     min_trials: int = 5          # per side before anything is decided
     max_trials: int = 15         # per revision and test: the cap, after which the test is undecided
 
+    @property
+    def looks(self) -> int:
+        """The most looks one test can make: a round adds a trial to each side."""
+        return self.max_trials - self.min_trials + 1
+
     def check(self):
         self.rule.check()
         if self.min_trials < 2 or self.max_trials < self.min_trials:
@@ -62,16 +67,18 @@ class Ledger:
 
 
 class Test:
-    """The looks of one test at `level`: `next(final)` is the next look's level."""
+    """The looks of one test at `level`, at most `looks` of them: `next(final)` is the next look's
+    level, an equal part of the test's level, and the last look (at the cap) takes what is left."""
 
-    def __init__(self, level: float):
+    def __init__(self, level: float, looks: int):
         self.level = level
         self.left = level
+        self.part = level / max(looks, 1)
         self.looks = 0
 
     def next(self, final: bool) -> float:
         self.looks += 1
-        out = self.left if final else self.left / 2
+        out = self.left if final else min(self.part, self.left)
         self.left -= out
         return out
 

@@ -414,7 +414,7 @@ class Bisect:
         or (settle False: a search for a further step) UNDECIDED returned."""
         judge = self.opts.judge
         assert self.ledger is not None
-        test = decide.Test(self.ledger.take())
+        test = decide.Test(self.ledger.take(), judge.looks)
         while True:
             if decide.ready(judge, base.values, other.values):
                 final = min(len(base.values), len(other.values)) >= judge.max_trials
@@ -430,7 +430,7 @@ class Bisect:
     def candidate_test(self, good: Arm, cand: Arm, bad: Arm) -> Tuple[str, decide.Ratio]:
         judge = self.opts.judge
         assert self.ledger is not None
-        test = decide.Test(self.ledger.take())
+        test = decide.Test(self.ledger.take(), judge.looks)
         while True:
             if decide.ready(judge, good.values, cand.values, bad.values):
                 final = len(cand.values) >= judge.max_trials
