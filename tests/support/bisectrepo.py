@@ -114,6 +114,38 @@ def notes(repo, i):
     return commit(repo, "change %d of the notes" % i)
 
 
+TRAINER_CONFIG = "harness/trainer/configs/faster_r50v1_fpn_1x.py"
+TRAINER_ADAPTER = "harness/frameworks/detbench_trainer.py"
+DECAY_LINE = '    sets["train.decay_norm_bias"] = True\n'
+
+
+def trainer_scenario_text(input_size=128, measure=3, threads=1):
+    """The bundled trainer's Faster R-CNN cell on the CPU: batch 1, a small input, a few iterations."""
+    return ("name: bisect-trainer\nmatrix:\n  framework: [detbench-trainer]\n  model: [faster_rcnn]\n"
+            "  precision: [fp32]\n  platform: [local]\n  gpus: [1]\nbatch_per_gpu: 1\n"
+            "input_size: [%d, %d]\ndata: synthetic\nwarmup: 1\nmeasure: %d\nrepeats: 1\ntimeout_s: 900\n"
+            "env:\n  OMP_NUM_THREADS: \"%d\"\n" % (input_size, input_size, measure, threads))
+
+
+def larger_roi_sample(repo, by="config", size=2048, before=512):
+    """A commit that raises the Faster R-CNN RoI sample per image from `before` to `size` through the
+    trainer's config file (by="config") or through its adapter's options (by="adapter") alone."""
+    if by == "config":
+        return edit(repo, TRAINER_CONFIG, "roi_batch_per_image=%d," % before, "roi_batch_per_image=%d," % size,
+                    "sample %d RoIs per image in Faster R-CNN" % size)
+    return edit(repo, TRAINER_ADAPTER, DECAY_LINE, DECAY_LINE + '    sets["model.roi_batch_per_image"] = %d\n' % size,
+                "the trainer adapter samples %d RoIs per image" % size)
+
+
+def make_trainer_repo(repo, commits=8, slow_at=4, by="config"):
+    """`commits` commits of this project, commit `slow_at` raising the RoI sample 512 -> 2048 (by
+    its config or its adapter), the others notes."""
+    shas = [start_repo(repo)]
+    for i in range(1, commits):
+        shas.append(larger_roi_sample(repo, by) if i == slow_at else notes(repo, i))
+    return shas
+
+
 def make_wheel(folder, name, version, files):
     """A pure-Python wheel `name-version-py3-none-any.whl` in `folder` holding `files`
     ({path inside site-packages: text}); returns its path."""
