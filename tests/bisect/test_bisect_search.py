@@ -269,8 +269,10 @@ calibrate:
 @pytest.mark.slow
 def test_a_latency_metric_finds_the_commit_whose_batches_got_slower(tmp_path, tmp):
     repo = tmp_path / "repo"
-    shas = bisectrepo.make_repo(repo, commits=3, slow_at=1, slowdown=1.3, scenario=INFERENCE)
+    shas = [bisectrepo.start_repo(repo, INFERENCE)]
+    shas.append(bisectrepo.slower_adapter(repo, 1.3, "longer inference batches", inference=True))
+    shas.append(bisectrepo.notes(repo, 2))
     outcome, text = bisect(tmp_path, repo, shas[0], shas[-1], metric="mean")
-    assert outcome.culprit.label == shas[1], text
+    assert outcome.culprit is not None and outcome.culprit.label == shas[1], text
     assert 1.2 < outcome.effect.ratio < 1.4 and outcome.effect.low > 1.0     # a rise: 13 ms over 10 ms
     assert "mean latency" in text

@@ -17,18 +17,19 @@ PACE_LINE = "PACE = 1.0\n"
 PROJECT = ("harness", "platforms", "runner.py", "pyproject.toml")
 WORKLOAD = "harness/workloads/calibrate.py"
 CALIBRATE_ADAPTER = "harness/frameworks/calibrate.py"
-# the calibration adapter's training command passes the scenario's iteration time on (its first
-# use of iteration_ms: the inference command's comes after), at first as it is
+# the calibration adapter passes the scenario's iteration time on, at first as it is: in its
+# training command, then in its inference command
 ITERATION_MS = re.compile(r'repr\((?:([0-9.]+) \* )?float\(opts\.get\("iteration_ms", 50\.0\)\)\)')
 
 
-def slower_adapter(repo, factor, message="the calibration adapter asks for longer iterations"):
-    """A commit of the calibration adapter alone that multiplies the training iteration time it
-    asks the workload for by `factor` (the scenario and the workload unchanged)."""
+def slower_adapter(repo, factor, message="the calibration adapter asks for longer iterations", inference=False):
+    """A commit of the calibration adapter alone that multiplies the training (or inference)
+    iteration time it asks the workload for by `factor` (the scenario and the workload unchanged)."""
     path = Path(repo) / CALIBRATE_ADAPTER
     text = path.read_text(encoding="utf-8")
-    found = ITERATION_MS.search(text)
-    assert found, "the calibration adapter changed: update tests/support/bisectrepo.py"
+    uses = list(ITERATION_MS.finditer(text))
+    assert len(uses) == 2, "the calibration adapter changed: update tests/support/bisectrepo.py"
+    found = uses[1 if inference else 0]
     now = float(found.group(1) or 1.0) * factor
     text = text[:found.start()] + 'repr(%r * float(opts.get("iteration_ms", 50.0)))' % now + text[found.end():]
     path.write_text(text, encoding="utf-8")
