@@ -24,6 +24,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -45,6 +46,7 @@ from harness.results.store import Store, new_run_id
 
 STATE_DIR = "bisects"
 UNDECIDED_EXIT = 3          # the exit status of a bisect that ends undecided at the cap
+RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit): ")   # a traceback's last word
 MAX_STEPS = 4               # the most separate steps of one slowdown a search looks for
 
 
@@ -320,8 +322,9 @@ class Bisect:
         new = [(v, t) for v, t in self.own_trials(folder, done_only=False) if t not in before]
         done = [v for v, t in new if v is not None]
         if code != 0 or not done:
-            errors = [ln for ln in lines if ln.startswith(("error:", "Error:"))]
-            reason = (errors or [ln for ln in lines if "failed" in ln] or lines or ["no output"])[-1]
+            errors = [ln for ln in lines if ln.startswith("detbench: error:")]
+            raised = [ln for ln in lines if RAISED.match(ln)]
+            reason = (errors or raised or [ln for ln in lines if "failed" in ln] or lines or ["no output"])[-1]
             what = ("its detbench could not run today's scenario" if code == 2 else
                     "its trial failed" if new else "its detbench failed")
             raise Skip("%s: %s" % (what, reason[:300]))

@@ -1,7 +1,8 @@
 """`detbench bisect` over real commits of a throwaway repository of this project, each commit run
 by its own detbench (`python -m harness.cli run` in its checkout): a slowdown made by an adapter
 alone named with its effect against its parent, no culprit when there is none, a commit that
-does not import skipped (the culprit still named, or the smallest range where it cannot be),
+does not import or cannot read the scenario skipped (the culprit still named, or the smallest
+range where it cannot be),
 two steps named each with its share, bad input refused in one line with nothing left behind,
 and an interrupted bisect resumed. The calibration workload keeps these trials to about a second."""
 import io
@@ -62,10 +63,10 @@ def broken(repo, message="a commit whose adapters do not import"):
     return bisectrepo.commit(repo, message)
 
 
-def mended(repo, commit=True):
+def mended(repo):
     path = repo / bisectrepo.CALIBRATE_ADAPTER
     path.write_text(path.read_text(encoding="utf-8").replace(BROKEN_IMPORT, ""), encoding="utf-8")
-    return bisectrepo.commit(repo, "the adapters import again") if commit else None
+    return bisectrepo.commit(repo, "the adapters import again")
 
 
 def test_a_slowdown_made_by_the_adapter_alone_is_named_with_its_effect_against_its_parent(tmp_path, tmp, scenario):
@@ -107,14 +108,22 @@ def test_says_no_regression_when_the_endpoints_run_alike(tmp_path, tmp, scenario
     assert len(worktrees(repo)) == 1 and list(tmp.iterdir()) == []
 
 
-def test_a_commit_that_does_not_import_is_skipped_and_the_answer_is_the_smallest_range(tmp_path, tmp, scenario):
+HOLD_MB = "    hold_mb: int = Field(default=0, ge=0)  # resident memory held through the trial\n"
+
+
+def test_a_commit_that_cannot_read_the_scenario_is_skipped_and_the_answer_is_the_smallest_range(tmp_path, tmp):
     repo = tmp_path / "repo"
-    shas = [bisectrepo.start_repo(repo), broken(repo)]
-    mended(repo, commit=False)
-    shas.append(bisectrepo.slower_adapter(repo, 1.5, "mend the adapters, with longer iterations"))
+    scenario = tmp_path / "hunt.yaml"
+    scenario.write_text(FAST + "  hold_mb: 0\n", encoding="utf-8")     # a key commit 1 does not know
+    shas = [bisectrepo.start_repo(repo),
+            bisectrepo.edit(repo, "harness/plan/scenario.py", HOLD_MB, "", "calibrate options without hold_mb")]
+    (repo / "harness/plan/scenario.py").write_text(
+        (bisectrepo.ROOT / "harness/plan/scenario.py").read_text(encoding="utf-8"), encoding="utf-8")
+    shas.append(bisectrepo.slower_adapter(repo, 1.5, "hold_mb back, with longer iterations"))
     outcome, text = bisect(tmp_path, repo, shas[0], shas[-1], scenario=scenario)
-    assert [a.label for a in outcome.skipped] == [shas[1]]
-    assert "No module named 'detbench_no_such_module'" in outcome.skipped[0].skipped, text
+    assert [a.label for a in outcome.skipped] == [shas[1]], text
+    reason = outcome.skipped[0].skipped
+    assert reason.startswith("its detbench could not run today's scenario: ") and "hold_mb" in reason, reason
     assert "skipped %s" % shas[1][:10] in text
     # commit 1 cannot run: the slowdown is in commit 1 or 2, and neither is named alone
     assert outcome.culprit.label == shas[2] and not outcome.found[0].isolated
@@ -130,7 +139,8 @@ def test_a_middle_commit_that_does_not_import_is_skipped_and_the_culprit_still_n
     shas.append(bisectrepo.slower_adapter(repo, 1.5))
     shas.append(bisectrepo.notes(repo, 5))
     outcome, text = bisect(tmp_path, repo, shas[0], shas[-1], scenario=scenario)
-    assert shas[2] in [a.label for a in outcome.skipped], text     # the middle revision, tried first
+    assert [a.label for a in outcome.skipped] == [shas[2]], text     # the middle revision, tried first
+    assert "No module named 'detbench_no_such_module'" in outcome.skipped[0].skipped
     assert outcome.culprit.label == shas[4] and outcome.found[0].isolated, text
     assert outcome.found[0].parent.label == shas[3]
     assert text.rstrip().splitlines()[-1].startswith("first bad commit: %s" % shas[4])
