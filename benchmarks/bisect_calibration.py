@@ -99,7 +99,7 @@ def main(argv=None):
             slow_at = rng.randrange(1, args.commits + 1 if args.simulate else args.commits)
             shas, outcome, seconds, trials = run_one(tmp, i, slow_at)
             right = (outcome.culprit is not None and outcome.culprit.label == shas[slow_at]
-                     and len(outcome.found) == 1 and outcome.found[0].isolated)
+                     and len(outcome.found) == 1 and outcome.found[0].isolated and outcome.found[0].confirmed)
             found += right
             named = (outcome.culprit.short if outcome.culprit else
                      "undecided" if outcome.undecided is not None else "no regression")

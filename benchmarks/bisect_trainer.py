@@ -52,7 +52,7 @@ def main(argv=None):
         minutes = (time.perf_counter() - started) / 60
     print(out.getvalue())
     right = (outcome.culprit is not None and outcome.culprit.label == shas[args.slow_at]
-             and len(outcome.found) == 1 and outcome.found[0].isolated)
+             and len(outcome.found) == 1 and outcome.found[0].isolated and outcome.found[0].confirmed)
     ok = right and minutes < args.minutes
     print("%s: %s in %.1f minutes (target: the slowing commit, under %g minutes)"
           % ("PASS" if ok else "FAIL", "named the slowing commit" if right else "did NOT name the slowing commit",

@@ -98,6 +98,7 @@ class Found:
     effect: decide.Ratio                 # arm against parent
     share: float = 1.0                   # its part of the whole slowdown (on a log scale)
     between: List[Arm] = field(default_factory=list)    # skipped revisions between parent and arm
+    confirmed: bool = True               # its effect against its parent shown to be a regression
 
     @property
     def isolated(self):
@@ -536,10 +537,12 @@ class Bisect:
         step.effect = r
         self.record(step.arm, "%d/%d" % (len(step.parent.values), len(step.arm.values)), r,
                     "%s vs parent %s" % (verdict, step.parent.short))
-        if verdict != decide.REGRESSION:
+        step.confirmed = verdict == decide.REGRESSION
+        if not step.confirmed:
             self.note("%s against %s is %s: no one commit makes the slowdown (a gradual one, or steps below "
                       "the %g%% threshold)" % (step.arm.short, step.parent.short, verdict,
                                                 self.opts.judge.rule.threshold * 100))
+            return more          # no step to measure the rest of the range against
         parts = [(ends[0], lo, "parent %s vs good end %s" % (arms[lo].short, arms[ends[0]].short)),
                  (hi, ends[1], "bad end %s vs %s" % (arms[ends[1]].short, arms[hi].short))]
         for a, b, what in parts:
@@ -565,7 +568,7 @@ class Bisect:
             whole = math.log(total.ratio)
             for f in found:
                 f.share = math.log(f.effect.ratio) / whole if whole else 1.0
-        culprit = found[0].arm if found and undecided is None else None
+        culprit = found[0].arm if found and undecided is None and all(f.confirmed for f in found) else None
         effect = found[0].effect if found and undecided is None else r
         notes = list(self.notes)
         if undecided is not None and what:
@@ -642,6 +645,10 @@ def answer(outcome: Outcome, arms: List[Arm], opts: Options) -> List[str]:
         r = outcome.effect
         lines.append("no regression between these revisions: bad/good %s%s" % (
             r.text() if r else "-", " (parity)" if r and r.parity else ""))
+    elif not all(f.confirmed for f in outcome.found):
+        f = next(f for f in outcome.found if not f.confirmed)
+        lines.append("no single first bad %s: the slowdown is gradual or in steps below the %g%% threshold "
+                     "(%s against %s: %s)" % (kind, rule.threshold * 100, f.arm.short, f.parent.short, f.effect.text()))
     elif len(outcome.found) > 1:
         lines.append("first bad %ss (a slowdown in %d steps): %s" % (kind, len(outcome.found), ", ".join(
             "%s (%.0f%%)" % (f.arm.short if f.isolated else "%s..%s" % (f.between[0].short, f.arm.short),

@@ -139,3 +139,11 @@ def test_a_ten_percent_slowdown_in_one_of_sixteen_commits_is_named_twenty_of_twe
         outcome, _, _ = simulate.simulate([100.0] * at + [100.0 / 1.1] * (17 - at), cv=0.03, seed=100 + seed)
         assert outcome.culprit is not None and outcome.culprit.label == "r%02d" % at, (seed, at)
         assert len(outcome.found) == 1 and math.isclose(outcome.found[0].share, 1.0, abs_tol=0.5)
+
+
+def test_a_gradual_slowdown_names_no_single_commit():
+    speeds = [100.0 * 0.98 ** i for i in range(9)]       # 2% slower at every commit: each below the threshold
+    outcome, arms, sim = simulate.simulate(speeds, cv=0.01, seed=2)
+    assert outcome.culprit is None and not outcome.found[0].confirmed
+    assert answer(outcome, arms, sim)[-1].startswith(
+        "no single first bad commit: the slowdown is gradual or in steps below the 5% threshold")
