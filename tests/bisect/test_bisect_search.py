@@ -160,6 +160,20 @@ def test_a_slowdown_in_two_equal_steps_names_both_with_their_shares(tmp_path, tm
     assert text.rstrip().splitlines()[-1].startswith("first bad commits (a slowdown in 2 steps): %s (" % shas[2][:10])
 
 
+def test_a_bisect_still_undecided_at_the_cap_says_so_on_its_last_line_and_exits_3(tmp_path, tmp, scenario):
+    repo = tmp_path / "repo"
+    shas = bisectrepo.make_repo(repo, commits=2, slow_at=1, slowdown=1.5, scenario=FAST)
+    # five trials a side reach p = 1/252 at best: an alpha of 0.0001 cannot be spent on them
+    code, out = finish(detbench("bisect", "--scenario", scenario, "--repo", repo, "--results", tmp_path / "results",
+                                "--good", shas[0], "--bad", shas[1], "--max-trials", 5, "--alpha", 0.0001,
+                                env=_env(tmp)), timeout=240)
+    assert code == 3, out
+    assert out.rstrip().splitlines()[-1] == ("undecided at 5 trials; the endpoints neither differ by 5% nor are "
+                                             "shown alike"), out
+    assert "first bad commit" not in out
+    assert len(worktrees(repo)) == 1 and list(tmp.iterdir()) == []
+
+
 def _bad_input_repo(tmp_path, case):
     repo = tmp_path / "repo"
     shas = bisectrepo.make_repo(repo, commits=3, scenario=FAST)
