@@ -33,7 +33,6 @@ sys.path.insert(0, str(ROOT))
 from harness.bisect import decide, search, simulate  # noqa: E402
 from harness.plan import platforms  # noqa: E402
 from harness.results import compare  # noqa: E402
-from harness.results.store import Store  # noqa: E402
 from tests.support import bisectrepo  # noqa: E402
 
 
@@ -48,10 +47,7 @@ def one(tmp, index, args, slow_at, rng):
     started = time.perf_counter()
     outcome = search.bisect(opts, io.StringIO())
     seconds = time.perf_counter() - started
-    store = Store(opts.results_dir, create=False)
-    trials = sum(1 for r in store.read_runs() for t in store.read_trials(r.id) if t.done)
-    store.close()
-    return shas, outcome, seconds, trials
+    return shas, outcome, seconds, bisectrepo.done_trials(opts.results_dir)
 
 
 def one_simulated(index, args, slow_at, rng):

@@ -240,33 +240,21 @@ def test_an_interrupted_bisect_removes_its_worktrees_and_resumes_from_the_store(
             "--good", shas[0], "--bad", shas[-1]]
     proc = detbench(*args, env=_env(tmp))
     deadline = time.time() + 90
-    while time.time() < deadline and _done_trials(results) < 4:   # into the endpoints' rounds
+    while time.time() < deadline and bisectrepo.done_trials(results) < 4:   # into the endpoints' rounds
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGINT)
     code, out = finish(proc, timeout=60)
     assert code == 130, out
     assert "--resume" in out
     assert len(worktrees(repo)) == 1 and list(tmp.iterdir()) == []
-    kept = _done_trials(results)
+    kept = bisectrepo.done_trials(results)
     assert kept >= 4
     code, out = finish(detbench(*args, "--resume", env=_env(tmp)), timeout=300)
     assert code == 0, out
     assert "first bad commit: %s" % shas[1] in out
     assert len(list((results / search.STATE_DIR).glob("*.json"))) == 1
-    assert _done_trials(results) >= kept + 2            # the kept trials counted, more added
+    assert bisectrepo.done_trials(results) >= kept + 2            # the kept trials counted, more added
     assert len(worktrees(repo)) == 1 and list(tmp.iterdir()) == []
-
-
-def _done_trials(results):
-    """Finished trials over the revisions' own stores of the bisects in `results`."""
-    done = 0
-    for db in results.glob("%s/*/*/detbench.sqlite" % search.STATE_DIR):
-        store = Store(db.parent, create=False)
-        try:
-            done += sum(1 for r in store.read_runs() for t in store.read_trials(r.id) if t.done)
-        finally:
-            store.close()
-    return done
 
 
 INFERENCE = """\

@@ -147,6 +147,21 @@ def make_trainer_repo(repo, commits=8, slow_at=4, by="config"):
     return shas
 
 
+def done_trials(results):
+    """Finished trials in the revisions' own stores of the bisects kept in the results folder."""
+    from harness.bisect import search
+    from harness.results.store import Store
+
+    done = 0
+    for db in Path(results).glob("%s/*/*/detbench.sqlite" % search.STATE_DIR):
+        store = Store(db.parent, create=False)
+        try:
+            done += sum(1 for r in store.read_runs() for t in store.read_trials(r.id) if t.done)
+        finally:
+            store.close()
+    return done
+
+
 def make_wheel(folder, name, version, files):
     """A pure-Python wheel `name-version-py3-none-any.whl` in `folder` holding `files`
     ({path inside site-packages: text}); returns its path."""
