@@ -12,7 +12,6 @@ is that commit, confirmed against its parent, within --minutes.
     python benchmarks/bisect_trainer.py --by adapter --commits 4 --slow-at 2
 """
 import argparse
-import io
 import sys
 import tempfile
 import time
@@ -44,13 +43,11 @@ def main(argv=None):
         print("bisect of the trainer's Faster R-CNN cell (CPU, %dx%d, batch 1, fp32, %d measured iterations, %d "
               "thread(s)): %d commits, commit %d raises the RoI sample 512 -> 2048 by its %s"
               % (args.input, args.input, args.measure, args.threads, args.commits, args.slow_at, args.by), flush=True)
-        out = io.StringIO()
         opts = search.Options(scenario=str(scenario), good=shas[0], bad=shas[-1], repo=str(repo),
                               results_dir=str(Path(tmp) / "results"), seed=args.seed)
         started = time.perf_counter()
-        outcome = search.bisect(opts, out)
+        outcome = search.bisect(opts, sys.stdout)        # each step as it is judged
         minutes = (time.perf_counter() - started) / 60
-    print(out.getvalue())
     right = (outcome.culprit is not None and outcome.culprit.label == shas[args.slow_at]
              and len(outcome.found) == 1 and outcome.found[0].isolated and outcome.found[0].confirmed)
     ok = right and minutes < args.minutes
