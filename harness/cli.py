@@ -476,28 +476,37 @@ def _import_mlperf(paths, round_name, results_dir):
 @click.option("--env-axis", metavar="PACKAGE=V1,V2,...",
               help="search environments that pin PACKAGE to each version, oldest first, instead of commits")
 @click.option("--scenario", "scenario_path", required=True, type=click.Path(dir_okay=False),
-              help="scenario YAML file, inside the repository (each revision's own copy is read)")
+              help="scenario YAML file, held fixed for every revision (a relative path not found here is read "
+                   "from the --repo checkout)")
 @click.option("--cell", "cell_key", metavar="KEY", help="the cell to bisect (default: the scenario's only one)")
 @click.option("--repo", type=click.Path(file_okay=False), default=None,
               help="the git checkout whose commits are searched (default: the current directory)")
 @click.option("--metric", default="throughput", show_default=True,
               help="throughput, or an inference cell's latency: mean or pNN")
 @click.option("--max-trials", type=click.IntRange(min=5), default=15, show_default=True,
-              help="trials of a revision before an undecided step is settled by the nearer end")
+              help="trials of a revision in one test; a test still undecided then ends the bisect undecided (exit 3)")
+@click.option("--alpha", default=0.05, show_default=True, type=float,
+              help="the chance of a wrong verdict anywhere in the whole search, at most")
+@click.option("--threshold", default=0.05, show_default=True, type=float,
+              help="the smallest slowdown (a fraction) a step counts as a regression")
 @click.option("--resume", is_flag=True, help="go on with the stored bisect of the same revisions")
 @RESULTS
 @user_errors
-def bisect_cmd(good, bad, env_axis, scenario_path, cell_key, repo, metric, max_trials, resume, results_dir):
-    """Find the first revision at which a scenario cell got slower."""
+def bisect_cmd(good, bad, env_axis, scenario_path, cell_key, repo, metric, max_trials, alpha, threshold, resume,
+               results_dir):
+    """Find the first revision at which a scenario cell got slower (exit 3: undecided at the cap)."""
     from harness.bisect import decide, search
+    from harness.results import compare
 
     opts = search.Options(scenario=scenario_path, good=good, bad=bad, env_axis=env_axis, cell=cell_key,
                           repo=repo, metric=metric, resume=resume, results_dir=results_dir,
-                          judge=decide.Judge(max_trials=max_trials))
+                          judge=decide.Judge(rule=compare.Rule(threshold=threshold, alpha=alpha),
+                                             max_trials=max_trials))
     try:
-        search.bisect(opts)
+        outcome = search.bisect(opts)
     except KeyboardInterrupt:
         sys.exit(130)
+    sys.exit(outcome.exit_status)
 
 
 @main.command("backends")

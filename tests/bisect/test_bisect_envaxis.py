@@ -50,8 +50,10 @@ def test_names_the_version_that_made_the_workload_slower(index, offline, tmp_pat
                           results_dir=str(tmp_path / "results"), seed=3)
     outcome = search.bisect(opts, out)
     assert outcome.culprit.label == "pacepkg==2.0", out.getvalue()
-    assert [(s.arm.label, s.verdict) for s in outcome.steps] == [
-        ("pacepkg==2.0", "regression"), ("pacepkg==1.1", "good")]
+    assert [(s.arm.label, s.verdict) for s in outcome.steps][:3] == [
+        ("pacepkg==2.0", "regression"), ("pacepkg==1.1", "good"),
+        ("pacepkg==2.0", "regression vs parent pacepkg==1.1")]
+    assert outcome.found[0].parent.label == "pacepkg==1.1"
     assert "first bad environment: pacepkg==2.0" in out.getvalue()
     assert 0.86 < outcome.effect.ratio < 0.96
     built = sorted(p.name for p in (index / "cache" / "envs").iterdir())
