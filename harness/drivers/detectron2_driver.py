@@ -382,6 +382,7 @@ def main(argv=None):
               height, width, torch.get_num_threads(), cfg.MODEL.RPN.PRE_NMS_TOPK_TRAIN,
               cfg.MODEL.RPN.POST_NMS_TOPK_TRAIN, cfg.SOLVER.BASE_LR, cfg.SOLVER.WARMUP_ITERS, args.shuffle), flush=True)
     print(common.jsonlog.settings_line(*as_run(args, cfg, model, optimizer, loader, amp_dtype)), flush=True)
+    common.breakdown_hooks(model, optimizer)
     work = WorkCounter(model)
     cuda = device.type == "cuda"
     end = time.perf_counter()       # the first iteration's time starts here, with the loader

@@ -500,6 +500,7 @@ def main(argv=None):
               args.rpn_pre_nms_train, args.rpn_post_nms_train, args.lr, args.warmup_iters, args.shuffle),
           flush=True)
     print(common.jsonlog.settings_line(*as_run(args, model, optimizer, loader, amp_dtype, device)), flush=True)
+    common.breakdown_hooks(model, optimizer)
     work = WorkCounter(model)
     history = {}
     start = end = time.perf_counter()   # the first iteration's time starts here, with the loader
