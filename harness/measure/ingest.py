@@ -9,7 +9,7 @@ import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from harness import jsonlog
-from harness.measure import latency, logfigure, scrapers, stats, work
+from harness.measure import breakdown, latency, logfigure, scrapers, stats, work
 from harness.plan.fingerprint import fingerprint
 from harness.launch import trialfiles
 from harness.launch.trialfiles import read_trial_json
@@ -214,6 +214,16 @@ def analyse(
     summary = record.get("telemetry") if record else None
     peaks = memory_peaks(summary)
     means = work.window_means(log_path, warmup + 1, warmup + measure, run_lines(chosen)) if reason is None else None
+    parts = None
+    if reason is None:
+        parts = breakdown.trial_breakdown(
+            log_path,
+            warmup + 1,
+            warmup + measure,
+            figures.get("iteration_time_s"),
+            figures.get("data_time_s"),
+            run_lines(chosen),
+        )
     return TrialResult(
         status="failed" if reason else "done",
         reason=reason,
@@ -228,6 +238,7 @@ def analyse(
         settings=trial_settings(log_path, settings),
         iterations=tuple(scraped.iterations),
         latency=lat,
+        breakdown=parts,
         peak_rss_mb=peaks["peak_rss_mb"],
         peak_device_mb=peaks["peak_device_mb"],
         **figures,

@@ -36,6 +36,7 @@ class TrialResult:
     work: Optional[Dict[str, float]] = None  # mean work per iteration over the window
     settings: Optional[Dict[str, Any]] = None  # the framework's normalized settings; None: not known
     latency: Optional[Dict[str, Any]] = None  # an inference trial's: harness.measure.latency.trial_latency
+    breakdown: Optional[Dict[str, Any]] = None  # where its step went: harness.measure.breakdown.trial_breakdown
     iterations: Tuple[Iteration, ...] = ()
 
     def __post_init__(self) -> None:
@@ -47,7 +48,7 @@ class TrialResult:
         return self.status == "failed"
 
     def columns(self) -> Dict[str, Any]:
-        """Column -> value of the store's trials row (schema 3); the iterations have their own table."""
+        """Column -> value of the store's trials row (schema 5); the iterations have their own table."""
         return {
             "status": self.status,
             "reason": self.reason,
@@ -70,6 +71,7 @@ class TrialResult:
             "work_json": _json(self.work),
             "settings_json": _json(self.settings),
             "latency_json": _json(self.latency),
+            "breakdown_json": _json(self.breakdown),
         }
 
 

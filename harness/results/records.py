@@ -2,7 +2,7 @@
 
 The store (harness.results.store) keeps runs, their planned cells, their trials and each
 trial's iteration records in SQLite, with the structured values (the scenario, the host, the
-limits, the order, and per trial the argv, settings, telemetry, window, work and latency) as
+limits, the order, and per trial the argv, settings, telemetry, window, work, latency and breakdown) as
 JSON text. Every such column is decoded here, once, into the field of its record:
 
     StoredRun        a run: its scenario (StoredScenario; `validated()` gives the whole Scenario
@@ -297,6 +297,7 @@ class StoredTrial(_Row):
     peak_rss_mb: Optional[float] = None
     peak_device_mb: Optional[float] = None
     latency: Optional[Dict[str, Any]] = None  # an inference trial's (harness.measure.latency)
+    breakdown: Optional[Dict[str, Any]] = None  # where its step went (harness.measure.breakdown)
     columns: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -336,6 +337,7 @@ class StoredTrial(_Row):
             work=self.work,
             settings=self.settings,
             latency=self.latency,
+            breakdown=self.breakdown,
             iterations=tuple(tuple(it) for it in iterations),
         )
 
@@ -386,6 +388,7 @@ def trial_of(row: Any) -> StoredTrial:
         peak_rss_mb=c.get("peak_rss_mb"),
         peak_device_mb=c.get("peak_device_mb"),
         latency=_mapping(c.get("latency_json")),
+        breakdown=_mapping(c.get("breakdown_json")),
         columns=c,
     )
 

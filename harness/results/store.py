@@ -19,7 +19,8 @@ compute peak per precision and each cell's counted work per image (harness.measu
 from which reports give achieved TFLOP/s and the fraction of peak. Schema 4 added, per run,
 order_json: how the trials of each round were ordered ({"seed": N, "drawn": bool}: shuffled from that
 seed, drawn by `detbench run` where the scenario gave none; empty for a run stored before, whose
-rounds ran cell by cell in a fixed order). An older store gains the newer columns, empty, the first
+rounds ran cell by cell in a fixed order). Schema 5 added, per trial, breakdown_json: where its step time
+went, phase by phase (harness.measure.breakdown). An older store gains the newer columns, empty, the first
 time this version opens it.
 """
 
@@ -39,7 +40,7 @@ from harness.vocab import names
 from harness.errors import ResultsWriteError, UserError
 from harness.results import records
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 APPLICATION = "detbench"
 DB_NAME = "detbench.sqlite"
 
@@ -65,7 +66,7 @@ CREATE TABLE trials (
     exact INTEGER, peak_mem_mb REAL, records INTEGER, scrape_errors INTEGER,
     fingerprint TEXT, telemetry_json TEXT,
     figure_kind TEXT, window_json TEXT, work_json TEXT, peak_rss_mb REAL, peak_device_mb REAL,
-    latency_json TEXT,
+    latency_json TEXT, breakdown_json TEXT,
     UNIQUE (run_id, seq));
 CREATE INDEX trials_by_cell ON trials (run_id, cell_key);
 CREATE TABLE iterations (
@@ -86,6 +87,7 @@ UPGRADES = {
     ),
     3: (("trials", "latency_json TEXT"), ("runs", "limits_json TEXT")),
     4: (("runs", "order_json TEXT"),),
+    5: (("trials", "breakdown_json TEXT"),),
 }
 
 

@@ -124,11 +124,12 @@ def test_a_damaged_json_column_reads_as_empty_and_the_rest_of_the_row_stays(tmp_
     store.close()
 
 
-SCHEMA_3 = store_mod.SCHEMA.replace(", limits_json TEXT,\n    order_json TEXT);", ", limits_json TEXT);")
+SCHEMA_3 = store_mod.SCHEMA.replace(", limits_json TEXT,\n    order_json TEXT);", ", limits_json TEXT);").replace(
+    "latency_json TEXT, breakdown_json TEXT,", "latency_json TEXT,")
 
 
 def test_a_schema_3_store_opens_and_its_runs_read_without_an_order(tmp_path):
-    assert SCHEMA_3 != store_mod.SCHEMA    # the schema this version writes still adds order_json last
+    assert "order_json" not in SCHEMA_3 and "breakdown_json" not in SCHEMA_3   # what schemas 4 and 5 add
     root = tmp_path / "r"
     root.mkdir()
     db = sqlite3.connect(str(root / store_mod.DB_NAME))
@@ -147,6 +148,7 @@ def test_a_schema_3_store_opens_and_its_runs_read_without_an_order(tmp_path):
     assert run.order is None and run.limits is None and run.scenario.warmup == 2 and run.host == HOST
     [trial] = store.read_trials("old")
     assert (trial.throughput, trial.window, trial.latency, trial.argv) == (200.0, (3, 12), None, None)
+    assert trial.breakdown is None
     store.close()
 
 
