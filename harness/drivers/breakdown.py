@@ -226,14 +226,18 @@ def attach(model, optimizer, framework, model_name, emit=None, sync=None):
     return Breakdown(model, optimizer, per_model[model_name], emit=emit, sync=sync)
 
 
-def attach_from_env(model, optimizer, environ=None, emit=None):
+def attach_from_env(model, optimizer, environ=None, emit=None, unable=None):
     """attach() as DETBENCH_BREAKDOWN ("<framework>/<model>") asks, or None where it is unset; a
-    mapping that cannot attach prints one error line and returns None, training unchanged."""
+    mapping that cannot attach, or a program `unable` (why) to run hooks, prints one error line and
+    returns None, training unchanged."""
     value = (os.environ if environ is None else environ).get(jsonlog.BREAKDOWN_ENV)
     if not value:
         return None
     emit = emit or (lambda line: print(line, flush=True))
     framework, _, model_name = value.partition("/")
+    if unable:
+        emit(jsonlog.breakdown_error_line("%s %s: %s" % (framework, model_name, unable)))
+        return None
     sync = None
     try:
         params = [p for p in model.parameters()]

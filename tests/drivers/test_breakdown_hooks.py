@@ -151,6 +151,17 @@ def test_without_the_variable_nothing_is_attached(capsys):
     assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
 
 
+def test_a_program_that_cannot_run_hooks_says_why_in_one_line(capsys):
+    model = torch.nn.Linear(2, 2)
+    assert breakdown.attach_from_env(model, torch.optim.SGD(model.parameters(), lr=0.1),
+                                     {jsonlog.BREAKDOWN_ENV: "detbench-trainer/mask_rcnn"},
+                                     unable="train.cuda_graph's replays run no hooks") is None
+    (line,) = capsys.readouterr().out.splitlines()
+    assert jsonlog.read_breakdown(line[len(jsonlog.BREAKDOWN_PREFIX):]) == (
+        None, None, "detbench-trainer mask_rcnn: train.cuda_graph's replays run no hooks")
+    assert not model._forward_hooks
+
+
 @pytest.mark.parametrize("value, why", [
     ("effdet/retinanet", "no breakdown mapping for framework 'effdet'"),
     ("torchvision/ssd", "no torchvision breakdown mapping for model 'ssd'"),

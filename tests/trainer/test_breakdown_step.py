@@ -14,11 +14,11 @@ from harness import jsonlog  # noqa: E402
 from harness.measure import breakdown, ingest  # noqa: E402
 
 
-def train(monkeypatch, config, model_name, iterations, env=True):
+def train(monkeypatch, config, model_name, iterations, env=True, sets=()):
     from harness.trainer import data, engine
     from harness.trainer.config import apply_overrides, load_config_module
     module = load_config_module(config_path(config))
-    cfg = apply_overrides(module.CONFIG, ["train.max_iter=%d" % iterations])
+    cfg = apply_overrides(module.CONFIG, ["train.max_iter=%d" % iterations] + list(sets))
     torch.manual_seed(0)
     device = torch.device("cpu")
     model = engine.prepare_model(module.build_detector(cfg), cfg, device, 1)
@@ -51,3 +51,12 @@ def test_without_the_variable_the_trainer_prints_no_breakdown(monkeypatch):
     monkeypatch.delenv(jsonlog.BREAKDOWN_ENV, raising=False)
     text = train(monkeypatch, "retina_tiny", "retinanet", 2, env=False)
     assert jsonlog.ITER_PREFIX in text and jsonlog.BREAKDOWN_PREFIX not in text
+
+
+def test_a_captured_step_says_in_one_line_that_it_runs_no_hooks(monkeypatch):
+    # on the CPU the static-input step runs uncaptured (engine.train), as the tests of graphs.py run it
+    text = train(monkeypatch, "retina_tiny", "retinanet", 2, sets=["train.cuda_graph=true"])
+    lines = [line for line in text.splitlines() if line.startswith(jsonlog.BREAKDOWN_PREFIX)]
+    assert [jsonlog.read_breakdown(line[len(jsonlog.BREAKDOWN_PREFIX):]) for line in lines] == [
+        (None, None, "detbench-trainer retinanet: train.cuda_graph's replays run no hooks")]
+    assert text.count(jsonlog.ITER_PREFIX) == 2
