@@ -98,11 +98,13 @@ def test_markdown_and_html_show_the_tables_the_bars_and_the_lines(results):
     text = markdown.render(report)
     assert "### Where the step time goes on local" in text
     assert "| backbone forward | 250 | 25.0% | - |" in text
-    assert "Peak memory, Faster R-CNN" in text and "resident 10" in text
+    assert "Peak memory, Faster R-CNN" in text and "resident 1009 MiB, device -" in text
     page = html.render(report)
     assert 'id="breakdown"' in page and 'alt="step breakdown, faster r-cnn w/ fpn fp32"' in page
     assert "<td>backbone forward</td><td>250</td><td>25.0%</td>" in page
     assert "no submodule &#39;roi_heads.box_pooler&#39;" in page
+    # each cell's highest repeat: the trainer's third repeat is the run's 10th trial
+    assert "Peak memory, Faster R-CNN w/ FPN (" in page and "resident 1010 MiB, device -" in page
 
 
 def test_the_api_returns_a_row_per_phase_of_each_trial(results):
