@@ -36,6 +36,7 @@ def test_the_phases_add_up_to_the_measured_step_within_3_percent(monkeypatch, tm
     (tmp_path / "trial.json").write_text(json.dumps({"exit_code": 0, "end_wall": 1.0}))
     result = ingest.analyse(str(tmp_path), "detbench-jsonl", 2, 3, 2)
     assert result.status == "done", result.reason
+    assert result.scrape_errors == 0
     got = result.breakdown
     assert got["mismatch"] is None, got
     assert abs(got["hooked_step_s"] - result.iteration_time_s) <= 0.03 * result.iteration_time_s
