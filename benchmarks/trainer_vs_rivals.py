@@ -6,11 +6,13 @@ weights file per model, one generated COCO set per size, the same thread count a
 learning-rate setting for all), runs it with `detbench run` (a fresh process per trial, every
 round of repeats in its own shuffled order), and reads that one run back through the report.
 Per size, model and precision it prints each framework's median images/s, its share of the
-machine's measured peak (MFU) and its flags, and the bundled trainer's ratio to each rival with a
+machine's measured peak (MFU), its peak resident and device memory (runner.py's, the highest
+over the repeats) and its flags, and the bundled trainer's ratio to each rival with a
 95% bootstrap interval over the repeats, a verdict, and the report's "Not like for like" lines
 for that model. Every comparison pairs cells of one run; a pair from two runs is refused.
 
-    python benchmarks/trainer_vs_rivals.py                     # 3 models x fp32/bf16, 320x320 and 512x512
+    python benchmarks/trainer_vs_rivals.py                     # 3 models x fp32/bf16, 320x320, 512x512, 800x1344
+    python benchmarks/trainer_vs_rivals.py --breakdown         # and where each framework's step time goes
     python benchmarks/trainer_vs_rivals.py --models retinanet --precisions fp32 --sizes 320x320 --repeats 3
     python benchmarks/trainer_vs_rivals.py --exclude mmdetection="not installed here"
     python benchmarks/trainer_vs_rivals.py --quick             # one cheap cell per framework: does it run
@@ -53,7 +55,11 @@ from harness.vocab import catalog  # noqa: E402
 
 OURS = "detbench-trainer"
 RIVALS = ("torchvision", "mmdetection", "detectron2")
-SIZES = ("320x320", "512x512")
+# the configs' own size, 800x1344, as SimpleDet's tables and every seed's use it, besides two smaller ones
+SIZES = ("320x320", "512x512", "800x1344")
+# (warmup, measured iterations) where a size's step takes tens of seconds on a few cores, unless
+# --warmup or --measure is given
+WINDOWS = {"800x1344": (1, 3)}
 TWO_STAGE = catalog.TWO_STAGE
 MODELS = ("retinanet",) + TWO_STAGE
 FP32_TWO_STAGE = 1.3     # Faster and Mask R-CNN fp32, against every rival, at every size
@@ -114,7 +120,12 @@ def scenario(args, work, frameworks, size):
     # only the exclusions that still match a cell (a scenario refuses one that matches none)
     doc["exclude"] = [e for e in doc.get("exclude", [])
                       if all(e[k] in axes[k] for k in axes if k in e)]
-    doc.update(input_size=parse_size(size), warmup=args.warmup, measure=args.measure, repeats=args.repeats)
+    warmup, measured = WINDOWS.get(size, (2, 8))
+    warmup = warmup if getattr(args, "warmup", None) is None else args.warmup
+    measured = measured if getattr(args, "measure", None) is None else args.measure
+    doc.update(input_size=parse_size(size), warmup=warmup, measure=measured, repeats=args.repeats)
+    if getattr(args, "breakdown", False):
+        doc["breakdown"] = True     # every trial also prints where its step goes (harness/drivers/breakdown.py)
     data = os.path.join(work, "coco-%s" % size)
     doc["data"] = {"annotations": os.path.join(data, "annotations", "instances_train.json"),
                    "images": os.path.join(data, "images")}
@@ -184,6 +195,8 @@ class Cell:
     na: Optional[str]
     run_id: Optional[str]
     notes: Tuple[str, ...] = ()      # the table's "Not like for like" lines for this model
+    rss_mb: Optional[float] = None   # peak resident memory of the trial's process tree, highest repeat
+    device_mb: Optional[float] = None  # peak device memory of its processes, highest repeat
 
 
 @dataclass(frozen=True)
@@ -213,6 +226,7 @@ class Reading:
     cells: List[Cell] = field(default_factory=list)
     comparisons: List[Comparison] = field(default_factory=list)
     left_out: List[Tuple[str, str]] = field(default_factory=list)   # (rival, why) left out by name
+    breakdown: str = ""     # the report's step breakdown of the run, where its trials printed one
 
 
 def cells_of(report):
@@ -227,7 +241,8 @@ def cells_of(report):
             out[(model, table.precision, fw)] = Cell(
                 model=model, precision=table.precision, framework=fw, throughput=e.throughput,
                 n=d.n if d else 0, mfu=d.mfu if d else None, flags=tuple(e.flags), na=e.na,
-                run_id=d.run_id if d else None, notes=tuple(n for n in table.notes if n.startswith(prefix)))
+                run_id=d.run_id if d else None, notes=tuple(n for n in table.notes if n.startswith(prefix)),
+                rss_mb=d.peak_rss_mb if d else None, device_mb=d.peak_device_mb if d else None)
     return out
 
 
@@ -278,7 +293,12 @@ def comparisons(report, excluded=()):
 
 # ------------------------------------------------------------------ the table
 
-HEADER = "%-12s %-9s %-17s %14s %7s  %s" % ("model", "precision", "framework", "images/s (n)", "MFU", "flags")
+HEADER = "%-12s %-9s %-17s %14s %7s %9s %9s  %s" % ("model", "precision", "framework", "images/s (n)", "MFU",
+                                                   "RSS MiB", "dev MiB", "flags")
+
+
+def _mib(value):
+    return "%.0f" % value if value else "-"
 
 
 def cell_line(cell):
@@ -287,8 +307,9 @@ def cell_line(cell):
     else:
         figure = "%8.3f (%d)" % (cell.throughput, cell.n)
         mfu = "%5.1f%%" % (100 * cell.mfu) if cell.mfu is not None else "-"
-    text = "%-12s %-9s %-17s %14s %7s  %s" % (cell.model, cell.precision, cell.framework, figure, mfu,
-                                              ", ".join(cell.flags) or "-")
+    text = "%-12s %-9s %-17s %14s %7s %9s %9s  %s" % (cell.model, cell.precision, cell.framework, figure, mfu,
+                                                      _mib(cell.rss_mb), _mib(cell.device_mb),
+                                                      ", ".join(cell.flags) or "-")
     return text + ("  (NA: %s)" % cell.na if cell.na else "")
 
 
@@ -411,7 +432,11 @@ def read_run(results, run_id="latest", excluded=None):
     if others:
         scope += "; every framework with %s" % " ".join("%s=%s" % kv for kv in others)
     left_out = [(name, why) for name, why in sorted(excluded.items())]
-    return Reading(run_id, size, scope, list(cells.values()), comps, left_out)
+    parts = ""
+    if report.breakdowns or report.breakdown_notes:
+        from harness.report import markdown
+        parts = markdown.breakdown_text(report)
+    return Reading(run_id, size, scope, list(cells.values()), comps, left_out, parts)
 
 
 def bf16_reason(precisions):
@@ -438,6 +463,8 @@ def report_all(readings, bf16_why):
     for reading in readings:
         print(render(reading))
         print()
+        if reading.breakdown:
+            print(reading.breakdown)
     lines, missed, met = target_lines(readings, bf16_why)
     print("targets:")
     for line in lines:
@@ -466,8 +493,11 @@ def _main(argv):
     p.add_argument("--sizes", "--size", dest="sizes", default=",".join(SIZES),
                    help="input sizes, one run each (default %(default)s)")
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--measure", type=int, default=8)
+    p.add_argument("--warmup", type=int, default=None, help="iterations before the window (default 2; 1 at 800x1344)")
+    p.add_argument("--measure", type=int, default=None,
+                   help="measured iterations (default 8; 3 at 800x1344, whose step takes tens of seconds)")
+    p.add_argument("--breakdown", action="store_true",
+                   help="every trial also breaks its step down into phases (the report's step breakdown)")
     p.add_argument("--images", type=int, default=64, help="images in each generated COCO set")
     p.add_argument("--exclude", action="append", metavar="NAME[=REASON]",
                    help="leave a rival out by name, with the reason printed (repeat or comma-separate)")

@@ -9,6 +9,7 @@ latencies as pandas DataFrames with typed columns.
         trials = results.trials(run="latest")      # one row per trial, in run order
         its = results.iterations(run="latest")     # one row per iteration record
         lat = results.latencies()                  # one row per finished inference trial
+        parts = results.breakdowns(run="latest")   # one row per phase of each trial's step breakdown
 
 `run` is a run id, "latest" for the newest run, or None (the default) for every run. A cell's
 figure is the report's: the median images/s over its finished repeats with its spread and the
@@ -71,6 +72,11 @@ ITERATION_COLUMNS = (
 LATENCY_COLUMNS = (
     ("trial_id", "string"),) + CELL_KEY_COLUMNS[:6] + (
     ("batch", "int64"), ("repeat", "int64"), ("batches", "Int64"), ("mean_ms", "float64"))
+BREAKDOWN_COLUMNS = (
+    ("trial_id", "string"),) + CELL_KEY_COLUMNS[:6] + (
+    ("repeat", "int64"), ("phase", "string"), ("ms", "float64"), ("share_of_step", "float64"),
+    ("step_ms", "float64"), ("hooked_step_ms", "float64"), ("iterations", "Int64"), ("mismatch", "string"),
+    ("error", "string"))
 LATENCY_TAIL = tuple((name[:-2] + "_ms", "float64") for name in PHASES) + (("detections_per_image", "float64"),)
 
 
@@ -215,6 +221,31 @@ class Results:
                 rows.append(row)
         columns = LATENCY_COLUMNS + tuple(("p%g_ms" % p, "float64") for p in sorted(percentiles)) + LATENCY_TAIL
         return _frame(rows, columns)
+
+    def breakdowns(self, run: Optional[str] = None) -> "pandas.DataFrame":
+        """One row per phase of each finished trial's step breakdown (harness.measure.breakdown)
+        in the selected runs: the phase's mean ms per measured iteration (data: the framework's
+        own data time; rest: the measured step less the phases), its share of the measured step,
+        the step, the hooks' own step and why its phases miss the step, where they do; a trial
+        whose program could not attach its hooks is one row with its error and no phase."""
+        rows: List[Row] = []
+        for r in self.run_records(run):
+            for t in self.store.read_trials(r.id):
+                part = t.breakdown
+                if not (t.done and part):
+                    continue
+                base = dict(_key_parts(t.cell_key), run_id=t.run_id, trial_id=t.id, repeat=t.repeat)
+                if part.get("error"):
+                    rows.append(dict(base, error=str(part["error"])))
+                    continue
+                step = _figure(part.get("step_s"))
+                for phase, seconds in (part.get("phases") or {}).items():
+                    spent = _figure(seconds)
+                    rows.append(dict(base, phase=phase, ms=_ms(spent), step_ms=_ms(step),
+                                     share_of_step=spent / step if step and spent is not None else None,
+                                     hooked_step_ms=_ms(part.get("hooked_step_s")),
+                                     iterations=_count(part.get("iterations")), mismatch=part.get("mismatch")))
+        return _frame(rows, BREAKDOWN_COLUMNS)
 
 
 # ------------------------------------------------------------------ helpers

@@ -24,6 +24,11 @@ PHASES_PREFIX = "DETBENCH_PHASES "
 # what one training iteration drew from the data set, as the framework's own loader drew it:
 # {"iteration": N, "epoch": E, "views": [[image_id, flipped], ...]}
 DATA_PREFIX = "DETBENCH_DATA "
+# where one training step's time went (harness/drivers/breakdown.py), after its optimizer step:
+# {"iteration": N, "step_s": S, "phases": {name: seconds}}, or {"error": text} once where it cannot attach
+BREAKDOWN_PREFIX = "DETBENCH_BREAKDOWN "
+# set to "<framework>/<model>" in a trial's environment, it asks the program for BREAKDOWN lines
+BREAKDOWN_ENV = "DETBENCH_BREAKDOWN"
 
 # keys of an ITER object
 ITERATION = "iteration"      # 1-based index of the iteration that just ended
@@ -179,3 +184,44 @@ def parse_settings_line(line):
         return read_settings(line[len(SETTINGS_PREFIX):])
     except ValueError:
         return None
+
+
+# keys of a BREAKDOWN object besides ITERATION
+STEP_S = "step_s"    # seconds from the end of the previous optimizer step (or the attaching) to the end of this one
+PHASES = "phases"    # {phase: seconds of this step}
+ERROR = "error"      # why no breakdown could be attached (the line's only key)
+
+
+def breakdown_line(iteration, step_s, phases):
+    """Return one BREAKDOWN line (without the newline)."""
+    obj = {ITERATION: int(iteration), STEP_S: float(step_s),
+           PHASES: {str(k): round(float(v), 9) for k, v in phases.items()}}
+    return BREAKDOWN_PREFIX + json.dumps(obj, separators=(",", ":"))
+
+
+def breakdown_error_line(text):
+    """Return the BREAKDOWN line saying why the breakdown could not be attached."""
+    return BREAKDOWN_PREFIX + json.dumps({ERROR: str(text)}, separators=(",", ":"))
+
+
+def read_breakdown(payload: str) -> Tuple[Any, Any, Any]:
+    """(iteration, step_s, {phase: seconds}) or (None, None, error text) of the JSON text after a
+    BREAKDOWN prefix; ValueError saying what is wrong otherwise."""
+    try:
+        obj = json.loads(payload)
+    except (ValueError, RecursionError):
+        raise ValueError("the %sline is not JSON" % BREAKDOWN_PREFIX) from None
+    if isinstance(obj, dict) and isinstance(obj.get(ERROR), str) and len(obj) == 1:
+        return None, None, obj[ERROR]
+    iteration = obj.get(ITERATION) if isinstance(obj, dict) else None
+    step = obj.get(STEP_S) if isinstance(obj, dict) else None
+    phases = obj.get(PHASES) if isinstance(obj, dict) else None
+    if not isinstance(iteration, int) or isinstance(iteration, bool) or not _seconds(step) \
+            or not isinstance(phases, dict) or not all(_seconds(v) for v in phases.values()):
+        raise ValueError("the %sline is not {%r: N, %r: S, %r: {phase: seconds}}"
+                         % (BREAKDOWN_PREFIX, ITERATION, STEP_S, PHASES))
+    return iteration, float(step), {str(k): float(v) for k, v in phases.items()}
+
+
+def _seconds(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 and value == value

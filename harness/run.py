@@ -247,7 +247,7 @@ def _execute_trials(store, run_id, sc, launcher, out):
             progress.start(trial, cell.key, trial["repeat"], trial_dir)
             store.mark_running(trial["id"])
             try:
-                launcher.run(trial_dir, list(trial.argv), sc.env, sc.timeout_s, cell,
+                launcher.run(trial_dir, list(trial.argv), ctx.env, sc.timeout_s, cell,
                              files=fw.trial_files(ctx))
             except KeyboardInterrupt:
                 store.mark_pending(trial["id"])

@@ -383,7 +383,7 @@ class Bisect:
         self.store.mark_running(trial_id)
         try:
             runner = launch.launcher("local")(code_root=arm.code_root)
-            runner.run(trial_dir, argv, sc.env, sc.timeout_s, cell, files=fw.trial_files(ctx))
+            runner.run(trial_dir, argv, ctx.env, sc.timeout_s, cell, files=fw.trial_files(ctx))
         except BaseException:
             self.store.mark_pending(trial_id)
             raise

@@ -44,6 +44,16 @@ class InputError(ValueError):
     """Input a driver cannot use (an unreadable annotations file or image): one line naming it."""
 
 
+def breakdown_hooks(model, optimizer):
+    """breakdown.attach_from_env(model, optimizer): where the trial's environment asks for it, the
+    phases of each training step timed through the model's and optimizer's own hooks."""
+    try:
+        from harness.drivers import breakdown
+    except ImportError:     # run as a script in a framework's pinned env
+        import breakdown
+    return breakdown.attach_from_env(model, optimizer)
+
+
 # --- the flags --------------------------------------------------------------------------------
 
 def inference_parser(description, models=None, model_required=True, nms_threshold=0.5, device=True, prog=None):

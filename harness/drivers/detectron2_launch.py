@@ -475,6 +475,7 @@ def install(args, output_dir):
             print(common.jsonlog.settings_line(*as_run(args, trainer.cfg, trainer)), flush=True)
             if args.precision == "bf16":
                 bf16_forward(trainer.model)
+            common.breakdown_hooks(trainer.model, trainer.optimizer)   # where the environment asks for it
 
         def after_step(self):
             done = self.trainer.iter + 1

@@ -295,6 +295,7 @@ def register():
                     torch.get_num_threads(), "yes" if counted else "no (unknown detector)"), flush=True)
                 ran = as_run(runner.cfg, net, runner.optim_wrapper, runner.world_size, torch.get_num_threads())
                 print(common.jsonlog.settings_line(*ran), flush=True)
+                common.breakdown_hooks(net, runner.optim_wrapper.optimizer)
 
         def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
             line = self.counter.line(runner.iter + 1)

@@ -721,6 +721,7 @@ def main(argv=None):
               per_epoch),
           flush=True)
     print(common.jsonlog.settings_line(*as_run(args, model, optimizer, loader, amp_dtype, device)), flush=True)
+    common.breakdown_hooks(model, optimizer)
     work = WorkCounter(model)
     history = {}
     start = end = epoch_start = time.perf_counter()   # the first iteration's time starts here, with the loader

@@ -9,7 +9,7 @@ import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from harness import jsonlog
-from harness.measure import divergence, drawn, latency, logfigure, scrapers, stats, work
+from harness.measure import breakdown, divergence, drawn, latency, logfigure, scrapers, stats, work
 from harness.plan.fingerprint import fingerprint
 from harness.plan import trialfiles
 from harness.plan.trialfiles import read_trial_json
@@ -222,6 +222,16 @@ def analyse(
     peaks = memory_peaks(summary)
     means = work.window_means(log_path, warmup + 1, warmup + measure, run_lines(chosen)) if reason is None else None
     data = drawn.trial_summary(log_path, warmup + 1, warmup + measure, run_lines(chosen)) if reason is None else None
+    parts = None
+    if reason is None:
+        parts = breakdown.trial_breakdown(
+            log_path,
+            warmup + 1,
+            warmup + measure,
+            figures.get("iteration_time_s"),
+            figures.get("data_time_s"),
+            run_lines(chosen),
+        )
     return TrialResult(
         status="failed" if reason else "done",
         reason=reason,
@@ -237,6 +247,7 @@ def analyse(
         settings=trial_settings(log_path, settings),
         iterations=tuple(scraped.iterations),
         latency=lat,
+        breakdown=parts,
         peak_rss_mb=peaks["peak_rss_mb"],
         peak_device_mb=peaks["peak_device_mb"],
         **figures,

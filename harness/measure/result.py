@@ -38,6 +38,7 @@ class TrialResult:
     drawn: Optional[Dict[str, Dict[str, float]]] = None
     settings: Optional[Dict[str, Any]] = None  # the framework's normalized settings; None: not known
     latency: Optional[Dict[str, Any]] = None  # an inference trial's: harness.measure.latency.trial_latency
+    breakdown: Optional[Dict[str, Any]] = None  # where its step went: harness.measure.breakdown.trial_breakdown
     iterations: Tuple[Iteration, ...] = ()
 
     def __post_init__(self) -> None:
@@ -73,6 +74,7 @@ class TrialResult:
             "settings_json": _json(self.settings),
             "latency_json": _json(self.latency),
             "drawn_json": _json(self.drawn),
+            "breakdown_json": _json(self.breakdown),
         }
 
 

@@ -24,7 +24,7 @@ from pydantic import Discriminator, Field, Tag, ValidationError, ValidationInfo,
 
 from harness.vocab import catalog, names
 from harness.plan import platforms, yamlfile
-from harness import frameworks
+from harness import frameworks, jsonlog
 from harness.errors import UserError, located
 from harness.frameworks.base import TrialContext
 from harness.plan.strict import Strict
@@ -226,6 +226,8 @@ class Scenario(Strict):
     options: Dict[str, Dict[str, Union[str, int, float, bool]]] = {}
     exclude: List[Exclude] = []
     accuracy: Optional[AccuracyOptions] = None
+    # every trial also prints where its step's time goes (DETBENCH_BREAKDOWN, harness/drivers/breakdown.py)
+    breakdown: bool = False
 
     @field_validator("batch_sizes")
     @classmethod
@@ -439,6 +441,8 @@ def _check_mode(scenario: Scenario, fail: Fail) -> None:
     """Keys of the other mode are an error (set in the file, not defaulted), as are the inference
     settings a scenario cannot honour: a percentile needs enough measured batches above it."""
     given = scenario.model_fields_set
+    if scenario.breakdown and scenario.mode != TRAIN:
+        fail(("breakdown",), "the step breakdown is for training speed runs (mode: train)")
     if scenario.inference:
         for key in TRAINING_ONLY:
             if key in given:
@@ -585,6 +589,15 @@ def images_per_iteration(sc: Scenario, cell: Cell) -> int:
     return batch_per_device(sc, cell) * cell.gpus * cell.nodes
 
 
+def trial_env(sc: Scenario, cell: Cell) -> Dict[str, str]:
+    """The environment a cell's trials run with: the scenario's, and with `breakdown: true` the
+    variable that asks the program for its step breakdown (harness/drivers/breakdown.py)."""
+    env = dict(sc.env)
+    if sc.breakdown:
+        env[jsonlog.BREAKDOWN_ENV] = "%s/%s" % (cell.framework, cell.model)
+    return env
+
+
 def context(sc: Scenario, cell: Cell, python: str = sys.executable, rendezvous: Optional[Any] = None) -> TrialContext:
     """The TrialContext a framework's adapter builds the trial of `cell` from."""
     data = None
@@ -606,7 +619,7 @@ def context(sc: Scenario, cell: Cell, python: str = sys.executable, rendezvous: 
         python=python,
         seed=sc.seed,
         rendezvous=rendezvous,
-        env=dict(sc.env),
+        env=trial_env(sc, cell),
         weights=os.path.abspath(sc.weights[cell.model]) if cell.model in sc.weights else None,
         inference=sc.postprocess.model_dump() if sc.inference else None,
     )

@@ -14,7 +14,7 @@ from harness.vocab import catalog
 from harness.plan import platforms
 from harness.report import accuracy as accuracy_mod
 from harness.report import accuracy_verdict
-from harness.report import inference, measured, rows as store_rows, scaling
+from harness.report import breakdown, inference, measured, rows as store_rows, scaling
 from harness.report import published as published_mod
 from harness.report.model import TRIAL_COLUMNS, Failure, Report, Run, Table, Trace
 from harness.results.records import StoredCell
@@ -83,6 +83,7 @@ def from_rows(
     cells = [c for c in store_rows.figure_order(data.cells) if not c["excluded"]]
     summary, spec = platform_facts(platform)
     trials = trial_rows(data)
+    parts, part_notes = breakdown.breakdowns(data, cells)
     return Report(
         platform=platform,
         generated=time.time(),
@@ -102,6 +103,8 @@ def from_rows(
         rows=rows,
         latency=tuple(inference.latency_tables(inference_entries, data.runs)),
         inference=tuple(inference.side_by_side(inference_entries, batch)),
+        breakdowns=parts,
+        breakdown_notes=part_notes,
     )
 
 

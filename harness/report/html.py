@@ -17,7 +17,7 @@ import jinja2
 from harness import __version__, frameworks
 from harness.vocab import catalog
 from harness.measure import flags, work
-from harness.report import figures, markdown, plots
+from harness.report import breakdown, figures, markdown, plots
 from harness.report.digits import figure
 from harness.report.model import ITERATION, THROUGHPUT, Entry, LatencyTable, Report, Run, Table, Trace
 from harness.report.scaling import Layout, ScalingPoint, SeriesKey
@@ -401,5 +401,38 @@ def render(report: Report) -> str:
         "traces": traces_view(report.traces),
         "failed": report.failed,
         "inference": inference_view(report),
+        "breakdown": breakdown_view(report),
+        "breakdown_intro": breakdown.INTRO,
+        "breakdown_notes": report.breakdown_notes,
     }
     return str(environment().get_template("report.html.j2").render(**context))
+
+
+def breakdown_view(report: Report) -> List[View]:
+    """Per model and precision, a stacked bar per framework of its step's phases, and each
+    framework's table of them (harness.report.breakdown)."""
+    groups: Dict[Tuple[str, str], List[Any]] = {}
+    for b in report.breakdowns:
+        groups.setdefault((b.model, b.precision), []).append(b)
+    out: List[View] = []
+    for (model, precision), cells in groups.items():
+        title = "Step breakdown, %s %s" % (catalog.model_title(model), catalog.precision_title(precision))
+        items = [(b.framework, [(r.phase, r.seconds * 1000.0) for r in b.phases]) for b in cells]
+        tables = [
+            {
+                "title": b.title,
+                "cell": b.cell_key,
+                "rows": [
+                    (
+                        r.phase,
+                        figure(r.seconds * 1000.0),
+                        "%.1f%%" % (100.0 * r.share_of_step),
+                        "-" if r.share_of_peak is None else "%.0f%%" % (100.0 * r.share_of_peak),
+                    )
+                    for r in b.phases + b.counted
+                ],
+            }
+            for b in cells
+        ]
+        out.append({"title": title, "image": image(plots.step_breakdown_bars(items, title)), "tables": tables})
+    return out

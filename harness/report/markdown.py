@@ -4,7 +4,7 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from harness.vocab import catalog
 from harness.measure import flags
-from harness.report import inference, scaling
+from harness.report import breakdown, inference, scaling
 from harness.report.digits import figure
 from harness.report.model import INFERENCE, ITERATION, THROUGHPUT, Entry, LatencyTable, Report, Table
 from harness.report.published import SPEED
@@ -37,6 +37,8 @@ def render(report: Report, details: bool = True) -> str:
     text = scaling_text(report.scaling)
     if text:
         parts.append(text)
+    if report.breakdowns or report.breakdown_notes:
+        parts.append(breakdown_text(report))
     if not details and any(t.details for t in report.shown):
         parts.append("Scope, implementation, work and place check under each table: detbench report --details.\n")
     return "\n".join(parts)
@@ -282,3 +284,19 @@ def scaling_text(series: Mapping[scaling.SeriesKey, Sequence[Tuple[scaling.Layou
             lines[-1] += " No single-device run: efficiency is relative to %d devices." % base
         parts.append("\n".join(lines) + "\n")
     return "\n".join(parts)
+
+
+def breakdown_text(report: Report) -> str:
+    """Each cell's step breakdown as a table under its heading, then the lines naming the cells
+    whose breakdown is missing or does not add up."""
+    lines = ["### Where the step time goes on %s" % report.platform, "", breakdown.INTRO, ""]
+    for b in report.breakdowns:
+        lines += [
+            "#### %s" % b.title,
+            "",
+            "Step %s ms, median of %d repeat%s." % (figure(b.step_s * 1000.0), b.trials, "" if b.trials == 1 else "s"),
+            "",
+        ]
+        lines += breakdown.table_lines(b) + [""]
+    lines += list(report.breakdown_notes)
+    return "\n".join(lines) + "\n"

@@ -318,7 +318,8 @@ def tables(rows: Rows, ci: bool = True) -> List[Table]:
         work = work_lines(cells, columns, models)
         drawn_notes = drawn_lines(cells, columns, models)
         place = [line for line in (places.get(r, (None, None))[1] for r in sorted({d.run_id for d in done})) if line]
-        notes += implementation + work + drawn_notes + compute_lines(cells, columns, models, prec) + place
+        notes += implementation + work + drawn_notes + compute_lines(cells, columns, models, prec)
+        notes += memory_lines(cells, columns, models) + place
         # the terminal shows these with --details only
         details = notes[:1] + implementation + work + drawn_notes + place
         cells = work_flags(cells, columns, models)
@@ -533,6 +534,29 @@ def work_lines(cells: RowCells, columns: Sequence[Column], models: Sequence[str]
                 "Work per iteration, %s (%s): %s."
                 % (catalog.model_title(model), " | ".join(c.title for c in columns), text)
             )
+    return lines
+
+
+def memory_lines(cells: RowCells, columns: Sequence[Column], models: Sequence[str]) -> List[str]:
+    """Per model row, each column's peak resident memory of its process tree and peak device memory
+    (runner.py's, the highest over its repeats; '-' where it has none)."""
+    lines = []
+    for model in models:
+        row = [cells.get((model, c.key)) for c in columns]
+        details = [e.detail if e is not None and e.detail else None for e in row]
+        if not any(d is not None and (d.peak_rss_mb or d.peak_device_mb) for d in details):
+            continue
+        texts = [
+            "-"
+            if d is None
+            else "resident %s, device %s"
+            % tuple("%.0f MiB" % v if v else "-" for v in (d.peak_rss_mb, d.peak_device_mb))
+            for d in details
+        ]
+        lines.append(
+            "Peak memory, %s (%s): %s."
+            % (catalog.model_title(model), " | ".join(c.title for c in columns), " | ".join(texts))
+        )
     return lines
 
 

@@ -228,6 +228,8 @@ class Report:
     inference: Tuple[Table, ...] = ()  # inference cells side by side at one batch size (form INFERENCE)
     published_latency: Tuple[LatencyTable, ...] = ()  # published inference tables (figures as printed)
     published_grids: Tuple[Tuple[str, Tuple[str, ...], Tuple[Tuple[str, ...], ...], Tuple[str, ...]], ...] = ()
+    breakdowns: Tuple[Any, ...] = ()  # harness.report.breakdown.CellBreakdown of each cell that has one
+    breakdown_notes: Tuple[str, ...] = ()  # one line per cell whose breakdown is missing or off
 
 
 def batch_note(gpus: int, nodes: int, batch_per_gpu: int) -> str:

@@ -175,6 +175,18 @@ def scaling_chart(series: Mapping[str, Mapping[int, float]], title: str = "Scali
     return fig
 
 
+def _label_rows(ax: Any, labels: Sequence[str], xlabel: str, title: str, margin: float) -> None:
+    """A horizontal bar chart's rows labelled top to bottom, its x label, margin and title."""
+    ax.set_yticks(list(range(len(labels))))
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.margins(x=margin)
+    ax.set_title(title)
+    _style(ax)
+    ax.grid(axis="y", visible=False)
+
+
 def peak_memory_chart(
     items: Sequence[Tuple[str, float, Optional[float]]],
     title: str = "Peak memory per configuration",
@@ -220,14 +232,7 @@ def peak_memory_chart(
             va="center",
             fontsize=7,
         )
-    ax.set_yticks(ys)
-    ax.set_yticklabels([item[0] for item in items], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("peak memory (MiB)")
-    ax.margins(x=0.15)
-    ax.set_title(title)
-    _style(ax)
-    ax.grid(axis="y", visible=False)
+    _label_rows(ax, [item[0] for item in items], "peak memory (MiB)", title, 0.15)
     ax.grid(axis="x", color="#dddddd", linewidth=0.8)
     if logged:
         ax.legend(frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
@@ -346,4 +351,36 @@ def latency_histogram(title: str, times_ms: Sequence[float], marks: Sequence[Tup
     ax.set_title(title, fontsize=10)
     _style(ax)
     ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig
+
+
+def step_breakdown_bars(items: Sequence[Tuple[str, Sequence[Tuple[str, float]]]], title: str) -> Figure:
+    """One horizontal stacked bar per configuration, its segments the phases of its step in ms
+    (items: [(label, [(phase, ms), ...])]); each phase keeps its colour across the bars."""
+    phases: List[str] = []
+    for _label, parts in items:
+        phases += [p for p, _ms in parts if p not in phases]
+    colours = {p: PALETTE[i % len(PALETTE)] for i, p in enumerate(phases)}
+    fig = _figure(1.4 + 0.5 * max(len(items), 1) + 0.12 * len(phases))
+    ax = fig.add_subplot(1, 1, 1)
+    drawn = set()
+    for y, (_label, parts) in enumerate(items):
+        left = 0.0
+        for i, (phase, ms) in enumerate(parts):
+            ax.barh(
+                y,
+                ms,
+                left=left,
+                height=0.6,
+                color=colours[phase],
+                hatch="//" if i % 2 else None,
+                edgecolor="white",
+                linewidth=0.5,
+                label=None if phase in drawn else phase,
+            )
+            drawn.add(phase)
+            left += ms
+        ax.annotate("%.0f ms" % left, (left, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
+    _label_rows(ax, [label for label, _parts in items], "ms per iteration", title, 0.12)
+    ax.legend(frameon=False, fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=4)
     return fig

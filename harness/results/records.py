@@ -2,7 +2,7 @@
 
 The store (harness.results.store) keeps runs, their planned cells, their trials and each
 trial's iteration records in SQLite, with the structured values (the scenario, the host, the
-limits, the order, and per trial the argv, settings, telemetry, window, work and latency) as
+limits, the order, and per trial the argv, settings, telemetry, window, work, latency and breakdown) as
 JSON text. Every such column is decoded here, once, into the field of its record:
 
     StoredRun        a run: its scenario (StoredScenario; `validated(backends)` gives the whole
@@ -300,6 +300,7 @@ class StoredTrial(_Row):
     peak_device_mb: Optional[float] = None
     latency: Optional[Dict[str, Any]] = None  # an inference trial's (harness.measure.latency)
     drawn: Optional[Dict[str, Dict[str, float]]] = None  # what it drew from the data (harness.measure.drawn)
+    breakdown: Optional[Dict[str, Any]] = None  # where its step went (harness.measure.breakdown)
     columns: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -340,6 +341,7 @@ class StoredTrial(_Row):
             settings=self.settings,
             latency=self.latency,
             drawn=self.drawn,
+            breakdown=self.breakdown,
             iterations=tuple(tuple(it) for it in iterations),
         )
 
@@ -402,6 +404,7 @@ def trial_of(row: Any) -> StoredTrial:
         peak_device_mb=c.get("peak_device_mb"),
         latency=_mapping(c.get("latency_json")),
         drawn=_drawn(c.get("drawn_json")),
+        breakdown=_mapping(c.get("breakdown_json")),
         columns=c,
     )
 

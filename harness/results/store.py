@@ -22,7 +22,8 @@ seed, drawn by `detbench run` where the scenario gave none; empty for a run stor
 rounds ran cell by cell in a fixed order). Schema 5 added, per trial, drawn_json: what the trial drew
 from its data set as the framework logged it (distinct image views, flips, draws, epochs started,
 images per iteration, over the measured window and the whole trial; harness.measure.drawn), empty
-where the log has no DETBENCH_DATA lines. An older store gains the newer columns, empty, the first
+where the log has no DETBENCH_DATA lines. Schema 6 added, per trial, breakdown_json: where its step time
+went, phase by phase (harness.measure.breakdown). An older store gains the newer columns, empty, the first
 time this version opens it.
 """
 
@@ -42,7 +43,7 @@ from harness.vocab import names
 from harness.errors import ResultsWriteError, UserError
 from harness.results import records
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 APPLICATION = "detbench"
 DB_NAME = "detbench.sqlite"
 
@@ -68,7 +69,7 @@ CREATE TABLE trials (
     exact INTEGER, peak_mem_mb REAL, records INTEGER, scrape_errors INTEGER,
     fingerprint TEXT, telemetry_json TEXT,
     figure_kind TEXT, window_json TEXT, work_json TEXT, peak_rss_mb REAL, peak_device_mb REAL,
-    latency_json TEXT, drawn_json TEXT,
+    latency_json TEXT, drawn_json TEXT, breakdown_json TEXT,
     UNIQUE (run_id, seq));
 CREATE INDEX trials_by_cell ON trials (run_id, cell_key);
 CREATE TABLE iterations (
@@ -90,6 +91,7 @@ UPGRADES = {
     3: (("trials", "latency_json TEXT"), ("runs", "limits_json TEXT")),
     4: (("runs", "order_json TEXT"),),
     5: (("trials", "drawn_json TEXT"),),
+    6: (("trials", "breakdown_json TEXT"),),
 }
 
 

@@ -17,6 +17,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from harness import jsonlog
+from harness.drivers import breakdown
 
 from . import checkpoint, dist, graphs, schedule
 
@@ -152,6 +153,9 @@ def train(model, batches, cfg, device, world, out=None, resume=None, resume_path
     # static-input step runs without capture
     graphed = graphs.GraphedStep(model, optimizer, scaler, lambda: autocast_for(t.precision, device, cache=False),
                                  device, graphs.target_slots(cfg, batches), capture=cuda) if t.cuda_graph else None
+    if is_logger:
+        unable = "train.cuda_graph's replays run no hooks" if graphed is not None else None
+        breakdown.attach_from_env(model, optimizer, unable=unable)
     source = iter(batches)
     waited = spent = 0.0            # data and iteration time after the run's first iteration
     prev_end = time.perf_counter()

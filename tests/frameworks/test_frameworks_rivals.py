@@ -372,11 +372,12 @@ def test_torchvision_work_counter_reads_torchvisions_own_sampling(kind):
     assert json.loads(counter.line(2)[len(jsonlog.WORK_PREFIX):]) == {"iteration": 2}
 
 
-def test_rivals_cpu_sets_every_compared_setting_equal_in_every_cell():
+@pytest.mark.parametrize("name", ["rivals-cpu.yaml", "rivals-cpu-512.yaml", "rivals-cpu-800x1344.yaml"])
+def test_rivals_cpu_sets_every_compared_setting_equal_in_every_cell(name):
     import pathlib
     from harness.plan import yamlfile
     root = pathlib.Path(__file__).resolve().parents[2]
-    doc, _ = yamlfile.load(root / "scenarios" / "rivals-cpu.yaml")
+    doc, _ = yamlfile.load(root / "scenarios" / name)
     m = doc["matrix"]
     assert set(m["framework"]) == set(HERE) and set(m["model"]) == set(SHARED_KEYS)
     excluded = {(r["framework"], r.get("precision")) for r in doc["exclude"]}

@@ -150,8 +150,9 @@ CREATE TABLE runs (
 def test_a_schema_3_store_opens_gains_the_order_column_and_reports(tmp_path):
     root = tmp_path / "r"
     stored_run(root, figures(3, 0.0, 0.01), order=False).close()
-    db = sqlite3.connect(str(root / store_mod.DB_NAME))   # back to schema 3: runs without order_json
-    db.executescript("ALTER TABLE runs RENAME TO runs4;" + SCHEMA_3_RUNS + ";"
+    db = sqlite3.connect(str(root / store_mod.DB_NAME))   # back to schema 3: runs without order_json,
+    db.executescript("ALTER TABLE trials DROP COLUMN breakdown_json;"    # trials without breakdown_json
+                     "ALTER TABLE runs RENAME TO runs4;" + SCHEMA_3_RUNS + ";"
                      "INSERT INTO runs SELECT id, scenario, scenario_path, scenario_json, backend, created, host_json,"
                      " origin, limits_json FROM runs4; DROP TABLE runs4;"
                      "ALTER TABLE trials DROP COLUMN drawn_json;"   # and trials without schema 5's column
@@ -165,4 +166,4 @@ def test_a_schema_3_store_opens_gains_the_order_column_and_reports(tmp_path):
     assert len(table.entries) == len(KEYS) and all(e.throughput for e in table.entries.values())
     assert notes and "not checked" in notes[0]
     store.close()
-    Store(root, create=False).close()     # and opens again as schema 4
+    Store(root, create=False).close()     # and opens again as the current schema

@@ -72,6 +72,9 @@ CASES = [
     ("input-too-small", replace("input_size: [320, 320]", "input_size: [8, 8]"), 9, "input_size", "32"),
     ("extra-args-unknown-framework", GOOD_SCENARIO + "extra_args:\n  detectron3: [x]\n", 18,
      "extra_args.detectron3", "unknown framework"),
+    ("breakdown-not-bool", GOOD_SCENARIO + "breakdown: sometimes\n", 17, "breakdown", "valid boolean"),
+    ("breakdown-in-inference", GOOD_SCENARIO.replace("warmup: 2\nmeasure: 10\n", "warmup: 2\nmeasure: 20\n")
+     + "mode: inference\nbatch_sizes: [1]\nbreakdown: true\n", 19, "breakdown", "for training speed runs"),
 ]
 
 
@@ -131,3 +134,13 @@ def test_exclude_becomes_na_with_reason(write_scenario):
     planned = {p.cell.key: p.excluded for p in scenario.plan(sc)}
     assert planned["detbench-trainer/retinanet/fp16/local/1/1"] == "needs CUDA"
     assert planned["calibrate/retinanet/fp16/local/1/1"] is None
+
+
+def test_breakdown_asks_each_cells_trials_for_their_phases_by_framework_and_model(write_scenario):
+    sc = launch.load_scenario(write_scenario(replace("framework: [calibrate]", "framework: [detbench-trainer]")
+                                             + "breakdown: true\nenv:\n  OMP_NUM_THREADS: '2'\n"))
+    (cell,) = scenario.plan(sc)
+    assert scenario.context(sc, cell.cell).env == {"OMP_NUM_THREADS": "2",
+                                                   "DETBENCH_BREAKDOWN": "detbench-trainer/retinanet"}
+    plain = launch.load_scenario(write_scenario(replace("framework: [calibrate]", "framework: [detbench-trainer]")))
+    assert scenario.context(plain, scenario.plan(plain)[0].cell).env == {}

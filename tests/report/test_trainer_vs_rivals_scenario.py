@@ -47,3 +47,15 @@ def test_a_process_setting_from_env_reaches_every_framework_of_the_scenario(tmp_
 def test_an_env_item_that_is_not_name_equals_value_is_refused_naming_it(item):
     with pytest.raises(trainer_vs_rivals.Refusal, match="--env %r" % item):
         trainer_vs_rivals.parse_env([item])
+
+
+def test_the_configs_own_size_gets_a_short_window_and_breakdown_asks_every_trial_for_its_phases(tmp_path):
+    assert trainer_vs_rivals.SIZES == ("320x320", "512x512", "800x1344")
+    args = argparse.Namespace(models=["mask_rcnn"], precisions=["fp32", "bf16"], warmup=None, measure=None,
+                              repeats=3, breakdown=True)
+    doc, _ = trainer_vs_rivals.scenario(args, str(tmp_path), ("detbench-trainer", "torchvision"), "800x1344")
+    assert (doc["input_size"], doc["warmup"], doc["measure"], doc["breakdown"]) == ([800, 1344], 1, 3, True)
+    small, _ = trainer_vs_rivals.scenario(argparse.Namespace(models=["mask_rcnn"], precisions=["fp32"], warmup=None,
+                                                             measure=5, repeats=3),
+                                          str(tmp_path), ("detbench-trainer",), "512x512")
+    assert (small["warmup"], small["measure"]) == (2, 5) and "breakdown" not in small

@@ -144,8 +144,9 @@ def test_every_frame_has_its_declared_column_types_even_when_empty(results):
 def test_a_schema_3_store_reads_the_same_figures(results, tmp_path):
     old = tmp_path / "old"
     shutil.copytree(str(results), str(old))
-    db = sqlite3.connect(str(old / store_mod.DB_NAME))     # back to schema 3: runs without order_json
-    db.executescript(
+    db = sqlite3.connect(str(old / store_mod.DB_NAME))     # back to schema 3: runs without order_json,
+    db.executescript(                                       # trials without breakdown_json
+        "ALTER TABLE trials DROP COLUMN breakdown_json;"
         "ALTER TABLE runs RENAME TO runs4;"
         "CREATE TABLE runs (id TEXT PRIMARY KEY, scenario TEXT NOT NULL, scenario_path TEXT, scenario_json TEXT"
         " NOT NULL, backend TEXT NOT NULL, created REAL NOT NULL, host_json TEXT, origin TEXT, limits_json TEXT);"

@@ -128,11 +128,12 @@ def test_a_damaged_json_column_reads_as_empty_and_the_rest_of_the_row_stays(tmp_
 
 
 SCHEMA_3 = store_mod.SCHEMA.replace(", limits_json TEXT,\n    order_json TEXT);", ", limits_json TEXT);").replace(
-    "latency_json TEXT, drawn_json TEXT,", "latency_json TEXT,")
+    "latency_json TEXT, drawn_json TEXT, breakdown_json TEXT,", "latency_json TEXT,")
 
 
 def test_a_schema_3_store_opens_and_its_runs_read_without_an_order(tmp_path):
-    assert "order_json" not in SCHEMA_3 and "drawn_json" not in SCHEMA_3   # the columns schemas 4 and 5 added
+    # the columns schemas 4, 5 and 6 added
+    assert "order_json" not in SCHEMA_3 and "drawn_json" not in SCHEMA_3 and "breakdown_json" not in SCHEMA_3
     root = tmp_path / "r"
     root.mkdir()
     db = sqlite3.connect(str(root / store_mod.DB_NAME))
@@ -152,6 +153,7 @@ def test_a_schema_3_store_opens_and_its_runs_read_without_an_order(tmp_path):
     [trial] = store.read_trials("old")
     assert (trial.throughput, trial.window, trial.latency, trial.argv) == (200.0, (3, 12), None, None)
     assert trial.drawn is None     # not observed
+    assert trial.breakdown is None
     store.close()
 
 
