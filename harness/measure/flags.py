@@ -166,11 +166,35 @@ def unequal_work(works: Sequence[Optional[Mapping[str, float]]]) -> List[bool]:
 UNEQUAL_DATA = "unequal-data"
 
 
+# flips and distinct views are random counts where each framework draws its own flips: two
+# frameworks that draw alike differ in them by chance, by about the square root of the draws. Such a
+# count is flagged only where the difference is also beyond chance: more than CHANCE_Z standard
+# deviations of a draw-by-draw coin (p = 0.5 at most, sd sqrt(draws) / 2 for each side), so two
+# fair coins over 200 draws (sd 7 flips each) are not flagged for 100 against 112 mirrored.
+CHANCE_Z = 3.29  # two-sided 0.1%
+RANDOM_COUNTS = ("flips", "views")
+
+
 def unequal_data_keys(summaries: Sequence[Optional[Mapping[str, Mapping[str, float]]]]) -> List[Tuple[str, str]]:
     """The (scope, count) of harness.measure.drawn summaries (one per framework; None for one
     that logged no DATA lines: not observed, never a difference) in which the frameworks differ
-    by more than UNEQUAL_SHARE, as unequal_keys judges them."""
-    return _apart([drawn.flat(s) for s in summaries], [(scope, key) for scope in drawn.SCOPES for key in drawn.LABELS])
+    by more than UNEQUAL_SHARE, as unequal_keys judges them, and, for the random counts (flips and
+    distinct views), by more than chance (CHANCE_Z)."""
+    flat = [drawn.flat(s) for s in summaries]
+    keys = _apart(flat, [(scope, key) for scope in drawn.SCOPES for key in drawn.LABELS])
+    return [key for key in keys if key[1] not in RANDOM_COUNTS or _beyond_chance(flat, key)]
+
+
+def _beyond_chance(flat: Sequence[Optional[Mapping[Tuple[str, str], float]]], key: Tuple[str, str]) -> bool:
+    """Whether two frameworks' `key` counts differ by more than CHANCE_Z standard deviations of
+    the difference of two fair coins over their draws (the same scope's `draws`)."""
+    pairs = [(w[key], w.get((key[0], "draws"), 0.0)) for w in flat if w and key in w]
+    for i, (a, draws_a) in enumerate(pairs):
+        for b, draws_b in pairs[i + 1 :]:
+            sd = 0.5 * (draws_a + draws_b) ** 0.5
+            if abs(a - b) > CHANCE_Z * sd:
+                return True
+    return False
 
 
 def unequal_data(summaries: Sequence[Optional[Mapping[str, Mapping[str, float]]]]) -> List[bool]:
@@ -337,7 +361,8 @@ FLAGS = {
             UNEQUAL_DATA,
             "unequal data: the frameworks of this row differ by more than %s (max - min over their "
             "median) in what they drew from the data set (distinct image views, flips, draws, epochs "
-            "started, images per iteration; measured window or whole trial)" % _percent(UNEQUAL_SHARE),
+            "started, images per iteration; measured window or whole trial), flips and distinct views "
+            "also beyond chance" % _percent(UNEQUAL_SHARE),
             unequal_data,
         ),
         Flag(

@@ -66,9 +66,19 @@ def test_a_failed_trial_stores_no_summary(tmp_path):
     assert result.status == "failed" and result.drawn is None
 
 
+def many(fixed, images=400, batch=2, epochs=3):
+    """`epochs` passes over `images` images in order, batch 2: each image mirrored at every other
+    pass (a flip redrawn at each draw, here alternating) or always or never (fixed per image)."""
+    draws = [(e, (k, (k % 2) if fixed else (k + e) % 2)) for e in range(epochs) for k in range(1, images + 1)]
+    return [(draws[i][0], [view for _, view in draws[i:i + batch]]) for i in range(0, len(draws), batch)]
+
+
 @pytest.mark.parametrize("rows, flagged", [
-    # the replica's redrawn flips against the fixed ones: fewer views, more flips, no epochs
-    (((REDRAWN, "r"), (FIXED, "f")), [True, True]),
+    # over 1200 draws of 400 images, flips fixed per image give 400 distinct views against 800
+    (((many(False), "r"), (many(True), "f")), [True, True]),
+    # the replica's redrawn flips against the fixed ones over 7 iterations: views and flips apart by
+    # a few, as two coins over 14 draws are, and no count that is not random apart: no flag
+    (((REDRAWN, "r"), (FIXED, "f")), [False, False]),
     # the same draws in two columns, a third that logged nothing: never a difference by itself
     (((REDRAWN, "a"), (REDRAWN, "b"), (None, "c")), [False, False, False]),
 ])

@@ -13,7 +13,8 @@ TEXTS = {
                     "median) in a work count per iteration (proposals, RoIs, positives)",
     "unequal-data": "unequal data: the frameworks of this row differ by more than 5% (max - min over their "
                     "median) in what they drew from the data set (distinct image views, flips, draws, epochs "
-                    "started, images per iteration; measured window or whole trial)",
+                    "started, images per iteration; measured window or whole trial), flips and distinct views "
+                    "also beyond chance",
     "gpu-thermal-throttle": "a GPU throttled its clocks for heat during a repeat (NVML thermal/hw slowdown)",
     "gpu-power-throttle": "a GPU throttled its clocks at its power limit during a repeat (NVML power cap/brake)",
     "gpu-telemetry-lost": "GPU telemetry lost: the host has GPUs, but pynvml did not import or start in the "

@@ -184,24 +184,38 @@ def test_work_is_the_median_over_repeats_and_a_column_without_work_shows_a_dash(
 
 # ------------------------------------------------------------------ data drawn per trial
 
-def drawn_row(views, flips, epochs=1.0):
-    window = {"views": views, "flips": flips, "draws": 12.0, "epochs": epochs, "images_per_iteration": 2.0}
-    return {"drawn": {"window": window, "trial": dict(window, views=views + 4, draws=16.0)}}
+def drawn_row(views, flips, epochs=1.0, draws=12.0):
+    window = {"views": views, "flips": flips, "draws": draws, "epochs": epochs, "images_per_iteration": 2.0}
+    return {"drawn": {"window": window, "trial": dict(window, views=views + 4, draws=draws + 4)}}
 
 
-@pytest.mark.parametrize("views, flagged", [(11.6, False), (11.0, True)])
+@pytest.mark.parametrize("views, flagged", [(1960.0, False), (1080.0, True)])
 def test_unequal_data_flags_a_row_whose_frameworks_drew_differently(tmp_path, views, flagged):
-    # torchvision's distinct views 4% or 8% below the others' 12 (a flip fixed per image gives fewer)
+    # over 2000 draws, torchvision's distinct views 2% below the others' (within 5%) or near half of
+    # them (a flip fixed per image gives fewer): far beyond what redrawn coins differ by
     def row(fw, model, repeat):
-        return drawn_row(views if fw == "torchvision" and model == "mask_rcnn" else 12.0, 6.0)
+        mine = views if fw == "torchvision" and model == "mask_rcnn" else 2000.0
+        return drawn_row(mine, 1000.0, draws=2000.0)
     table = throughput_table(fill_store(tmp_path, row))
     for fw in FRAMEWORKS:
         assert (flags.UNEQUAL_DATA in cell_flags(table, "mask_rcnn", fw)) is flagged
         assert flags.UNEQUAL_DATA not in cell_flags(table, "faster_rcnn", fw)
     line = [n for n in table.notes if n.startswith("Data drawn per trial, %s (%s): " % (MASK, TITLES))]
-    assert line and "measured window: distinct views 12 | %s | 12; flips 6 | 6 | 6" % work.number(views) in line[0]
-    assert "whole trial: distinct views 16 | %s | 16" % work.number(views + 4) in line[0]
+    assert line and "measured window: distinct views 2000 | %s | 2000; flips 1000 | 1000 | 1000" % work.number(
+        views) in line[0]
+    assert "whole trial: distinct views 2004 | %s | 2004" % work.number(views + 4) in line[0]
     assert (flags.text(flags.UNEQUAL_DATA) in markdown.render_table(table)) is flagged
+
+
+@pytest.mark.parametrize("flips, flagged", [(108.0, False), (60.0, True)])
+def test_flips_drawn_by_each_framework_are_flagged_only_beyond_chance(tmp_path, flips, flagged):
+    # 200 draws each with a fair coin: 100 against 108 mirrored is 8% apart but well within what two
+    # coins differ by (sd 10 for the difference); 60 is 4 such sds away
+    def row(fw, model, repeat):
+        mine = flips if fw == "torchvision" else 100.0
+        return drawn_row(200.0, mine, draws=200.0)
+    table = throughput_table(fill_store(tmp_path, row, models=("retinanet",)))
+    assert (flags.UNEQUAL_DATA in cell_flags(table, "retinanet", "torchvision")) is flagged
 
 
 def test_a_framework_that_logged_no_data_lines_is_not_observed_and_never_flagged(tmp_path):
