@@ -117,13 +117,13 @@ def report(platform_name, mlperf, benchmark, results_dir, run_id, published, fmt
 
 
 def _mlperf_report(results_dir, benchmark, fmt):
-    from harness.report import mlperf as mlperf_report
+    from harness.report import build, mlperf as mlperf_report
 
     if fmt not in ("md", "html"):
         raise UserError("--mlperf: --format md or html")
     if not os.path.isfile(os.path.join(results_dir, "detbench.sqlite")):
         raise UserError("%s: no results store here" % results_dir)
-    runs = mlperf_report.load(results_dir, benchmark)
+    runs = build.mlperf_runs(results_dir, benchmark)
     if not runs:
         raise UserError("%s: no imported MLPerf runs%s (detbench import ROUND_FOLDER)"
                         % (results_dir, " of %s" % benchmark if benchmark else ""))

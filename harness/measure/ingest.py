@@ -224,10 +224,13 @@ def analyse(
     data = drawn.trial_summary(log_path, warmup + 1, warmup + measure, run_lines(chosen)) if reason is None else None
     parts = None
     if reason is None:
+        # over the iterations the figure it is held to covers (a framework that prints every Nth
+        # iteration moves that window)
+        first, last = figures.get("window") or (warmup + 1, warmup + measure)
         parts = breakdown.trial_breakdown(
             log_path,
-            warmup + 1,
-            warmup + measure,
+            first,
+            last,
             figures.get("iteration_time_s"),
             figures.get("data_time_s"),
             run_lines(chosen),

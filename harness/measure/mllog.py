@@ -264,3 +264,13 @@ def _number(value: Any) -> Optional[float]:
 def _int(value: Any) -> Optional[int]:
     number = _number(value)
     return int(number) if number is not None else None
+
+
+def hardware(platform_desc: Dict[str, Any]) -> Tuple[str, str, int, str]:
+    """What systems that differ only in their node count share: submitter, device, devices per node, host CPU."""
+    return (
+        platform_desc["submitter"],
+        platform_desc["device"],
+        platform_desc["devices_per_node"],
+        platform_desc["host_cpu"],
+    )

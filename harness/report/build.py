@@ -438,3 +438,15 @@ def accuracy_comparison(
             accuracy_mod.by_cell(other), accuracy_mod.by_cell(block), block.metric, block.target, threshold
         )
     return out
+
+
+def mlperf_runs(results_dir: Union[str, Path], benchmark: Optional[str] = None) -> List[Dict[str, Any]]:
+    """The imported MLPerf Training runs of a results folder (of one benchmark where given), for
+    harness.report.mlperf to render."""
+    from harness.results.mlperf_store import MlperfTables
+
+    store = Store(results_dir, create=False)
+    try:
+        return MlperfTables(store).runs(benchmark)
+    finally:
+        store.close()

@@ -21,21 +21,10 @@ import textwrap
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from harness.measure import mllog
-from harness.results import mlperf_import
-from harness.results.mlperf_store import MlperfTables
-from harness.results.store import Store
 
 TITLES = {"maskrcnn": "Mask R-CNN", "ssd": "RetinaNet (ssd)"}
 Run = Dict[str, Any]
 Grid = Tuple[str, List[str], List[List[str]], List[str]]  # title, head, rows, notes
-
-
-def load(results_dir: str, benchmark: Optional[str] = None) -> List[Run]:
-    store = Store(results_dir, create=False)
-    try:
-        return MlperfTables(store).runs(benchmark)
-    finally:
-        store.close()
 
 
 def _ok(run: Run) -> List[mllog.Result]:
@@ -62,7 +51,7 @@ def efficiency(runs: Sequence[Run]) -> Dict[str, float]:
     groups: Dict[Tuple[str, str, int, str], List[Run]] = {}
     for run in runs:
         if run["score_minutes"] is not None:
-            groups.setdefault(mlperf_import.hardware(run["platform"]), []).append(run)
+            groups.setdefault(mllog.hardware(run["platform"]), []).append(run)
     out: Dict[str, float] = {}
     for members in groups.values():
         if len({m["platform"]["nodes"] for m in members}) < 2:

@@ -157,16 +157,6 @@ def platform(system_json: str) -> Dict[str, Any]:
     }
 
 
-def hardware(platform_desc: Dict[str, Any]) -> Tuple[str, str, int, str]:
-    """What systems that differ only in their node count share: submitter, device, devices per node, host CPU."""
-    return (
-        platform_desc["submitter"],
-        platform_desc["device"],
-        platform_desc["devices_per_node"],
-        platform_desc["host_cpu"],
-    )
-
-
 def _count(value: Any) -> Optional[int]:
     try:
         return int(str(value).strip())

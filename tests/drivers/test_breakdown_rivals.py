@@ -34,7 +34,8 @@ def test_a_rival_breaks_its_step_down_through_its_own_modules(fw, tmp_path):
     (trial,) = store.read_trials(run_id)
     log = (store.trial_dir(trial.id) / "log.txt").read_text(errors="replace")
     assert trial.status == "done", "%s\n%s" % (trial.reason, log[-3000:])
-    assert trial.scrape_errors == 0 and trial.records == 3     # its own log format still reads line for line
+    # its own log format still reads line for line (detectron2's printer writes every 20th iteration and the last)
+    assert trial.scrape_errors == 0 and trial.records == (1 if fw == "detectron2" else 3)
     got = trial.breakdown
     assert got and not got.get("error"), log[-3000:]
     for name in ("backbone", "fpn", "rpn", "roi pooling", "box head"):

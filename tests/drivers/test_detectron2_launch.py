@@ -17,7 +17,8 @@ import pytest
 from harness import jsonlog
 from harness.frameworks import FRAMEWORKS, detectron2
 from harness.frameworks.base import TrialContext
-from harness.launch import envs, trialfiles
+from harness.launch import envs
+from harness.plan import trialfiles
 from harness.plan import datasets, weights
 from harness.vocab.sources import cached_archive
 from tests.support.services import need_env

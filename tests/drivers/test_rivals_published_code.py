@@ -14,7 +14,8 @@ import os
 import subprocess
 
 from harness.frameworks import FRAMEWORKS, detectron2
-from harness.launch import envs, trialfiles
+from harness.launch import envs
+from harness.plan import trialfiles
 from harness.vocab.sources import cached_archive
 from tests.support.services import need_env
 

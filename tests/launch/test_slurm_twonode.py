@@ -114,7 +114,7 @@ def test_trainer_on_one_and_two_nodes_runs_into_the_store_and_the_scaling_report
     for d, r in zip((node0, node1), records):
         assert len(telemetry_samples(d)) > 0 and r["telemetry"]["samples"] > 0, d
 
-    code, report = detbench("report", "--platform", "local", "--results", results)
+    code, report = detbench("report", "--platform", "local", "--results", results, "--details")
     assert code == 0, report
     assert "### Scaling efficiency" in report, report
     scaling = scaling_rows(report)
@@ -169,7 +169,7 @@ def test_calibration_on_one_and_two_nodes_gives_its_exact_figures(twonode, tmp_p
     assert hosts == twonode[:2]
     assert len(telemetry_samples(two / "node-1")) > 0
 
-    code, report = detbench("report", "--platform", "local", "--results", results)
+    code, report = detbench("report", "--platform", "local", "--results", results, "--details")
     assert code == 0, report
     row = throughput_cell(report, "RetinaNet")
     assert row and row[0] == pytest.approx(80.0, rel=0.02) and row[1] == pytest.approx(50.0, abs=0.5), report

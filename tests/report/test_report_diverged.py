@@ -73,7 +73,7 @@ def test_a_diverged_cell_is_na_with_its_divergence_for_every_framework_alike(tmp
     row = next(k for k, line in enumerate(lines) if line.startswith("|Mask R-CNN"))
     cells = dict(zip(lines[row - 2].strip("|").split("|")[1:], lines[row].strip("|").split("|")[1:]))
     assert cells["detbench-trainer (PyTorch)"].startswith("NA") and cells["mmdetection"].startswith("NA")
-    assert cells["torchvision"] == "4.0(500ms)"        # its figure kept: 2 images per 0.5 s
+    assert cells["torchvision"] == "4.00(500ms)"       # its figure kept: 2 images per 0.5 s
     assert "diverged (2 of 2 trials): loss nan at iteration 5 (error: loss is nan (not finite) at iteration 5" \
         in out.output
     # one repeat of mmdetection diverged: the other's figure does not stand for the cell

@@ -159,7 +159,7 @@ CASES = {
                          "--platform: unknown platform 'P9'"),
     "no column for the format": (["{good}"], {}, "give --framework: the table column these logs belong to "
                                                  "(detbench-jsonl logs are written by calibrate, "
-                                                 "detbench-trainer, detectron2)"),
+                                                 "detbench-trainer)"),
     "never reaches the window": (["--framework", "detbench-trainer", "{good}"], {"--warmup": "60"},
                                  "{good}: the log ends at iteration 40; the window needs iterations 61..90"),
     "window larger than the log": (["--framework", "detbench-trainer", "{good}"], {"--measure": "50"},

@@ -14,8 +14,10 @@ CELL = ["--scenario-name", "elsewhere", "--model", "faster_rcnn", "--precision",
 
 def import_log(tmp_path, log, warmup, measure):
     path = log.write(tmp_path / "train.log")
-    args = ["import", "--format", log.fmt, str(path), *CELL, "--batch-per-gpu", str(log.images_per_iteration),
-            "--warmup", str(warmup), "--measure", str(measure), "--approximate", "--results", str(tmp_path / "res")]
+    # a detectron2 log does not say which column it belongs to (detectron2 or detectron2-cuda)
+    framework = ["--framework", "detectron2"] if log.fmt == "detectron2" else []
+    args = ["import", "--format", log.fmt, *framework, str(path), *CELL,
+            "--batch-per-gpu", str(log.images_per_iteration), "--warmup", str(warmup), "--measure", str(measure), "--approximate", "--results", str(tmp_path / "res")]
     return path, CliRunner().invoke(main, args)
 
 
