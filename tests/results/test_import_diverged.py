@@ -17,7 +17,8 @@ def import_log(tmp_path, log, warmup, measure):
     # a detectron2 log does not say which column it belongs to (detectron2 or detectron2-cuda)
     framework = ["--framework", "detectron2"] if log.fmt == "detectron2" else []
     args = ["import", "--format", log.fmt, *framework, str(path), *CELL,
-            "--batch-per-gpu", str(log.images_per_iteration), "--warmup", str(warmup), "--measure", str(measure), "--approximate", "--results", str(tmp_path / "res")]
+            "--batch-per-gpu", str(log.images_per_iteration), "--warmup", str(warmup), "--measure", str(measure),
+            "--approximate", "--results", str(tmp_path / "res")]
     return path, CliRunner().invoke(main, args)
 
 
