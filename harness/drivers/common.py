@@ -40,6 +40,23 @@ CUDA_ONLY = ("fp16", "tf32")
 MIN_SIDE = 32
 
 
+class WorkCounts:
+    """The work counts of the iteration in flight (the keys of jsonlog.WORK_KEYS), added by the
+    wrappers and hooks a driver sets on its framework's own modules; a count may stay a tensor
+    until `line` reads it, so counting forces no device sync."""
+
+    def __init__(self):
+        self.counts = {}
+
+    def add(self, key, value):
+        self.counts[key] = self.counts.get(key, 0) + value
+
+    def line(self, iteration):
+        """The WORK line of the iteration just done (reads the counts), and a fresh count."""
+        counts, self.counts = self.counts, {}
+        return jsonlog.work_line(iteration, **counts)
+
+
 class InputError(ValueError):
     """Input a driver cannot use (an unreadable annotations file or image): one line naming it."""
 

@@ -265,13 +265,13 @@ def sha256(path):
 
 # --- what the appended hook reads and prints -----------------------------------------------------
 
-class WorkCounter:
+class WorkCounter(common.WorkCounts):
     """The work of each iteration, from what detectron2's modules are given and return: a hook on
     the proposal generator and on the mask pooler, wrappers of the RoI heads' sampler and of
     RetinaNet's anchor labelling that return their results unchanged."""
 
     def __init__(self, model):
-        self.counts = {}
+        super().__init__()
         if hasattr(model, "label_anchors"):
             label = model.label_anchors
             classes = model.num_classes
@@ -297,13 +297,6 @@ class WorkCounter:
         if getattr(heads, "mask_on", False):
             heads.mask_pooler.register_forward_hook(
                 lambda module, args, output: self.add("mask_rois", output.shape[0]))
-
-    def add(self, key, value):
-        self.counts[key] = self.counts.get(key, 0) + value
-
-    def line(self, iteration):
-        counts, self.counts = self.counts, {}
-        return common.jsonlog.work_line(iteration, **{k: int(v) for k, v in counts.items()})
 
 
 def observe_views(dataset_size, batch_size):

@@ -39,18 +39,8 @@ WEIGHTS_HOOK = "DetbenchWeightsHook"   # mmdet_driver.py's: loads a weights file
 _LOGGED = {"at": None}
 
 
-class WorkCounter:
+class WorkCounter(common.WorkCounts):
     """Work counts of the iteration in flight, from wrappers around mmdet's own calls."""
-
-    def __init__(self):
-        self.counts = {}
-
-    def add(self, key, value):
-        self.counts[key] = self.counts.get(key, 0) + int(value)
-
-    def line(self, iteration):
-        counts, self.counts = self.counts, {}
-        return common.jsonlog.work_line(iteration, **counts)
 
     def install(self, model):
         """Wrap the calls of a two-stage detector or a RetinaNet that decide its work."""

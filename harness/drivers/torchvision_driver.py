@@ -481,13 +481,13 @@ def recipe_differences(args, input_size):
     return "; ".join(out)
 
 
-class WorkCounter:
+class WorkCounter(common.WorkCounts):
     """Counts the detection work of each iteration from what torchvision's own modules are
     given and return: forward hooks on the RPN and the mask RoI pooler, and wrappers around
     the RoI sampler and RetinaNet's anchor matcher. Counts stay tensors until read."""
 
     def __init__(self, model):
-        self.counts = {}
+        super().__init__()
         if isinstance(model, RetinaNet):
             model.proposal_matcher = _CountingMatcher(model.proposal_matcher, self)
             return
@@ -505,14 +505,6 @@ class WorkCounter:
         if heads.mask_roi_pool is not None:
             heads.mask_roi_pool.register_forward_hook(
                 lambda module, args, output: self.add("mask_rois", output.shape[0]))
-
-    def add(self, key, value):
-        self.counts[key] = self.counts.get(key, 0) + value
-
-    def line(self, iteration):
-        """The WORK line of the iteration just done (reads the counts), and a fresh count."""
-        counts, self.counts = self.counts, {}
-        return common.jsonlog.work_line(iteration, **counts)
 
 
 class _CountingMatcher:
